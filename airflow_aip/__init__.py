@@ -1,0 +1,40 @@
+"""airflow_aip: Google Cloud AI Platform Training (ml v1) for Apache Airflow 3.
+
+This module stays import-cheap: Airflow's providers manager imports it to read
+``get_provider_info`` on every process start.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "get_provider_info"]
+
+
+def get_provider_info() -> dict[str, Any]:
+    """Describe the provider to Airflow's providers manager (`airflow providers list`)."""
+    return {
+        "package-name": "airflow-aip",
+        "name": "AI Platform Training",
+        "description": "Build, stage, train, tune, wait on and export Google Cloud AI Platform "
+        "Training (ml v1) jobs, with a local training service for runs without a cloud account.",
+        "versions": [__version__],
+        "connection-types": [],
+        "extra-links": ["airflow_aip.links.TrainingJobConsoleLink"],
+        "config": {
+            "aip": {
+                "description": "airflow_aip defaults.",
+                "options": {
+                    "poll_interval": {
+                        "description": "Seconds between job state polls while waiting.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "30",
+                        "default": "30",
+                    },
+                },
+            }
+        },
+    }

@@ -1,0 +1,69 @@
+"""One hierarchy of typed errors.
+
+Every error a user can cause names the field it is about and the rule it broke, so a
+failing task log says what to fix without reading our code.
+"""
+
+from __future__ import annotations
+
+
+class AipError(Exception):
+    """Base of every airflow_aip error."""
+
+
+class ValidationError(AipError, ValueError):
+    """Bad input, raised before any side effect (nothing staged, nothing created)."""
+
+    def __init__(self, field: str, rule: str) -> None:
+        self.field = field
+        self.rule = rule
+        super().__init__(f"{field}: {rule}")
+
+
+class PackagingError(AipError):
+    """The trainer package could not be built."""
+
+
+class StagingError(AipError):
+    """A package could not be staged to Cloud Storage, or what landed is not what was sent."""
+
+
+class ApiError(AipError):
+    """The ml v1 API (or the local service) answered with an error."""
+
+    def __init__(self, status: int, message: str, *, method: str = "") -> None:
+        self.status = status
+        self.message = message
+        self.method = method
+        where = f"{method}: " if method else ""
+        super().__init__(f"{where}HTTP {status}: {message}")
+
+
+class JobNotFoundError(ApiError):
+    """404: no job with that id."""
+
+
+class JobAlreadyExistsError(ApiError):
+    """409: a job with that id exists already."""
+
+
+class JobFailedError(AipError):
+    """A training job ended FAILED or CANCELLED; the message is the job's errorMessage."""
+
+    def __init__(self, job_id: str, state: str, error_message: str) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.error_message = error_message
+        super().__init__(f"Training job {job_id} ended {state}: {error_message or '(no errorMessage)'}")
+
+
+class JobSpecMismatchError(AipError):
+    """An existing job with the requested id has a different trainingInput."""
+
+    def __init__(self, job_id: str, differing_fields: list[str]) -> None:
+        self.job_id = job_id
+        self.differing_fields = differing_fields
+        super().__init__(
+            f"Job {job_id} already exists with a different trainingInput; differing fields: "
+            + ", ".join(differing_fields)
+        )

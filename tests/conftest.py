@@ -1,0 +1,44 @@
+"""Test-wide setup: a private Airflow home, and the real local servers the tiers talk to.
+
+Airflow reads its configuration at import time, so the environment is set here, before any
+test module imports airflow.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+_HOME = Path(tempfile.mkdtemp(prefix="aip-test-airflow-"))
+
+os.environ["AIRFLOW_HOME"] = str(_HOME)
+os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
+os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
+os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME / 'airflow.db'}"
+os.environ.setdefault("AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES", "airflow_aip.*")
+# Nothing in the tests may reach Google: a stray call fails fast instead of hanging on a metadata server.
+os.environ["GCE_METADATA_HOST"] = "127.0.0.1:9"
+os.environ["NO_GCE_CHECK"] = "True"
+os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
+os.environ.pop("STORAGE_EMULATOR_HOST", None)
+os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", None)
+
+pytest_plugins = ["tests.fixtures.gcs", "tests.fixtures.local_service"]
+
+
+@pytest.fixture(scope="session")
+def airflow_db() -> Path:
+    """A migrated SQLite metadata DB for ``dag.test()`` runs (once per session)."""
+    subprocess.run(
+        [str(Path(sys.executable).parent / "airflow"), "db", "migrate"],
+        check=True,
+        capture_output=True,
+        env=os.environ.copy(),
+    )
+    return _HOME

@@ -1,0 +1,27 @@
+"""The example DAGs parse cleanly, with no work done at import."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.dags
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dagbag() -> object:
+    from airflow.dag_processing.dagbag import DagBag
+
+    return DagBag(dag_folder=str(DAGS), include_examples=False)
+
+
+def test_no_import_errors(dagbag: object) -> None:
+    assert getattr(dagbag, "import_errors") == {}
+
+
+def test_trainers_are_kept_out_of_parsing(dagbag: object) -> None:
+    files = {Path(d.fileloc).parent for d in getattr(dagbag, "dags").values()}
+    assert files == {DAGS}

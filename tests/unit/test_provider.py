@@ -1,0 +1,71 @@
+"""The provider registers with Airflow and stays cheap to import."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+import airflow_aip
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.hooks.base import DEFAULT_SCOPES, ConnectionSettings
+
+
+def test_provider_info_carries_what_airflow_reads() -> None:
+    info = airflow_aip.get_provider_info()
+    assert info["package-name"] == "airflow-aip"
+    assert info["versions"] == [airflow_aip.__version__]
+    assert "poll_interval" in info["config"]["aip"]["options"]
+
+
+def test_entry_point_is_registered() -> None:
+    from importlib.metadata import entry_points
+
+    eps = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("airflow_aip")]
+    assert [ep.load()()["package-name"] for ep in eps] == ["airflow-aip"]
+
+
+def test_dag_facing_modules_import_no_heavy_client_library() -> None:
+    """What a DAG file imports must not pull googleapiclient, google.cloud or google.auth."""
+    code = (
+        "import sys, json, importlib, pkgutil\n"
+        "import airflow_aip, airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers\n"
+        "import airflow_aip.hooks, airflow_aip.hooks.base\n"
+        "for pkg in (airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers, airflow_aip.hooks):\n"
+        "    for m in pkgutil.iter_modules(pkg.__path__):\n"
+        "        importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
+        "heavy = ('googleapiclient', 'google.cloud', 'google.auth', 'google.oauth2', 'optuna')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(heavy))))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+class TestConnectionSettings:
+    def test_reads_prefixed_and_plain_extras(self) -> None:
+        s = ConnectionSettings.from_extras(
+            {"extra__google_cloud_platform__project": "p1", "key_path": "/k.json", "scope": "a, b"}
+        )
+        assert (s.project_id, s.key_path, s.scopes) == ("p1", "/k.json", ("a", "b"))
+
+    def test_plain_extra_wins_over_prefixed(self) -> None:
+        s = ConnectionSettings.from_extras(
+            {"project": "plain", "extra__google_cloud_platform__project": "old"}
+        )
+        assert s.project_id == "plain"
+
+    def test_keyfile_dict_as_json_string_is_parsed_and_never_in_repr(self) -> None:
+        key = {"type": "service_account", "private_key": "SECRET-MATERIAL", "project_id": "kp"}
+        s = ConnectionSettings.from_extras({"keyfile_dict": json.dumps(key)})
+        assert s.keyfile_dict == key
+        assert "SECRET-MATERIAL" not in repr(s)
+
+    def test_bad_keyfile_dict_names_the_field_without_echoing_it(self) -> None:
+        with pytest.raises(ValidationError, match="keyfile_dict") as err:
+            ConnectionSettings.from_extras({"keyfile_dict": "not-json-SECRET"})
+        assert "SECRET" not in str(err.value)
+
+    def test_defaults_to_cloud_platform_scope(self) -> None:
+        assert ConnectionSettings.from_extras({}).scopes == DEFAULT_SCOPES
