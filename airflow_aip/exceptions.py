@@ -67,3 +67,26 @@ class JobSpecMismatchError(AipError):
             f"Job {job_id} already exists with a different trainingInput; differing fields: "
             + ", ".join(differing_fields)
         )
+
+
+class StorageError(AipError):
+    """A Cloud Storage request failed; the message has the URI, HTTP status and reason, never credentials."""
+
+
+class PreconditionFailedError(StorageError):
+    """A Cloud Storage write's generation precondition failed: another writer changed the object first."""
+
+    def __init__(self, uri: str, message: str = "") -> None:
+        self.uri = uri
+        super().__init__(f"{uri}: generation precondition failed{': ' + message if message else ''}")
+
+
+class JobWaitTimeoutError(AipError):
+    """Waiting for a training job passed its deadline while the job was still not finished."""
+
+    def __init__(self, job_id: str, state: str, waited_seconds: float | None = None) -> None:
+        self.job_id = job_id
+        self.state = state
+        self.waited_seconds = waited_seconds
+        waited = f" after {waited_seconds:.0f}s" if waited_seconds is not None else ""
+        super().__init__(f"Stopped waiting for training job {job_id}{waited}; it was still {state}")

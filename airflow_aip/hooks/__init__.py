@@ -1,1 +1,8 @@
-"""hooks."""
+"""Hooks: the only Google I/O. Client libraries are imported inside their methods."""
+
+from __future__ import annotations
+
+from airflow_aip.hooks.storage import StorageHook
+from airflow_aip.hooks.training import TrainingJobHook
+
+__all__ = ["StorageHook", "TrainingJobHook"]

@@ -13,15 +13,15 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 @pytest.fixture(scope="module")
 def dagbag() -> object:
-    from airflow.dag_processing.dagbag import DagBag
+    from airflow.dag_processing.dagbag import BundleDagBag
 
-    return DagBag(dag_folder=str(DAGS), include_examples=False)
+    return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
 
 
 def test_no_import_errors(dagbag: object) -> None:
-    assert getattr(dagbag, "import_errors") == {}
+    assert dagbag.import_errors == {}
 
 
 def test_trainers_are_kept_out_of_parsing(dagbag: object) -> None:
-    files = {Path(d.fileloc).parent for d in getattr(dagbag, "dags").values()}
+    files = {Path(d.fileloc).parent for d in dagbag.dags.values()}
     assert files == {DAGS}

@@ -1,0 +1,19 @@
+# The image docker-compose.yaml runs: the official Airflow 3 image plus airflow_aip.
+#
+# It installs `.[local]` (the operators and the local training service) with the repository's
+# constraints.txt, the versions the test suite runs against, and the example trainer's
+# dependencies, so the local training service installs trainer packages without a package index.
+# The Airflow version of the base image must match apache-airflow's pin in constraints.txt.
+ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11
+FROM ${AIRFLOW_IMAGE}
+
+# The local training service's data dir: a named volume copies this owner on first use.
+USER root
+RUN mkdir -p /opt/aip-local && chown airflow:0 /opt/aip-local
+USER airflow
+
+# .dockerignore lets in only what the package build needs.
+COPY --chown=airflow:0 . /opt/airflow-aip/
+RUN pip install --no-cache-dir --constraint /opt/airflow-aip/constraints.txt \
+        "/opt/airflow-aip[local]" scikit-learn joblib \
+    && rm -rf /opt/airflow-aip/build

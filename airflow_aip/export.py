@@ -1,0 +1,138 @@
+"""What to export from a finished training job, where to, and whether it may be promoted.
+
+Pure: the export operator fetches the job and lists objects through hooks, then asks this
+module every question of policy. The best trial comes from :func:`airflow_aip.jobs.best_trial`
+(via the job summary), so "best" means the same thing here as in XCom and in the local service.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs import JobState, objective_value
+from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ExportSource:
+    """The model to export: a job (and for tuning jobs, its best trial) and its output prefix."""
+
+    job_id: str
+    prefix: GcsUri
+    trial_id: str | None = None
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+    metric_tag: str | None = None
+    metric: float | None = None
+    goal: str = "MAXIMIZE"
+
+    @property
+    def version(self) -> str:
+        """The destination folder name: one job (and trial) always exports to the same place."""
+        return f"{self.job_id}_trial{self.trial_id}" if self.trial_id else self.job_id
+
+
+def export_source(summary: Mapping[str, Any], source_subdir: str = "") -> ExportSource:
+    """Where a SUCCEEDED job's model lies: ``jobDir[/<best trial id>][/source_subdir]``.
+
+    Tuning trials write below ``jobDir/<trialId>`` (Google's convention, and the local service's),
+    so the best trial's output is chosen by the spec's goal. Raises ValidationError naming the
+    field when the job cannot be exported.
+    """
+    job_id = str(summary.get("job_id") or "")
+    state = JobState.parse(summary.get("state"))
+    if state is not JobState.SUCCEEDED:
+        raise ValidationError("job_id", f"job {job_id} is {state.value}; only a SUCCEEDED job is exported")
+    job_dir = summary.get("job_dir")
+    if not job_dir:
+        raise ValidationError("job_id", f"job {job_id} has no trainingInput.jobDir to export from")
+    prefix = parse_gcs_uri(str(job_dir), "trainingInput.jobDir")
+    parts = [source_subdir.strip("/")] if source_subdir.strip("/") else []
+    if parts:
+        validate_object_name(parts[0], "source_subdir")
+    if not summary.get("is_hyperparameter_tuning_job"):
+        return ExportSource(job_id=job_id, prefix=prefix.join(*parts, field="source_subdir"))
+    best = summary.get("best_trial")
+    if not best:
+        raise ValidationError("job_id", f"tuning job {job_id} has no trial with a final metric to export")
+    trial_id = str(best.get("trialId"))
+    return ExportSource(
+        job_id=job_id,
+        prefix=prefix.join(trial_id, *parts, field="source_subdir"),
+        trial_id=trial_id,
+        hyperparameters=dict(best.get("hyperparameters") or {}),
+        metric_tag=summary.get("hyperparameter_metric_tag"),
+        metric=objective_value(best),
+        goal=str(summary.get("goal") or "MAXIMIZE"),
+    )
+
+
+def metric_from_file(data: bytes, key: str, field_name: str = "metrics_file") -> float:
+    """The metric ``key`` of a JSON metrics file a trainer wrote (for jobs that are not tuned)."""
+    try:
+        value = json.loads(data)[key]
+        number = float(value)
+    except (ValueError, KeyError, TypeError):
+        raise ValidationError(field_name, f"must be a JSON object with a numeric {key!r}") from None
+    if not math.isfinite(number):
+        raise ValidationError(field_name, f"{key!r} must be a finite number")
+    return number
+
+
+def beats(challenger: float | None, champion: float | None, goal: str) -> bool:
+    """True when the challenger should replace the champion (no champion: always; ties: never)."""
+    if champion is None:
+        return True
+    if challenger is None:
+        return False
+    return challenger < champion if goal == "MINIMIZE" else challenger > champion
+
+
+def champion_metric(manifest: Mapping[str, Any]) -> float | None:
+    """The metric a current model's manifest records, or None when it records none."""
+    value = (manifest.get("metric") or {}).get("value")
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def relative_names(prefix: GcsUri, object_uris: Sequence[str]) -> list[str]:
+    """Object names below ``prefix``, relative to it, leaving out any manifest a previous export left."""
+    base = prefix.uri.rstrip("/") + "/"
+    names = sorted(uri[len(base) :] for uri in object_uris if uri.startswith(base))
+    return [name for name in names if name and name.rsplit("/", 1)[-1] != MANIFEST_NAME]
+
+
+def build_manifest(
+    source: ExportSource,
+    destination: GcsUri,
+    objects: Sequence[Mapping[str, Any]],
+    packages: Sequence[Mapping[str, Any]],
+    run: Mapping[str, Any],
+    exported_at: str,
+) -> dict[str, Any]:
+    """The manifest written beside the copy, last, so that its presence means "complete"."""
+    return {
+        "manifest_version": MANIFEST_VERSION,
+        "model_uri": destination.uri,
+        "job_id": source.job_id,
+        "trial_id": source.trial_id,
+        "hyperparameters": source.hyperparameters,
+        "metric": {"tag": source.metric_tag, "value": source.metric, "goal": source.goal},
+        "source_uri": source.prefix.uri,
+        "objects": list(objects),
+        "packages": list(packages),
+        "airflow": dict(run),
+        "exported_at": exported_at,
+    }
+
+
+def same_export(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> bool:
+    """An earlier export of the same source with the same content: a re-run rewrites nothing."""
+    keys = ("model_uri", "job_id", "trial_id", "source_uri", "objects")
+    return all(existing.get(k) == manifest.get(k) for k in keys)

@@ -1,0 +1,75 @@
+"""Job labels: the rule Google Cloud applies to them, and Airflow's identity as labels.
+
+Rule: at most 64 labels; keys 1-63 characters, values 0-63, both made of lowercase letters,
+digits, ``_`` and ``-``; keys start with a letter. Airflow identifiers (``manual__2024-01-01T00:00:00+00:00``)
+break it, so they are sanitised; a value cut to 63 characters keeps a short hash of the
+original so two long run ids do not collapse into one label.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+
+from airflow_aip.exceptions import ValidationError
+
+MAX_LABELS = 64
+MAX_LABEL_LENGTH = 63
+_FORBIDDEN_RUN = re.compile(r"[^a-z0-9_-]+")
+_VALUE = re.compile(r"[a-z0-9_-]{0,63}")
+_KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
+
+DAG_ID_LABEL = "airflow-dag-id"
+TASK_ID_LABEL = "airflow-task-id"
+RUN_ID_LABEL = "airflow-run-id"
+
+
+def sanitize_label_value(value: str) -> str:
+    """Lowercase; any run of other characters becomes ``-``; long values end in a hash of the original."""
+    cleaned = _FORBIDDEN_RUN.sub("-", str(value).lower()).strip("-")
+    if len(cleaned) <= MAX_LABEL_LENGTH:
+        return cleaned
+    digest = hashlib.sha256(str(value).encode()).hexdigest()[:8]
+    return cleaned[: MAX_LABEL_LENGTH - 9].rstrip("-") + "-" + digest
+
+
+def sanitize_label_key(key: str) -> str:
+    """As a value, and starting with a letter (else ``k-`` is put in front)."""
+    cleaned = sanitize_label_value(key) or "k"
+    if not cleaned[0].isalpha():
+        cleaned = sanitize_label_value("k-" + cleaned)
+    return cleaned
+
+
+def validate_labels(labels: object, field: str = "labels") -> dict[str, str]:
+    """Return ``labels`` as a plain dict if Google would accept it, else name the rule broken."""
+    if not isinstance(labels, Mapping):
+        raise ValidationError(field, f"must be a mapping of strings, got {type(labels).__name__}")
+    if len(labels) > MAX_LABELS:
+        raise ValidationError(field, f"at most {MAX_LABELS} labels, got {len(labels)}")
+    out: dict[str, str] = {}
+    for key, value in labels.items():
+        if not isinstance(key, str) or not _KEY.fullmatch(key):
+            raise ValidationError(
+                f"{field}.{key}",
+                "key must be 1-63 lowercase letters, digits, '_' or '-', starting with a letter",
+            )
+        if not isinstance(value, str) or not _VALUE.fullmatch(value):
+            raise ValidationError(
+                f"{field}.{key}", "value must be a string of 0-63 lowercase letters, digits, '_' or '-'"
+            )
+        out[key] = value
+    return out
+
+
+def airflow_labels(
+    dag_id: str, task_id: str, run_id: str | None, user_labels: Mapping[str, str] | None = None
+) -> dict[str, str]:
+    """The user's labels (sanitised) plus the dag id, task id and run id; ours win on a clash."""
+    labels = {sanitize_label_key(k): sanitize_label_value(v) for k, v in (user_labels or {}).items()}
+    labels[DAG_ID_LABEL] = sanitize_label_value(dag_id)
+    labels[TASK_ID_LABEL] = sanitize_label_value(task_id)
+    if run_id:
+        labels[RUN_ID_LABEL] = sanitize_label_value(run_id)
+    return validate_labels(labels)

@@ -1,0 +1,160 @@
+"""Shape checks against the ml v1 discovery document google-api-python-client ships.
+
+One schema, Google's own: every field name, type, enum and format comes from
+``googleapiclient/discovery_cache/documents/ml.v1.json``. The file is read from the installed
+package directory without importing googleapiclient (DAG-parse time), once per process.
+
+Values are returned in proto3 JSON canonical form, the form the API answers with: int64 as
+decimal strings, int32 as ints, doubles as numbers. So a body we send and the body the API
+returns compare equal.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import re
+from collections.abc import Mapping
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from airflow_aip.exceptions import AipError, ValidationError
+
+JOB_SCHEMA = "GoogleCloudMlV1__Job"
+TRAINING_INPUT_SCHEMA = "GoogleCloudMlV1__TrainingInput"
+_DURATION = re.compile(r"-?[0-9]+(\.[0-9]{1,9})?s")
+_DATETIME = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})"
+)
+_INT64 = re.compile(r"-?[0-9]+")
+_INT32_RANGE = (-(2**31), 2**31 - 1)
+_INT64_RANGE = (-(2**63), 2**63 - 1)
+
+
+def discovery_document_path() -> Path:
+    """Where the installed google-api-python-client keeps the static ml v1 document."""
+    spec = importlib.util.find_spec("googleapiclient")
+    if spec is None or not spec.submodule_search_locations:
+        raise AipError("google-api-python-client is not installed: the ml v1 schema is unavailable")
+    base = Path(next(iter(spec.submodule_search_locations)))
+    return base / "discovery_cache" / "documents" / "ml.v1.json"
+
+
+@cache
+def discovery_document() -> dict[str, Any]:
+    """The parsed ml v1 discovery document (read once)."""
+    loaded: dict[str, Any] = json.loads(discovery_document_path().read_text(encoding="utf-8"))
+    return loaded
+
+
+def schema(name: str) -> dict[str, Any]:
+    """One named schema of the document, e.g. ``GoogleCloudMlV1__TrainingInput``."""
+    found: dict[str, Any] = discovery_document()["schemas"][name]
+    return found
+
+
+def is_output_only(prop: Mapping[str, Any]) -> bool:
+    """Fields the server fills: a client setting them is confused about what it sends."""
+    return bool(prop.get("readOnly")) or str(prop.get("description", "")).startswith("Output only.")
+
+
+def _type_error(path: str, expected: str, value: object) -> ValidationError:
+    hint = ""
+    if expected == "a string" and isinstance(value, float):
+        hint = " (quote it in YAML, e.g. '2.4', or 2.10 becomes 2.1)"
+    return ValidationError(path, f"must be {expected}, got {type(value).__name__} {value!r}{hint}")
+
+
+def _integer(value: object, path: str, bounds: tuple[int, int]) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise _type_error(path, "an integer", value)
+    if isinstance(value, str):
+        if not _INT64.fullmatch(value.strip()):
+            raise _type_error(path, "an integer", value)
+        value = int(value)
+    if not bounds[0] <= value <= bounds[1]:
+        raise ValidationError(path, f"must be within [{bounds[0]}, {bounds[1]}], got {value}")
+    return value
+
+
+def _string(value: object, prop: Mapping[str, Any], path: str) -> Any:
+    fmt = prop.get("format")
+    if fmt == "int64":
+        return str(_integer(value, path, _INT64_RANGE))
+    if not isinstance(value, str):
+        raise _type_error(path, "a string", value)
+    if "enum" in prop and value not in prop["enum"]:
+        raise ValidationError(path, f"must be one of {', '.join(prop['enum'])}; got {value!r}")
+    if fmt == "google-duration" and not _DURATION.fullmatch(value):
+        raise ValidationError(
+            path, f"must be a duration in seconds ending in 's', e.g. '3600s'; got {value!r}"
+        )
+    if fmt == "google-datetime" and not _DATETIME.fullmatch(value):
+        raise ValidationError(path, f"must be an RFC 3339 timestamp; got {value!r}")
+    return value
+
+
+def _number(value: object, path: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise _type_error(path, "a number", value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValidationError(path, f"must be a finite number, got {value!r}")
+    return value
+
+
+def check_value(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_only: bool) -> Any:
+    """``value`` checked against one property schema; returns it in canonical form."""
+    if "$ref" in prop:
+        return check_object(value, prop["$ref"], path, allow_output_only=allow_output_only)
+    kind = prop.get("type")
+    if kind == "string":
+        return _string(value, prop, path)
+    if kind == "integer":
+        return _integer(value, path, _INT32_RANGE if prop.get("format") != "uint32" else (0, 2**32 - 1))
+    if kind == "number":
+        return _number(value, path)
+    if kind == "boolean":
+        if not isinstance(value, bool):
+            raise _type_error(path, "true or false", value)
+        return value
+    if kind == "array":
+        if not isinstance(value, list | tuple):
+            raise _type_error(path, "a list", value)
+        return [
+            check_value(item, prop["items"], f"{path}[{i}]", allow_output_only=allow_output_only)
+            for i, item in enumerate(value)
+        ]
+    if kind == "object" and "additionalProperties" in prop:
+        if not isinstance(value, Mapping):
+            raise _type_error(path, "a mapping", value)
+        inner = prop["additionalProperties"]
+        return {
+            str(k): check_value(v, inner, f"{path}.{k}", allow_output_only=allow_output_only)
+            for k, v in value.items()
+        }
+    if kind == "any" or kind == "object":
+        return value
+    raise AipError(f"{path}: unsupported schema type {kind!r} in the discovery document")
+
+
+def check_object(
+    value: Any, schema_name: str, path: str, *, allow_output_only: bool = False
+) -> dict[str, Any]:
+    """A mapping checked field by field against a named schema: unknown fields are errors."""
+    if not isinstance(value, Mapping):
+        raise _type_error(path, "a mapping", value)
+    props: Mapping[str, Any] = schema(schema_name).get("properties", {})
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        where = f"{path}.{key}" if path else str(key)
+        prop = props.get(key) if isinstance(key, str) else None
+        if prop is None:
+            raise ValidationError(where, f"unknown field; known fields: {', '.join(sorted(props))}")
+        if not allow_output_only and is_output_only(prop):
+            raise ValidationError(where, "is output only: the server sets it")
+        if item is None:
+            continue
+        out[key] = check_value(item, prop, where, allow_output_only=allow_output_only)
+    return out

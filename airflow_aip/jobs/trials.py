@@ -1,0 +1,50 @@
+"""Choosing the best hyperparameter trial, once, for the operator, the export and the local service."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+
+DEFAULT_METRIC_TAG = "training/hptuning/metric"
+# Google: "GOAL_TYPE_UNSPECIFIED: Goal Type will default to maximize."
+_DIRECTIONS = {"MAXIMIZE": 1, "GOAL_TYPE_UNSPECIFIED": 1, "MINIMIZE": -1}
+_LOSING_STATES = frozenset({"FAILED", "CANCELLED", "CANCELLING"})
+
+
+def objective_value(trial: Mapping[str, Any]) -> float | None:
+    """A trial's ``finalMetric.objectiveValue`` as a finite float, or None when it has none."""
+    metric = trial.get("finalMetric")
+    if not isinstance(metric, Mapping):
+        return None
+    value = metric.get("objectiveValue")
+    if isinstance(value, bool) or value is None:
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def best_trial(trials: Sequence[Mapping[str, Any]], goal: str | None) -> dict[str, Any] | None:
+    """The trial with the best final objective for ``goal``; None when no trial has one.
+
+    A trial with no (finite) final metric, or that ended FAILED or CANCELLED, never wins.
+    Ties go to the earlier trial in the list, so the answer is stable between polls.
+    """
+    goal = goal or "GOAL_TYPE_UNSPECIFIED"
+    if goal not in _DIRECTIONS:
+        raise ValidationError("goal", f"must be MAXIMIZE or MINIMIZE, got {goal!r}")
+    direction = _DIRECTIONS[goal]
+    best: Mapping[str, Any] | None = None
+    best_score = -math.inf
+    for trial in trials:
+        value = objective_value(trial)
+        if value is None or trial.get("state") in _LOSING_STATES:
+            continue
+        if direction * value > best_score:
+            best, best_score = trial, direction * value
+    return dict(best) if best is not None else None

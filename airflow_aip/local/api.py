@@ -1,0 +1,171 @@
+"""The HTTP face of the local service: ml v1 ``projects.jobs`` plus logging v2 ``entries:list``.
+
+Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
+(and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
+Google's shape, ``{"error": {"code", "message", "status"}}``: 400 INVALID_ARGUMENT (with a
+``google.rpc.BadRequest`` field violation naming the field), 404 NOT_FOUND, 409 ALREADY_EXISTS,
+400 FAILED_PRECONDITION for cancelling a finished job, 413 for bodies over 1 MiB.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from airflow_aip import __version__
+from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.local.logs import list_entries
+from airflow_aip.local.service import FailedPreconditionError, TrainingService
+
+MAX_BODY_BYTES = 1 << 20
+_STATUS = {
+    400: "INVALID_ARGUMENT",
+    404: "NOT_FOUND",
+    405: "UNIMPLEMENTED",
+    409: "ALREADY_EXISTS",
+    413: "INVALID_ARGUMENT",
+    500: "INTERNAL",
+    501: "UNIMPLEMENTED",
+}
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def google_error(code: int, message: str, status: str | None = None, details: Any = None) -> JSONResponse:
+    """An error body as Google's APIs send it (googleapiclient's HttpError reads ``message``)."""
+    error: dict[str, Any] = {
+        "code": code,
+        "message": message,
+        "status": status or _STATUS.get(code, "UNKNOWN"),
+    }
+    if details:
+        error["details"] = details
+    return JSONResponse({"error": error}, status_code=code)
+
+
+class BodySizeLimit:
+    """Refuse request bodies over ``max_bytes`` (413), whether or not Content-Length is declared."""
+
+    def __init__(self, app: ASGIApp, max_bytes: int = MAX_BODY_BYTES) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            await google_error(413, f"Request body larger than {self.max_bytes} bytes.")(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.max_bytes:
+                raise StarletteHTTPException(413, f"Request body larger than {self.max_bytes} bytes.")
+            return message
+
+        await self.app(scope, limited, send)
+
+
+async def _json_body(request: Request) -> Any:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        return json.loads(raw)
+    except ValueError as exc:
+        raise ValidationError("body", f"is not valid JSON: {exc}") from exc
+
+
+def _page_size(value: str | None) -> int | None:
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ValidationError("pageSize", f"must be an integer, got {value!r}") from exc
+
+
+def create_app(service: TrainingService) -> FastAPI:
+    """The ASGI app serving ``service``."""
+    app = FastAPI(title="aip-local", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
+    app.add_middleware(BodySizeLimit)
+
+    @app.exception_handler(ValidationError)
+    async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
+        violation = {"field": exc.field, "description": exc.rule}
+        details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}]
+        return google_error(400, f"Field: {exc.field} Error: {exc.rule}", details=details)
+
+    @app.exception_handler(JobNotFoundError)
+    async def not_found(_: Request, exc: JobNotFoundError) -> JSONResponse:
+        return google_error(404, exc.message)
+
+    @app.exception_handler(JobAlreadyExistsError)
+    async def exists(_: Request, exc: JobAlreadyExistsError) -> JSONResponse:
+        return google_error(409, exc.message)
+
+    @app.exception_handler(FailedPreconditionError)
+    async def precondition(_: Request, exc: FailedPreconditionError) -> JSONResponse:
+        return google_error(400, str(exc), "FAILED_PRECONDITION")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return google_error(exc.status_code, str(exc.detail))
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
+        return google_error(400, f"Invalid request: {exc.errors()}")
+
+    @app.exception_handler(Exception)
+    async def internal(_: Request, exc: Exception) -> JSONResponse:
+        return google_error(500, f"Internal error in the local training service: {exc!r}")
+
+    @app.get("/")
+    async def root() -> dict[str, Any]:
+        return {"service": "aip-local", "version": __version__, "api": "ml/v1"}
+
+    @app.post("/v1/projects/{project}/jobs")
+    async def create_job(project: str, request: Request) -> Any:
+        body = await _json_body(request)
+        return await run_in_threadpool(service.create_job, project, body)
+
+    @app.get("/v1/projects/{project}/jobs")
+    async def list_jobs(project: str, request: Request) -> Any:
+        query = request.query_params
+        size = _page_size(query.get("pageSize"))
+        return await run_in_threadpool(
+            service.list_jobs, project, query.get("filter"), size, query.get("pageToken")
+        )
+
+    @app.get("/v1/projects/{project}/jobs/{job_id}")
+    async def get_job(project: str, job_id: str) -> Any:
+        return await run_in_threadpool(service.get_job, project, job_id)
+
+    @app.post("/v1/projects/{project}/jobs/{job_id}:cancel")
+    async def cancel_job(project: str, job_id: str, request: Request) -> Any:
+        await _json_body(request)  # CancelJobRequest is empty; a broken body is still an error
+        return await run_in_threadpool(service.cancel_job, project, job_id)
+
+    @app.post("/v2/entries:list")
+    async def entries_list(request: Request) -> Any:
+        body = await _json_body(request)
+        if not isinstance(body, dict):
+            raise ValidationError("body", "must be a JSON object")
+        return await run_in_threadpool(list_entries, service.store, body)
+
+    return app

@@ -1,0 +1,238 @@
+"""``aip-local``: serve the local training service, and look at its jobs.
+
+``aip-local serve`` starts fake-gcs-server and the training API together (both on loopback
+unless told otherwise with ``--allow-remote``: the API runs submitted code) and prints the
+variables that point clients at them. ``aip-local jobs list|describe|logs|cancel`` talk to a
+running service over its HTTP API, like ``gcloud ai-platform jobs`` does to Google.
+
+The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+DEFAULT_PORT = 8765
+DEFAULT_GCS_PORT = 4443
+DEFAULT_PROJECT = "local-project"
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def _default_data_dir() -> Path:
+    return Path(os.environ.get("AIP_LOCAL_HOME") or Path.home() / ".aip-local")
+
+
+def _default_endpoint() -> str:
+    return os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML") or f"http://127.0.0.1:{DEFAULT_PORT}/"
+
+
+def _default_project() -> str:
+    return (
+        os.environ.get("CLOUDSDK_CORE_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="aip-local", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="run fake-gcs-server and the training API")
+    serve.add_argument("--host", default="127.0.0.1", help="address both servers bind (default loopback)")
+    serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="training API port (0: any free port)")
+    serve.add_argument("--gcs-port", type=int, default=DEFAULT_GCS_PORT, help="fake-gcs-server port (0: any)")
+    serve.add_argument("--gcs-url", help="use this running Cloud Storage emulator instead of starting one")
+    serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
+    serve.add_argument("--max-running-jobs", type=int, default=2, help="jobs run at once; the rest queue")
+    serve.add_argument("--offline", action="store_true", help="pip --no-index: never reach a package index")
+    serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+
+    jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
+    jobs.add_argument("--endpoint", default=_default_endpoint(), help="training API root URL")
+    jobs.add_argument("--project", default=_default_project())
+    actions = jobs.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="jobs, newest first")
+    listing.add_argument("--filter", default="", help="e.g. 'state=FAILED' or 'jobId:census*'")
+    listing.add_argument("--limit", type=int, default=100)
+    actions.add_parser("describe", help="the whole job as YAML").add_argument("job_id")
+    logs = actions.add_parser("logs", help="the job's log lines")
+    logs.add_argument("job_id")
+    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
+    logs.add_argument("--trial", help="only this trial's lines")
+    actions.add_parser("cancel", help="cancel a queued or running job").add_argument("job_id")
+    return parser
+
+
+# -- serve ---------------------------------------------------------------------------------
+
+
+def serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from airflow_aip.local.api import create_app
+    from airflow_aip.local.gcs import FakeGcsServer, free_port, is_loopback
+    from airflow_aip.local.service import ServiceConfig, TrainingService
+
+    if not is_loopback(args.host) and not args.allow_remote:
+        print(
+            f"refusing to bind {args.host}: the API runs submitted code; pass --allow-remote", file=sys.stderr
+        )
+        return 2
+    data_dir = args.data_dir.expanduser().resolve()
+    port = args.port or free_port(args.host)
+    gcs = None
+    if args.gcs_url:
+        storage_url = args.gcs_url.rstrip("/")
+    else:
+        gcs = FakeGcsServer(data_dir / "gcs", host=args.host, port=args.gcs_port or None).start()
+        storage_url = gcs.url
+    try:
+        config = ServiceConfig(data_dir, storage_url, max(1, args.max_running_jobs), offline=args.offline)
+        service = TrainingService(config).start()
+        try:
+            endpoint = f"http://{args.host}:{port}/"
+            print(f"export STORAGE_EMULATOR_HOST={storage_url}")
+            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
+            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
+            print(f"# aip-local {os.getpid()} serving {data_dir}", flush=True)
+            server = uvicorn.Server(
+                uvicorn.Config(create_app(service), host=args.host, port=port, log_level="warning")
+            )
+            # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
+            # SystemExit (as SIGINT is KeyboardInterrupt) so the jobs and fake-gcs-server still stop.
+            signal.signal(signal.SIGTERM, _exit_on_signal)
+            server.run()
+        finally:
+            service.stop()
+    finally:
+        if gcs is not None:
+            gcs.stop()
+    return 0
+
+
+def _exit_on_signal(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
+# -- jobs ----------------------------------------------------------------------------------
+
+
+class CliError(Exception):
+    """An API error, said in one line."""
+
+
+def _call(endpoint: str, method: str, path: str, body: Any = None) -> Any:
+    url = endpoint.rstrip("/") + "/" + path.lstrip("/")
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(
+        url, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read() or b"{}")
+    except urllib.error.HTTPError as exc:
+        try:
+            message = json.loads(exc.read())["error"]["message"]
+        except (ValueError, KeyError, TypeError):
+            message = exc.reason
+        raise CliError(f"HTTP {exc.code}: {message}") from exc
+    except urllib.error.URLError as exc:
+        raise CliError(f"cannot reach the training API at {endpoint}: {exc.reason}") from exc
+
+
+def _list(args: argparse.Namespace) -> None:
+    from urllib.parse import urlencode
+
+    rows: list[dict[str, Any]] = []
+    token = ""
+    while len(rows) < args.limit:
+        query = {"pageSize": min(100, args.limit - len(rows)), "filter": args.filter, "pageToken": token}
+        page = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs?{urlencode(query)}")
+        rows += page.get("jobs", [])
+        token = page.get("nextPageToken", "")
+        if not token:
+            break
+    print(f"{'JOB_ID':<50} {'STATUS':<11} CREATED")
+    for job in rows:
+        print(f"{job['jobId']:<50} {job.get('state', ''):<11} {job.get('createTime', '')}")
+
+
+def _describe(args: argparse.Namespace) -> None:
+    import yaml
+
+    from airflow_aip.jobs import best_trial
+
+    job = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs/{args.job_id}")
+    print(yaml.safe_dump(job, sort_keys=False).rstrip())
+    trials = (job.get("trainingOutput") or {}).get("trials") or []
+    goal = ((job.get("trainingInput") or {}).get("hyperparameters") or {}).get("goal")
+    best = best_trial(trials, goal) if trials else None
+    if best:
+        print(f"# best trial: {best['trialId']} (objective {best['finalMetric']['objectiveValue']})")
+
+
+def _print_entry(entry: dict[str, Any]) -> None:
+    trial = entry.get("labels", {}).get("ml.googleapis.com/trial_id")
+    where = f"[trial {trial}] " if trial else ""
+    task = entry["resource"]["labels"].get("task_name", "")
+    print(
+        f"{entry['timestamp']} {where}{task} {entry['severity']}: {entry.get('textPayload', '')}", flush=True
+    )
+
+
+def _logs(args: argparse.Namespace) -> None:
+    seen: set[str] = set()
+    since = ""
+    base = f'resource.labels.job_id="{args.job_id}"'
+    if args.trial:
+        base += f' AND labels."ml.googleapis.com/trial_id"="{args.trial}"'
+    while True:
+        job = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs/{args.job_id}")
+        token = ""
+        while True:
+            query = base + (f' AND timestamp>="{since}"' if since else "")
+            request = {"resourceNames": [f"projects/{args.project}"], "filter": query, "pageToken": token}
+            page = _call(args.endpoint, "POST", "v2/entries:list", request)
+            for entry in page.get("entries", []):
+                if entry["insertId"] not in seen:
+                    seen.add(entry["insertId"])
+                    since = max(since, entry["timestamp"])
+                    _print_entry(entry)
+            token = page.get("nextPageToken", "")
+            if not token:
+                break
+        if not args.follow or job.get("state") in TERMINAL:
+            return
+        time.sleep(1.0)
+
+
+def _cancel(args: argparse.Namespace) -> None:
+    _call(args.endpoint, "POST", f"v1/projects/{args.project}/jobs/{args.job_id}:cancel", {})
+    print(f"Cancellation of {args.job_id} requested.")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return serve(args)
+    try:
+        {"list": _list, "describe": _describe, "logs": _logs, "cancel": _cancel}[args.action](args)
+    except CliError as exc:
+        print(f"aip-local: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

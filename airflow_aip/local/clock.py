@@ -1,0 +1,31 @@
+"""Timestamps the way the ml v1 API writes them (RFC 3339, UTC, ``Z``), and back.
+
+Every time the service stores or returns goes through here, so records, trials and log
+entries compare as strings and as instants alike.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+
+def now() -> datetime:
+    """The current instant, timezone-aware UTC."""
+    return datetime.now(timezone.utc)
+
+
+def rfc3339(when: datetime | None = None) -> str:
+    """``2024-05-01T12:00:00.123456Z``: microseconds always present, so strings sort by time."""
+    moment = (when or now()).astimezone(timezone.utc)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def parse_rfc3339(text: str) -> datetime:
+    """The instant an RFC 3339 string names; raises ValueError on anything else."""
+    value = text.strip()
+    if value.endswith(("Z", "z")):
+        value = value[:-1] + "+00:00"
+    parsed = datetime.fromisoformat(value)
+    if parsed.tzinfo is None:
+        raise ValueError(f"timestamp without a timezone: {text!r}")
+    return parsed.astimezone(timezone.utc)

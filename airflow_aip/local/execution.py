@@ -1,0 +1,210 @@
+"""One job from PREPARING to its end: fetch, install, run (or tune), record the outcome.
+
+The lifecycle is the API's: PREPARING (packages fetched and installed) -> RUNNING -> SUCCEEDED
+or FAILED, or CANCELLING -> CANCELLED when the user cancels or ``scheduling.maxRunningTime``
+runs out (the reason goes to errorMessage). A FAILED job's errorMessage names the replica,
+its exit code and the tail of its stderr. Every change is persisted at once, so a GET sees it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState, duration_seconds
+from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
+from airflow_aip.local.environments import EnvironmentCache, PreparationError, download_packages
+from airflow_aip.local.logs import JobLog
+from airflow_aip.local.runner import Attempt, AttemptSpec
+from airflow_aip.local.store import JobStore
+from airflow_aip.local.trials import TuningRun
+
+ACTIVE_STATES = frozenset({JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})
+
+
+class JobControl:
+    """How the API and the clock tell a running job to stop, and why."""
+
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self.reason = ""
+        self.final_state = JobState.CANCELLED
+        self._deadline: float | None = None
+        self._limit = ""
+
+    def cancel(self, reason: str, final_state: JobState = JobState.CANCELLED) -> None:
+        """Stop the job; it ends in ``final_state`` (FAILED when the service itself shuts down)."""
+        if not self._event.is_set():
+            self.reason = reason
+            self.final_state = final_state
+            self._event.set()
+
+    def start_clock(self, max_running_time: str | None) -> None:
+        """From RUNNING on, ``scheduling.maxRunningTime`` counts (default 7 days, as Google)."""
+        limit = max_running_time or "604800s"
+        self._limit = limit
+        self._deadline = time.monotonic() + float(duration_seconds(limit))
+
+    def should_stop(self) -> bool:
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            self.cancel(
+                f"Job cancelled: it ran longer than scheduling.maxRunningTime ({self._limit}) "
+                "and was stopped by the service."
+            )
+        return self._event.is_set()
+
+
+@dataclass(frozen=True)
+class ExecutionSettings:
+    """Service-wide settings a job run needs."""
+
+    storage_url: str | None
+    poll_interval: float = 0.2
+
+
+class JobExecution:
+    """Runs one stored job in the calling thread."""
+
+    def __init__(
+        self,
+        store: JobStore,
+        envs: EnvironmentCache,
+        settings: ExecutionSettings,
+        project: str,
+        job_id: str,
+        control: JobControl,
+    ) -> None:
+        self.store = store
+        self.envs = envs
+        self.settings = settings
+        self.project = project
+        self.job_id = job_id
+        self.control = control
+        self.log = JobLog(store, project, job_id)
+        self.dir = store.job_dir(project, job_id)
+
+    def _transition(self, state: JobState, **fields: Any) -> bool:
+        """Move to ``state`` unless the job is already cancelling or over; True if it moved."""
+        moved = False
+
+        def change(job: dict[str, Any]) -> None:
+            nonlocal moved
+            current = JobState.parse(job.get("state"))
+            if current.is_terminal or (current is JobState.CANCELLING and state is not JobState.CANCELLED):
+                return
+            job["state"] = state.value
+            job.pop("jobPosition", None)
+            job.update(fields)
+            moved = True
+
+        self.store.update(self.project, self.job_id, change)
+        if moved:
+            self.log.service(f"Job state: {state.value}")
+        return moved
+
+    def _finish(self, state: JobState, error_message: str = "") -> None:
+        if state is JobState.CANCELLED:
+            self._transition(JobState.CANCELLING)
+        fields: dict[str, Any] = {"endTime": rfc3339()}
+        if error_message:
+            fields["errorMessage"] = error_message
+            self.log.service(error_message, severity="ERROR" if state is JobState.FAILED else "WARNING")
+        self._transition(state, **fields)
+        self.store.set_processes(self.project, self.job_id, [])
+
+    def _cancelled(self) -> None:
+        self._finish(self.control.final_state, self.control.reason)
+
+    def run(self) -> None:
+        """Never raises: whatever happens ends as a job state with a message."""
+        try:
+            self._run()
+        except Exception as exc:
+            self.log.service(traceback.format_exc(), severity="ERROR")
+            self._finish(JobState.FAILED, f"Internal error in the local training service: {exc!r}")
+
+    def _wait_expired(self, job: dict[str, Any]) -> bool:
+        limit = (job["trainingInput"].get("scheduling") or {}).get("maxWaitTime")
+        if not limit:
+            return False
+        waited = now() - parse_rfc3339(job["createTime"])
+        if waited <= timedelta(seconds=float(duration_seconds(limit))):
+            return False
+        self.control.cancel(
+            f"Job cancelled: it did not start running within scheduling.maxWaitTime ({limit})."
+        )
+        return True
+
+    def _run(self) -> None:
+        job = self.store.get(self.project, self.job_id)
+        if self._wait_expired(job) or self.control.should_stop():
+            return self._cancelled()
+        if not self._transition(JobState.PREPARING, startTime=rfc3339()):
+            return self._cancelled()
+        ti = job["trainingInput"]
+        try:
+            packages = download_packages(ti["packageUris"], self.dir / "packages", self.settings.storage_url)
+            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(ti['packageUris'])}")
+            env = self.envs.prepare(packages, self._pip_log, self.control.should_stop)
+        except PreparationError as exc:
+            if self.control.should_stop():
+                return self._cancelled()
+            return self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+        how = "reused from the cache" if env.cache_hit else "built"
+        self.log.service(f"Package environment {env.key} {how} (cache {'hit' if env.cache_hit else 'miss'})")
+        if self._wait_expired(job) or self.control.should_stop():
+            return self._cancelled()
+        if not self._transition(JobState.RUNNING):
+            return self._cancelled()
+        self.control.start_clock((ti.get("scheduling") or {}).get("maxRunningTime"))
+        if "hyperparameters" in ti:
+            return self._tune(ti, env.python)
+        return self._train(ti, env.python)
+
+    def _pip_log(self, stream: str, line: str) -> None:
+        self.log.service(f"pip: {line}", severity="INFO" if stream == "stdout" else "WARNING")
+
+    def _spec(
+        self, ti: dict[str, Any], python: Path, trial: str | None, hp: dict[str, str] | None
+    ) -> AttemptSpec:
+        work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
+        return AttemptSpec(self.project, self.job_id, ti, python, work, self.settings.storage_url, trial, hp)
+
+    def _train(self, ti: dict[str, Any], python: Path) -> None:
+        attempt = Attempt(self._spec(ti, python, None, None), self.log.replica)
+        self.store.set_processes(self.project, self.job_id, attempt.refs())
+        while (outcome := attempt.poll()) is None:
+            if self.control.should_stop():
+                attempt.stop()
+                return self._cancelled()
+            time.sleep(self.settings.poll_interval)
+        if outcome.succeeded:
+            return self._finish(JobState.SUCCEEDED)
+        return self._finish(JobState.FAILED, outcome.error_message())
+
+    def _tune(self, ti: dict[str, Any], python: Path) -> None:
+        spec = ti["hyperparameters"]
+        tag = spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
+
+        def start(trial_id: str, hp: dict[str, str]) -> Attempt:
+            return Attempt(self._spec(ti, python, trial_id, hp), self.log.replica)
+
+        def publish(output: dict[str, Any]) -> None:
+            self.store.update(self.project, self.job_id, lambda job: job.update(trainingOutput=output))
+
+        def track(processes: list[dict[str, int]]) -> None:
+            self.store.set_processes(self.project, self.job_id, processes)
+
+        try:
+            run = TuningRun(spec, tag, f"{self.project}/{self.job_id}", start, publish, track, self.log)
+        except ValueError as exc:
+            return self._finish(JobState.FAILED, f"Hyperparameter search cannot start: {exc}")
+        state, message = run.run(self.control.should_stop, self.settings.poll_interval)
+        if state is JobState.CANCELLED:
+            return self._cancelled()
+        return self._finish(state, message)

@@ -1,0 +1,228 @@
+"""The ``filter`` strings Google list methods take (AIP-160 subset), for jobs and log entries.
+
+``projects.jobs.list`` and logging's ``entries.list`` both filter with expressions such as
+``jobId:census* AND state=FAILED`` or ``resource.labels.job_id="j1" AND timestamp>"2024-..."``.
+Supported: comparisons ``= != < <= > >= :`` on dotted field paths (a quoted segment for keys
+with dots, ``labels."ml.googleapis.com/trial_id"``), ``AND`` (also implied by a space),
+``OR`` (binding tighter than AND, as AIP-160 says), ``NOT`` / ``-``, parentheses, and ``*``
+wildcards in values. Numbers compare as numbers and RFC 3339 strings as instants.
+A filter outside this grammar is a ValidationError on ``filter``, never a silent match-all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.local.clock import parse_rfc3339
+
+_TOKEN = re.compile(
+    r"""\s*(?:
+      (?P<string>"(?:[^"\\]|\\.)*")
+    | (?P<op><=|>=|!=|=|<|>|:)
+    | (?P<paren>[()])
+    | (?P<word>[^\s()=!<>:"]+)
+    )""",
+    re.VERBOSE,
+)
+_MISSING = object()
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+
+
+def _tokenize(text: str) -> list[_Token]:
+    tokens, pos = [], 0
+    while pos < len(text):
+        if text[pos:].isspace():
+            break
+        match = _TOKEN.match(text, pos)
+        if match is None or match.end() == pos:
+            raise ValidationError("filter", f"cannot parse {text[pos:]!r}")
+        kind = match.lastgroup or ""
+        raw = match.group(kind)
+        if kind == "string":
+            raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
+        tokens.append(_Token(kind, raw))
+        pos = match.end()
+    return tokens
+
+
+@dataclass(frozen=True)
+class Comparison:
+    path: tuple[str, ...]
+    op: str
+    value: str
+
+    def matches(self, item: Any) -> bool:
+        found = _resolve(item, self.path)
+        if found is _MISSING:
+            return self.op == "!="
+        candidates = found if isinstance(found, list) else [found]
+        if self.op == "!=":
+            return not any(_compare(c, "=", self.value) for c in candidates)
+        return any(_compare(c, self.op, self.value) for c in candidates)
+
+
+@dataclass(frozen=True)
+class Junction:
+    op: str  # "AND" or "OR"
+    parts: tuple[Node, ...]
+
+    def matches(self, item: Any) -> bool:
+        results = (part.matches(item) for part in self.parts)
+        return all(results) if self.op == "AND" else any(results)
+
+
+@dataclass(frozen=True)
+class Negation:
+    part: Node
+
+    def matches(self, item: Any) -> bool:
+        return not self.part.matches(item)
+
+
+Node = Comparison | Junction | Negation
+
+
+def _resolve(item: Any, path: tuple[str, ...]) -> Any:
+    for segment in path:
+        if isinstance(item, Mapping) and segment in item:
+            item = item[segment]
+        else:
+            return _MISSING
+    return item
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _compare(actual: Any, op: str, literal: str) -> bool:
+    if op == ":" and literal == "*":
+        return True
+    if isinstance(actual, Mapping):
+        return op == ":" and literal in actual
+    if isinstance(actual, bool):
+        actual = "true" if actual else "false"
+    text = str(actual)
+    if op in ("=", ":"):
+        if "*" in literal:
+            return fnmatch.fnmatchcase(text, literal)
+        left, right = _number(actual), _number(literal)
+        if left is not None and right is not None:
+            return left == right
+        # ":" ("has") is the lenient one: gcloud users write state:failed.
+        return text == literal or (op == ":" and text.lower() == literal.lower())
+    ordered: tuple[Any, Any] = (text, literal)
+    left, right = _number(actual), _number(literal)
+    if left is not None and right is not None:
+        ordered = (left, right)
+    else:
+        with contextlib.suppress(ValueError):
+            ordered = (parse_rfc3339(text), parse_rfc3339(literal))
+    a, b = ordered
+    return bool({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op])
+
+
+class _Parser:
+    def __init__(self, tokens: list[_Token]) -> None:
+        self.tokens = tokens
+        self.pos = 0
+
+    def peek(self) -> _Token | None:
+        return self.tokens[self.pos] if self.pos < len(self.tokens) else None
+
+    def take(self) -> _Token:
+        token = self.peek()
+        if token is None:
+            raise ValidationError("filter", "ends too early")
+        self.pos += 1
+        return token
+
+    def expression(self) -> Node:
+        parts = [self.disjunction()]
+        while (token := self.peek()) is not None and token.text != ")":
+            if token.kind == "word" and token.text == "AND":
+                self.take()
+            parts.append(self.disjunction())
+        return parts[0] if len(parts) == 1 else Junction("AND", tuple(parts))
+
+    def disjunction(self) -> Node:
+        parts = [self.unary()]
+        while (token := self.peek()) is not None and token.kind == "word" and token.text == "OR":
+            self.take()
+            parts.append(self.unary())
+        return parts[0] if len(parts) == 1 else Junction("OR", tuple(parts))
+
+    def unary(self) -> Node:
+        token = self.take()
+        if token.kind == "word" and token.text == "NOT":
+            return Negation(self.unary())
+        if token.kind == "word" and token.text.startswith("-") and len(token.text) > 1:
+            self.tokens[self.pos - 1] = _Token("word", token.text[1:])
+            self.pos -= 1
+            return Negation(self.unary())
+        if token.kind == "paren" and token.text == "(":
+            inner = self.expression()
+            closing = self.take()
+            if closing.text != ")":
+                raise ValidationError("filter", "unbalanced parentheses")
+            return inner
+        return self.comparison(token)
+
+    def comparison(self, first: _Token) -> Node:
+        if first.kind != "word":
+            raise ValidationError("filter", f"expected a field name, got {first.text!r}")
+        path = first.text.split(".")
+        while path[-1] == "" and (nxt := self.peek()) is not None and nxt.kind == "string":
+            self.take()
+            path[-1] = nxt.text
+            if (follow := self.peek()) is not None and follow.kind == "word" and follow.text.startswith("."):
+                self.take()
+                path.extend(follow.text[1:].split("."))
+        if any(not segment for segment in path):
+            raise ValidationError("filter", f"bad field path {first.text!r}")
+        op = self.take()
+        if op.kind != "op":
+            raise ValidationError("filter", f"expected a comparison after {first.text!r}, got {op.text!r}")
+        value = self.take()
+        if value.kind not in ("word", "string"):
+            raise ValidationError("filter", f"expected a value after {first.text}{op.text}")
+        return Comparison(tuple(path), op.text, value.text)
+
+
+def parse_filter(text: str | None) -> Node | None:
+    """The parsed filter, or None for an empty one (which matches everything)."""
+    if not text or not text.strip():
+        return None
+    parser = _Parser(_tokenize(text))
+    node = parser.expression()
+    if parser.peek() is not None:
+        raise ValidationError("filter", f"unexpected {parser.tokens[parser.pos].text!r}")
+    return node
+
+
+def required_equalities(node: Node | None) -> dict[tuple[str, ...], str]:
+    """``path -> value`` for each plain ``=`` the whole filter requires (to narrow a scan)."""
+    if isinstance(node, Comparison):
+        return {node.path: node.value} if node.op == "=" and "*" not in node.value else {}
+    if isinstance(node, Junction) and node.op == "AND":
+        out: dict[tuple[str, ...], str] = {}
+        for part in node.parts:
+            out.update(required_equalities(part))
+        return out
+    return {}

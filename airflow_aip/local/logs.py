@@ -1,0 +1,126 @@
+"""Per-job logs: written as the processes print, read back as Cloud Logging entries.
+
+Each stdout/stderr line of every replica, and each message of the service itself, is stored
+with its timestamp, task and trial id. They are served by ``aip-local jobs logs`` and by a
+small Cloud Logging v2 ``entries:list`` endpoint, shaped like the entries Google writes for
+AI Platform jobs (resource type ``ml_job``, labels ``job_id``/``task_name``, the trial id as
+the ``ml.googleapis.com/trial_id`` label, stderr at severity ERROR), so a log streamer written
+for Google reads them unchanged.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.filters import parse_filter, required_equalities
+from airflow_aip.local.store import JobStore
+
+SERVICE_TASK = "service"
+TRIAL_LABEL = "ml.googleapis.com/trial_id"
+TASK_LABEL = "ml.googleapis.com/task_name"
+MAX_PAGE_SIZE = 1000
+
+
+class JobLog:
+    """Appends to one job's log."""
+
+    def __init__(self, store: JobStore, project: str, job_id: str) -> None:
+        self.store = store
+        self.project = project
+        self.job_id = job_id
+
+    def service(self, message: str, severity: str = "INFO", trial: str | None = None) -> None:
+        """A message from the service about the job (state changes, installs, trial results)."""
+        self._write(SERVICE_TASK, trial, severity, message)
+
+    def replica(self, task: str, trial: str | None, stream: str, line: str) -> None:
+        """A line a replica printed; stderr is ERROR, as Google records it."""
+        self._write(task, trial, "ERROR" if stream == "stderr" else "INFO", line)
+
+    def _write(self, task: str, trial: str | None, severity: str, message: str) -> None:
+        entry = {"time": rfc3339(), "severity": severity, "task": task, "trial": trial, "message": message}
+        self.store.append_log(self.project, self.job_id, [entry])
+
+
+def to_log_entry(project: str, job_id: str, index: int, stored: Mapping[str, Any]) -> dict[str, Any]:
+    """A stored line as a Cloud Logging ``LogEntry``."""
+    task = str(stored.get("task") or SERVICE_TASK)
+    log_name = f"ml.googleapis.com%2F{job_id}" if task == SERVICE_TASK else task
+    labels = {TASK_LABEL: task}
+    if stored.get("trial"):
+        labels[TRIAL_LABEL] = str(stored["trial"])
+    return {
+        "insertId": f"{job_id}-{index:08d}",
+        "logName": f"projects/{project}/logs/{log_name}",
+        "resource": {
+            "type": "ml_job",
+            "labels": {"job_id": job_id, "project_id": project, "task_name": task},
+        },
+        "timestamp": stored.get("time"),
+        "receiveTimestamp": stored.get("time"),
+        "severity": stored.get("severity", "INFO"),
+        "textPayload": stored.get("message", ""),
+        "labels": labels,
+    }
+
+
+def _page_offset(token: str | None) -> int:
+    if not token:
+        return 0
+    try:
+        offset = int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValidationError("pageToken", "is not a token this service issued") from exc
+    if offset < 0:
+        raise ValidationError("pageToken", "is not a token this service issued")
+    return offset
+
+
+def _token(offset: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
+
+
+def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Cloud Logging ``entries.list`` over the stored job logs.
+
+    ``resourceNames`` must name projects; ``filter`` is the usual filter language (a
+    ``resource.labels.job_id="..."`` term narrows the scan to that job); ``orderBy`` is
+    ``timestamp asc`` (default) or ``timestamp desc``.
+    """
+    names = request.get("resourceNames") or []
+    if not isinstance(names, list) or not names:
+        raise ValidationError("resourceNames", "at least one projects/<project> is required")
+    projects = []
+    for name in names:
+        if not isinstance(name, str) or not name.startswith("projects/") or name.count("/") != 1:
+            raise ValidationError("resourceNames", f"only projects/<project> is supported, got {name!r}")
+        projects.append(name.split("/", 1)[1])
+    node = parse_filter(request.get("filter"))
+    wanted_job = required_equalities(node).get(("resource", "labels", "job_id"))
+    order = str(request.get("orderBy") or "timestamp asc").strip().lower()
+    if order not in ("timestamp asc", "timestamp desc", "timestamp"):
+        raise ValidationError("orderBy", "must be 'timestamp asc' or 'timestamp desc'")
+    size = int(request.get("pageSize") or MAX_PAGE_SIZE)
+    if not 0 < size <= MAX_PAGE_SIZE:
+        raise ValidationError("pageSize", f"must be within 1..{MAX_PAGE_SIZE}")
+    offset = _page_offset(request.get("pageToken"))
+
+    entries: list[dict[str, Any]] = []
+    for record in store.records():
+        if record.project not in projects or (wanted_job and record.job_id != wanted_job):
+            continue
+        for index, stored in enumerate(store.read_log(record.project, record.job_id)):
+            entry = to_log_entry(record.project, record.job_id, index, stored)
+            if node is None or node.matches(entry):
+                entries.append(entry)
+    entries.sort(key=lambda e: (e["timestamp"] or "", e["insertId"]), reverse=order.endswith("desc"))
+    page = entries[offset : offset + size]
+    response: dict[str, Any] = {"entries": page} if page else {}
+    if offset + size < len(entries):
+        response["nextPageToken"] = _token(offset + size)
+    return response

@@ -1,0 +1,255 @@
+"""The local training service: the jobs API's semantics over the store, a queue and runner threads.
+
+A bounded number of jobs run at once (``max_running_jobs``); the rest wait QUEUED, ordered by
+``scheduling.priority`` then submission, with ``jobPosition`` telling where they stand.
+At start-up the records on disk are taken back: QUEUED jobs are queued again, and jobs that
+were PREPARING, RUNNING or CANCELLING when the previous service died are marked FAILED with a
+message saying so (their orphaned processes are stopped, by PID and start time). On a clean
+stop, running jobs are stopped and marked FAILED the same way; queued jobs stay queued.
+"""
+
+from __future__ import annotations
+
+import base64
+import bisect
+import fcntl
+import functools
+import hashlib
+import json
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs import JobState, validate_job
+from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.environments import EnvironmentCache
+from airflow_aip.local.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
+from airflow_aip.local.filters import parse_filter
+from airflow_aip.local.logs import JobLog
+from airflow_aip.local.processes import kill_group
+from airflow_aip.local.store import JobStore, validate_project
+
+DEFAULT_PAGE_SIZE = 20
+MAX_PAGE_SIZE = 100
+_REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
+
+
+class FailedPreconditionError(Exception):
+    """The request is valid but the job's state forbids it (cancelling a finished job)."""
+
+
+class DataDirBusyError(RuntimeError):
+    """Another service already serves this data dir."""
+
+
+@dataclass(frozen=True)
+class ServiceConfig:
+    """How the service runs; every field has a CLI flag in ``aip-local serve``."""
+
+    data_dir: Path
+    storage_url: str | None
+    max_running_jobs: int = 2
+    offline: bool = False
+    python: str = sys.executable
+    poll_interval: float = 0.2
+
+
+def _etag(job: dict[str, Any]) -> str:
+    return base64.b64encode(hashlib.sha256(json.dumps(job, sort_keys=True).encode()).digest()[:8]).decode()
+
+
+def _reject_containers(job: dict[str, Any]) -> None:
+    for replica in _REPLICAS:
+        if (job["trainingInput"].get(replica) or {}).get("imageUri"):
+            raise ValidationError(
+                f"trainingInput.{replica}.imageUri",
+                "custom containers are not supported by the local training service (there is no container "
+                "engine here): submit packageUris and pythonModule instead",
+            )
+
+
+class TrainingService:
+    """Create, get, list and cancel jobs; run them in background threads."""
+
+    def __init__(self, config: ServiceConfig) -> None:
+        self.config = config
+        config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock_file: IO[str] | None = (config.data_dir / "service.lock").open("a")
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            self._lock_file.close()
+            raise DataDirBusyError(f"{config.data_dir} is already served by another aip-local") from exc
+        self.store = JobStore(config.data_dir)
+        self.envs = EnvironmentCache(config.data_dir / "envs", config.python, offline=config.offline)
+        self.settings = ExecutionSettings(config.storage_url, config.poll_interval)
+        self._cond = threading.Condition()
+        self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
+        self._controls: dict[tuple[str, str], JobControl] = {}
+        self._stopping = False
+        self._workers: list[threading.Thread] = []
+        self._recover()
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _recover(self) -> None:
+        for record in self.store.records():
+            state = JobState.parse(record.job.get("state"))
+            if state is JobState.QUEUED:
+                self._enqueue(record.project, record.job, record.seq)
+            elif state in ACTIVE_STATES:
+                for ref in record.processes:
+                    kill_group(ref["pid"], ref["ticks"] if ref["ticks"] >= 0 else None)
+                message = (
+                    f"The local training service stopped while this job was {state.value}; "
+                    "the job was not resumed. Submit it again under a new job id."
+                )
+                fail = functools.partial(_fail_stale, message=message)
+                self.store.update(record.project, record.job_id, fail)
+                self.store.set_processes(record.project, record.job_id, [])
+                JobLog(self.store, record.project, record.job_id).service(message, severity="ERROR")
+
+    def start(self) -> TrainingService:
+        for index in range(max(1, self.config.max_running_jobs)):
+            worker = threading.Thread(target=self._work, name=f"aip-local-runner-{index}", daemon=True)
+            worker.start()
+            self._workers.append(worker)
+        return self
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop running jobs (they end FAILED, saying why), leave queued ones for the next start."""
+        with self._cond:
+            self._stopping = True
+            for control in self._controls.values():
+                control.cancel(
+                    "The local training service was stopped while this job was running.", JobState.FAILED
+                )
+            self._cond.notify_all()
+        for worker in self._workers:
+            worker.join(timeout)
+        if self._lock_file is not None:
+            self._lock_file.close()
+            self._lock_file = None
+
+    def _work(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                _, _, project, job_id = self._queue.pop(0)
+                control = self._controls[(project, job_id)] = JobControl()
+            try:
+                JobExecution(self.store, self.envs, self.settings, project, job_id, control).run()
+            finally:
+                with self._cond:
+                    self._controls.pop((project, job_id), None)
+
+    def _enqueue(self, project: str, job: dict[str, Any], seq: int) -> None:
+        priority = int((job["trainingInput"].get("scheduling") or {}).get("priority", 0))
+        with self._cond:
+            bisect.insort(self._queue, (-priority, seq, project, job["jobId"]))
+            self._cond.notify()
+
+    def _with_position(self, project: str, job: dict[str, Any]) -> dict[str, Any]:
+        if job.get("state") == JobState.QUEUED.value:
+            with self._cond:
+                keys = [(p, j) for _, _, p, j in self._queue]
+            key = (project, job["jobId"])
+            job["jobPosition"] = str(keys.index(key) + 1) if key in keys else "0"
+        return job
+
+    # -- the API ----------------------------------------------------------------------------
+
+    def create_job(self, project: str, body: Any) -> dict[str, Any]:
+        validate_project(project)
+        job = validate_job(body)
+        _reject_containers(job)
+        job.update(state=JobState.QUEUED.value, createTime=rfc3339())
+        job["etag"] = _etag(job)
+        with self._cond:  # a cancel must see the job either queued or running, never in between
+            seq, created = self.store.create(project, job)
+            JobLog(self.store, project, job["jobId"]).service("Job created; waiting in the queue.")
+            self._enqueue(project, created, seq)
+            return self._with_position(project, created)
+
+    def get_job(self, project: str, job_id: str) -> dict[str, Any]:
+        validate_project(project)
+        return self._with_position(project, self.store.get(project, job_id))
+
+    def list_jobs(
+        self, project: str, filter_text: str | None, page_size: int | None, page_token: str | None
+    ) -> dict[str, Any]:
+        validate_project(project)
+        node = parse_filter(filter_text)
+        size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
+        if size < 0:
+            raise ValidationError("pageSize", f"must not be negative, got {page_size}")
+        before = _decode_token(page_token)
+        matching = []
+        for seq, job in self.store.list_jobs(project):
+            if before is not None and seq >= before:
+                continue
+            job = self._with_position(project, job)
+            if node is None or node.matches(job):
+                matching.append((seq, job))
+                if len(matching) > size:
+                    break
+        response: dict[str, Any] = {}
+        if matching:
+            response["jobs"] = [job for _, job in matching[:size]]
+        if len(matching) > size:
+            response["nextPageToken"] = _encode_token(matching[size - 1][0])
+        return response
+
+    def cancel_job(self, project: str, job_id: str) -> dict[str, Any]:
+        validate_project(project)
+        with self._cond:
+            job = self.store.get(project, job_id)
+            state = JobState.parse(job.get("state"))
+            if state.is_terminal:
+                raise FailedPreconditionError(f"Cannot cancel job {job_id}: it is already {state.value}.")
+            log = JobLog(self.store, project, job_id)
+            queued = [entry for entry in self._queue if entry[2:] == (project, job_id)]
+            if queued:
+                self._queue.remove(queued[0])
+                self.store.update(project, job_id, _cancel_queued)
+                log.service("Job cancelled by the user while queued.")
+                return {}
+            if state is JobState.CANCELLING:
+                return {}
+            self.store.update(project, job_id, lambda j: j.update(state=JobState.CANCELLING.value))
+            log.service("Job state: CANCELLING (cancel requested by the user)")
+            control = self._controls.get((project, job_id))
+            if control is not None:
+                control.cancel("Job cancelled by the user.")
+        return {}
+
+
+def _fail_stale(job: dict[str, Any], message: str) -> None:
+    job.update(state=JobState.FAILED.value, errorMessage=message, endTime=rfc3339())
+    for trial in (job.get("trainingOutput") or {}).get("trials", []):
+        if not JobState.parse(trial.get("state")).is_terminal:
+            trial.update(state=JobState.FAILED.value, endTime=job["endTime"])
+
+
+def _cancel_queued(job: dict[str, Any]) -> None:
+    job.pop("jobPosition", None)
+    job.update(state=JobState.CANCELLED.value, endTime=rfc3339(), errorMessage="Job cancelled by the user.")
+
+
+def _encode_token(seq: int) -> str:
+    return base64.urlsafe_b64encode(json.dumps({"before": seq}).encode()).decode()
+
+
+def _decode_token(token: str | None) -> int | None:
+    if not token:
+        return None
+    try:
+        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["before"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValidationError("pageToken", "is not a token this service issued") from exc

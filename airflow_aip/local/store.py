@@ -1,0 +1,202 @@
+"""Job records and job logs on disk, so a restarted service still knows every job.
+
+Layout under the data dir::
+
+    projects/<project>/jobs/<jobId>/job.json    the record: the Job as the API returns it, plus
+                                                 its creation order and the processes it runs
+    projects/<project>/jobs/<jobId>/log.jsonl   one JSON object per log line
+    projects/<project>/jobs/<jobId>/work/       working directories of its processes
+    projects/<project>/jobs/<jobId>/packages/   its downloaded packageUris
+
+Records are rewritten atomically (temporary file, fsync, rename): a crash leaves the old
+record or the new one, never half of one. Reads are served from memory; the disk is the
+source only at start-up.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
+
+RECORD_FILE = "job.json"
+LOG_FILE = "log.jsonl"
+# Google project IDs are lowercase; domain-scoped ones ("example.com:proj") carry dots and a colon.
+_PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+
+
+def validate_project(project: str) -> str:
+    """A project name that is safe as one directory name; anything else is refused."""
+    if not _PROJECT.fullmatch(project) or ".." in project:
+        raise ValidationError("parent", f"not a valid project name: {project!r}")
+    return project
+
+
+def safe_child(base: Path, name: str) -> Path:
+    """``base / name`` when ``name`` is one plain path component, else ValidationError.
+
+    Object names and ids come from requests: ``..``, separators, absolute paths and NUL
+    must never let them address a file outside ``base``.
+    """
+    if not name or name in {".", ".."} or "\0" in name or "/" in name or "\\" in name:
+        raise ValidationError("name", f"not a safe file name: {name!r}")
+    child = base / name
+    if child.resolve().parent != base.resolve():
+        raise ValidationError("name", f"escapes its directory: {name!r}")
+    return child
+
+
+def write_json_atomic(path: Path, value: Any) -> None:
+    """Replace ``path`` with ``value`` as JSON in one rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(value, handle, indent=1, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@dataclass
+class JobRecord:
+    """One job: the public Job body plus what only the service needs."""
+
+    project: str
+    job: dict[str, Any]
+    seq: int
+    processes: list[dict[str, int]] = field(default_factory=list)
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job["jobId"])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"project": self.project, "seq": self.seq, "job": self.job, "processes": self.processes}
+
+
+class JobStore:
+    """Thread-safe job records and logs under ``data_dir``."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.RLock()
+        self._log_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._records: dict[tuple[str, str], JobRecord] = {}
+        self._seq = 0
+        for record in self._load():
+            self._records[(record.project, record.job_id)] = record
+            self._seq = max(self._seq, record.seq)
+
+    def _load(self) -> Iterator[JobRecord]:
+        for path in sorted(self.data_dir.glob(f"projects/*/jobs/*/{RECORD_FILE}")):
+            try:
+                raw = json.loads(path.read_text(encoding="utf-8"))
+                yield JobRecord(raw["project"], raw["job"], int(raw["seq"]), list(raw.get("processes", [])))
+            except (OSError, ValueError, KeyError, TypeError):
+                # A record we cannot read is left on disk untouched for a human to inspect.
+                continue
+
+    def job_dir(self, project: str, job_id: str) -> Path:
+        projects = self.data_dir / "projects"
+        return safe_child(safe_child(projects, validate_project(project)) / "jobs", job_id)
+
+    def _persist(self, record: JobRecord) -> None:
+        write_json_atomic(self.job_dir(record.project, record.job_id) / RECORD_FILE, record.to_json())
+
+    def create(self, project: str, job: Mapping[str, Any]) -> tuple[int, dict[str, Any]]:
+        """Store a new job, returning its creation order; 409 if the project has one with that id."""
+        job_id = str(job["jobId"])
+        with self._lock:
+            if (project, job_id) in self._records or (self.job_dir(project, job_id) / RECORD_FILE).exists():
+                raise JobAlreadyExistsError(
+                    409,
+                    f"Field: job.job_id Error: A job with id '{job_id}' already exists in project {project}.",
+                )
+            self._seq += 1
+            record = JobRecord(project, copy.deepcopy(dict(job)), self._seq)
+            self._persist(record)
+            self._records[(project, job_id)] = record
+            return record.seq, copy.deepcopy(record.job)
+
+    def _record(self, project: str, job_id: str) -> JobRecord:
+        record = self._records.get((project, job_id))
+        if record is None:
+            raise JobNotFoundError(
+                404, f"Field: name Error: Job projects/{project}/jobs/{job_id} does not exist."
+            )
+        return record
+
+    def get(self, project: str, job_id: str) -> dict[str, Any]:
+        with self._lock:
+            return copy.deepcopy(self._record(project, job_id).job)
+
+    def update(self, project: str, job_id: str, change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
+        """Apply ``change`` to the stored job under the lock and persist it; returns a copy."""
+        with self._lock:
+            record = self._record(project, job_id)
+            job = copy.deepcopy(record.job)
+            change(job)
+            record.job = job
+            self._persist(record)
+            return copy.deepcopy(job)
+
+    def set_processes(self, project: str, job_id: str, processes: Iterable[Mapping[str, int]]) -> None:
+        """Remember the job's live processes, so a restart can stop what a crash left behind."""
+        with self._lock:
+            record = self._record(project, job_id)
+            record.processes = [dict(p) for p in processes]
+            self._persist(record)
+
+    def records(self) -> list[JobRecord]:
+        """Copies of every record, oldest first."""
+        with self._lock:
+            ordered = sorted(self._records.values(), key=lambda r: r.seq)
+            return [JobRecord(r.project, copy.deepcopy(r.job), r.seq, list(r.processes)) for r in ordered]
+
+    def list_jobs(self, project: str) -> list[tuple[int, dict[str, Any]]]:
+        """``(seq, job)`` of the project's jobs, newest first (as ``gcloud ai-platform jobs list``)."""
+        with self._lock:
+            mine = [r for r in self._records.values() if r.project == project]
+            mine.sort(key=lambda r: r.seq, reverse=True)
+            return [(r.seq, copy.deepcopy(r.job)) for r in mine]
+
+    def append_log(self, project: str, job_id: str, entries: Iterable[Mapping[str, Any]]) -> None:
+        """Append log entries (one JSON object per line) to the job's log."""
+        lines = "".join(json.dumps(dict(e), sort_keys=True) + "\n" for e in entries)
+        if not lines:
+            return
+        with self._lock:
+            lock = self._log_locks.setdefault((project, job_id), threading.Lock())
+        path = self.job_dir(project, job_id) / LOG_FILE
+        with lock:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(lines)
+
+    def read_log(self, project: str, job_id: str) -> list[dict[str, Any]]:
+        """Every log entry of the job, in the order written; a torn last line is skipped."""
+        path = self.job_dir(project, job_id) / LOG_FILE
+        if not path.exists():
+            return []
+        out = []
+        with path.open(encoding="utf-8") as handle:
+            for line in handle:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    continue
+        return out

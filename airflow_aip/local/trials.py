@@ -1,0 +1,176 @@
+"""A hyperparameter tuning job: trials as separate processes, the search deciding what each tries.
+
+Up to ``maxParallelTrials`` trials run at once and ``maxTrials`` in all (fewer if a grid has
+fewer points). A trial gets its hyperparameters as ``--name=value`` arguments; its final
+metric is the last value it reported for the job's metric tag. With
+``enableTrialEarlyStopping`` each new intermediate report goes to the pruner, and a trial it
+stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
+job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
+republished on every change, so a GET on a running job shows the trials so far.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from airflow_aip.jobs import JobState
+from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.logs import JobLog
+from airflow_aip.local.runner import Attempt
+from airflow_aip.local.tuning import HyperparameterSearch, MetricReport, read_metric_reports
+
+StartAttempt = Callable[[str, dict[str, str]], Attempt]
+
+
+@dataclass
+class _Running:
+    trial: dict[str, Any]
+    attempt: Attempt
+    last: MetricReport | None = None
+
+
+class TuningRun:
+    """Drives one tuning job's trials to the end; ``run`` returns the job's final state."""
+
+    def __init__(
+        self,
+        spec: Mapping[str, Any],
+        tag: str,
+        seed_text: str,
+        start: StartAttempt,
+        publish: Callable[[dict[str, Any]], None],
+        track: Callable[[list[dict[str, int]]], None],
+        log: JobLog,
+    ) -> None:
+        self.search = HyperparameterSearch(spec, seed_text)
+        self.tag = tag
+        self.parallel = int(spec.get("maxParallelTrials", 1))
+        self.max_failed = int(spec.get("maxFailedTrials", 0))
+        self._start, self._publish, self._track, self.log = start, publish, track, log
+        self.trials: list[dict[str, Any]] = []
+        self.running: dict[str, _Running] = {}
+        self.failed = 0
+        self.last_failure = ""
+
+    def output(self) -> dict[str, Any]:
+        done = sum(1 for t in self.trials if t["state"] == JobState.SUCCEEDED.value)
+        return {
+            "isHyperparameterTuningJob": True,
+            "hyperparameterMetricTag": self.tag,
+            "completedTrialCount": str(done),
+            "trials": [dict(t) for t in self.trials],
+        }
+
+    def _changed(self) -> None:
+        self._publish(self.output())
+        self._track([ref for r in self.running.values() for ref in r.attempt.refs()])
+
+    def run(self, should_stop: Callable[[], bool], poll_interval: float) -> tuple[JobState, str]:
+        self._changed()
+        while True:
+            if should_stop():
+                self._stop_running("cancelled with the job")
+                return JobState.CANCELLED, ""
+            if self.max_failed and self.failed >= self.max_failed:
+                self._stop_running("stopped: the job failed")
+                return JobState.FAILED, (
+                    f"{self.failed} trial(s) failed, reaching maxFailedTrials ({self.max_failed}). "
+                    f"Last failure: {self.last_failure}"
+                )
+            while len(self.running) < self.parallel and len(self.trials) < self.search.max_trials:
+                self._launch()
+            if not self.running:
+                break
+            for trial_id, running in list(self.running.items()):
+                self._check(trial_id, running)
+            if self.running:
+                time.sleep(poll_interval)
+        if not any(t["state"] == JobState.SUCCEEDED.value for t in self.trials):
+            return (
+                JobState.FAILED,
+                f"All {len(self.trials)} trial(s) failed. Last failure: {self.last_failure}",
+            )
+        return JobState.SUCCEEDED, ""
+
+    def _launch(self) -> None:
+        trial_id = str(len(self.trials) + 1)
+        hyperparameters = self.search.ask(trial_id)
+        trial = {
+            "trialId": trial_id,
+            "hyperparameters": hyperparameters,
+            "state": JobState.RUNNING.value,
+            "startTime": rfc3339(),
+            "isTrialStoppedEarly": False,
+        }
+        self.trials.append(trial)
+        args = " ".join(f"--{k}={v}" for k, v in hyperparameters.items())
+        self.log.service(f"Trial {trial_id} starting with {args}", trial=trial_id)
+        try:
+            attempt = self._start(trial_id, hyperparameters)
+        except OSError as exc:
+            self._end(trial, JobState.FAILED, None)
+            self._fail(trial_id, f"could not start: {exc}")
+            return
+        self.running[trial_id] = _Running(trial, attempt)
+        self._changed()
+
+    def _new_reports(self, running: _Running) -> list[MetricReport]:
+        reports = read_metric_reports(running.attempt.master_metric_file, self.tag)
+        seen = running.last.timestamp if running.last else -math.inf
+        return [r for r in reports if r.timestamp > seen]
+
+    def _check(self, trial_id: str, running: _Running) -> None:
+        for report in self._new_reports(running):
+            running.last = report
+            if self.search.report(trial_id, report.value):
+                running.attempt.stop()
+                del self.running[trial_id]
+                self.log.service(
+                    f"Trial {trial_id} stopped early at objective {report.value}", trial=trial_id
+                )
+                self._end(running.trial, JobState.SUCCEEDED, report, stopped_early=True)
+                self.search.tell(trial_id, report.value, stopped_early=True)
+                return
+        outcome = running.attempt.poll()
+        if outcome is None:
+            return
+        del self.running[trial_id]
+        for report in self._new_reports(running):
+            running.last = report
+        if not outcome.succeeded:
+            self._end(running.trial, JobState.FAILED, running.last)
+            self.search.tell(trial_id, None)
+            self._fail(trial_id, outcome.error_message())
+            return
+        self._end(running.trial, JobState.SUCCEEDED, running.last)
+        if running.last is None:
+            self.log.service(f"Trial {trial_id} reported no metric tagged {self.tag!r}", "WARNING", trial_id)
+            self.search.tell(trial_id, None)
+        else:
+            self.log.service(f"Trial {trial_id} finished with objective {running.last.value}", trial=trial_id)
+            self.search.tell(trial_id, running.last.value)
+
+    def _end(
+        self, trial: dict[str, Any], state: JobState, last: MetricReport | None, stopped_early: bool = False
+    ) -> None:
+        trial.update(state=state.value, endTime=rfc3339(), isTrialStoppedEarly=stopped_early)
+        if last is not None:
+            trial["finalMetric"] = {"trainingStep": str(last.global_step), "objectiveValue": last.value}
+        self._changed()
+
+    def _fail(self, trial_id: str, message: str) -> None:
+        self.failed += 1
+        self.last_failure = f"trial {trial_id}: {message}"
+        self.log.service(f"Trial {trial_id} failed: {message}", "ERROR", trial_id)
+
+    def _stop_running(self, why: str) -> None:
+        for trial_id, running in list(self.running.items()):
+            running.attempt.stop()
+            self.log.service(f"Trial {trial_id} {why}", "WARNING", trial_id)
+            self._end(running.trial, JobState.CANCELLED, running.last)
+        self.running.clear()
+        self._changed()

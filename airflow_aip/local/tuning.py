@@ -1,0 +1,172 @@
+"""Hyperparameter search with optuna, shaped by an ml v1 ``HyperparameterSpec``.
+
+``algorithm`` picks the sampler: GRID_SEARCH -> GridSampler, RANDOM_SEARCH -> RandomSampler,
+ALGORITHM_UNSPECIFIED (Google's model-based default) -> TPESampler with the constant liar, so
+parallel trials do not all explore the same point. ``scaleType`` maps onto the search:
+UNIT_LOG_SCALE samples ``log=True``; UNIT_REVERSE_LOG_SCALE, which spreads values near the top
+of the range, is approximated by sampling ``y`` on a log scale and trying ``min + max - y``.
+``enableTrialEarlyStopping`` turns on a MedianPruner fed with the trial's intermediate
+metric reports.
+
+Trials report through cloudml-hypertune: JSON lines in CLOUD_ML_HP_METRIC_FILE, each with the
+metric under its tag (``hyperparameterMetricTag``, default ``training/hptuning/metric``) and a
+``global_step``. The library rewrites the whole file on every report and keeps the last 100.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+MAX_GRID_POINTS = 100_000
+
+
+@dataclass(frozen=True)
+class MetricReport:
+    """One line of the hypertune metric file, for our tag."""
+
+    timestamp: float
+    global_step: int
+    value: float
+
+
+def read_metric_reports(path: Path, tag: str) -> list[MetricReport]:
+    """The reports for ``tag`` in the file, oldest first; a missing or torn file gives what it can."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError:
+        return []
+    reports = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+            if tag not in entry:
+                continue
+            value = float(entry[tag])
+            step = int(float(entry.get("global_step", 0) or 0))
+            stamp = float(entry.get("timestamp", 0.0) or 0.0)
+        except (ValueError, TypeError, AttributeError):
+            continue
+        if math.isfinite(value):
+            reports.append(MetricReport(stamp, step, value))
+    return reports
+
+
+def _format(value: Any, kind: str) -> str:
+    """How the value goes on the command line and into ``trials[].hyperparameters``."""
+    if kind == "INTEGER":
+        return str(int(value))
+    if kind == "DOUBLE":
+        return repr(float(value))
+    if isinstance(value, float) and value.is_integer() and kind == "DISCRETE":
+        return str(int(value))
+    return str(value)
+
+
+def _grid_values(param: Mapping[str, Any]) -> list[Any]:
+    kind = param["type"]
+    if kind == "CATEGORICAL":
+        return list(param["categoricalValues"])
+    if kind == "DISCRETE":
+        return list(param["discreteValues"])
+    if kind == "INTEGER":
+        return list(range(int(param["minValue"]), int(param["maxValue"]) + 1))
+    raise ValueError(f"GRID_SEARCH cannot enumerate a {kind} parameter ({param['parameterName']})")
+
+
+def _ask_tell_grid_sampler(grid: dict[str, list[Any]], seed: int) -> Any:
+    """A GridSampler for ask/tell use.
+
+    GridSampler calls ``study.stop()`` once the grid is used up, which only works inside
+    ``study.optimize``; here the trial budget, capped at the grid size, ends the search instead.
+    """
+    import optuna
+
+    class AskTellGridSampler(optuna.samplers.GridSampler):
+        def after_trial(self, study: Any, trial: Any, state: Any, values: Any) -> None:
+            return None
+
+    return AskTellGridSampler(grid, seed=seed)
+
+
+class HyperparameterSearch:
+    """An optuna study driven by ask/tell; one ``optuna.Trial`` per service trial."""
+
+    def __init__(self, spec: Mapping[str, Any], seed_text: str) -> None:
+        import optuna
+
+        optuna.logging.set_verbosity(optuna.logging.WARNING)
+        self.params: Sequence[Mapping[str, Any]] = spec["params"]
+        self.goal = spec.get("goal", "MAXIMIZE")
+        direction: Literal["minimize", "maximize"] = "minimize" if self.goal == "MINIMIZE" else "maximize"
+        seed = int(hashlib.sha256(seed_text.encode()).hexdigest()[:8], 16)
+        algorithm = spec.get("algorithm", "ALGORITHM_UNSPECIFIED")
+        max_trials = int(spec.get("maxTrials", 1))
+        sampler: Any
+        if algorithm == "GRID_SEARCH":
+            grid = {p["parameterName"]: _grid_values(p) for p in self.params}
+            size = math.prod(len(v) for v in grid.values())
+            if size > MAX_GRID_POINTS:
+                raise ValueError(f"the grid has {size} points; at most {MAX_GRID_POINTS} are searched")
+            sampler = _ask_tell_grid_sampler(grid, seed)
+            max_trials = min(max_trials, size)
+        elif algorithm == "RANDOM_SEARCH":
+            sampler = optuna.samplers.RandomSampler(seed=seed)
+        else:
+            sampler = optuna.samplers.TPESampler(seed=seed, constant_liar=True)
+        self.max_trials = max_trials
+        pruner: Any = optuna.pruners.NopPruner()
+        if spec.get("enableTrialEarlyStopping"):
+            pruner = optuna.pruners.MedianPruner(n_startup_trials=2, n_warmup_steps=0)
+        self.study = optuna.create_study(direction=direction, sampler=sampler, pruner=pruner)
+        self._trials: dict[str, Any] = {}
+        self._steps: dict[str, int] = {}
+
+    def ask(self, trial_id: str) -> dict[str, str]:
+        """Start trial ``trial_id``: its hyperparameters, as the strings passed as ``--name=value``."""
+        trial = self.study.ask()
+        self._trials[trial_id] = trial
+        self._steps[trial_id] = 0
+        return {p["parameterName"]: _format(self._suggest(trial, p), p["type"]) for p in self.params}
+
+    @staticmethod
+    def _suggest(trial: Any, param: Mapping[str, Any]) -> Any:
+        name, kind, scale = param["parameterName"], param["type"], param.get("scaleType", "NONE")
+        if kind == "CATEGORICAL":
+            return trial.suggest_categorical(name, list(param["categoricalValues"]))
+        if kind == "DISCRETE":
+            return trial.suggest_categorical(name, list(param["discreteValues"]))
+        low, high = param["minValue"], param["maxValue"]
+        log = scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
+        if kind == "INTEGER":
+            value: float = trial.suggest_int(name, int(low), int(high), log=log)
+        else:
+            value = trial.suggest_float(name, float(low), float(high), log=log)
+        if scale == "UNIT_REVERSE_LOG_SCALE":
+            value = low + high - value
+        return value
+
+    def report(self, trial_id: str, value: float) -> bool:
+        """An intermediate metric of a running trial; True if the pruner says stop it early."""
+        trial = self._trials[trial_id]
+        step = self._steps[trial_id]
+        self._steps[trial_id] = step + 1
+        trial.report(value, step)
+        return bool(trial.should_prune())
+
+    def tell(self, trial_id: str, value: float | None, *, stopped_early: bool = False) -> None:
+        """A finished trial: its final metric, or None if it failed or reported nothing."""
+        import optuna
+
+        trial = self._trials.pop(trial_id)
+        if stopped_early:
+            self.study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        elif value is None:
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        else:
+            self.study.tell(trial, value)

@@ -1,0 +1,16 @@
+"""Operators: build, stage, train (and cancel), export. Each module is cheap to import."""
+
+from __future__ import annotations
+
+from airflow_aip.operators.export import ExportArtifactsOperator
+from airflow_aip.operators.package import BuildTrainerPackageOperator
+from airflow_aip.operators.staging import StagePackagesOperator
+from airflow_aip.operators.training import CancelTrainingJobOperator, SubmitTrainingJobOperator
+
+__all__ = [
+    "BuildTrainerPackageOperator",
+    "CancelTrainingJobOperator",
+    "ExportArtifactsOperator",
+    "StagePackagesOperator",
+    "SubmitTrainingJobOperator",
+]

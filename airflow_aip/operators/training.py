@@ -1,0 +1,396 @@
+"""Submit an AI Platform Training job and wait for it; cancel one.
+
+What the removed MLEngineStartTrainingJobOperator got wrong, and what this does instead:
+
+- Job IDs are ``{dag_id}_{task_id}_{YYYYMMDD_HHMMSS}`` of the run's logical date (or
+  run_after), valid by construction (length included) and stable across retries of one task
+  instance, so a retry finds the job its previous try created.
+- ``if_exists="adopt"`` waits on that job only if its trainingInput equals ours (else
+  JobSpecMismatchError lists the differing fields); a job that ended FAILED or CANCELLED is
+  never re-adopted: the next attempt gets ``_r2``, ``_r3``...
+- Only SUCCEEDED succeeds; FAILED and CANCELLED fail with the job's errorMessage.
+- ``cancel_on_kill`` cancels the job when the task is killed in the worker (``on_kill``) or
+  while deferred (the trigger's ``on_kill``), and when the task gives up waiting.
+- The return value (XCom) is the job summary, trials and best trial included.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import Any, Literal
+
+from airflow.sdk import BaseOperator, Context, conf
+
+from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.jobs import (
+    JobState,
+    airflow_labels,
+    build_training_input,
+    console_url,
+    deep_merge,
+    diff_training_input,
+    load_job_config,
+    make_job_id,
+    sanitize_prefix,
+    summarize_job,
+    validate_job,
+    validate_job_id,
+    with_attempt,
+)
+from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
+
+IF_EXISTS = ("adopt", "fail", "new")
+MAX_ATTEMPTS = 100
+# Airflow's own deferral timeout trails the trigger's deadline: the trigger's timeout event
+# (which lets execute_complete cancel the job) should win the race.
+DEFERRAL_TIMEOUT_MARGIN = 120.0
+
+
+def default_poll_interval() -> float:
+    return float(conf.getint("aip", "poll_interval", fallback=30))
+
+
+def submit_job(
+    hook: TrainingJobHook,
+    body: dict[str, Any],
+    project_id: str,
+    id_for: Callable[[int], str],
+    if_exists: str,
+    log: Any,
+) -> dict[str, Any]:
+    """Create the job, or adopt/skip past an existing one with the same ID; return the job.
+
+    ``id_for(n)`` names attempt ``n`` (1 = the base ID). Creating first and reading on 409 keeps
+    the common path to one request and is race-free: two tries creating at once meet at the 409.
+    """
+    for attempt in range(1, MAX_ATTEMPTS + 1):
+        job_id = id_for(attempt)
+        try:
+            return hook.create_job({**body, "jobId": job_id}, project_id)
+        except JobAlreadyExistsError:
+            if if_exists == "fail":
+                raise
+            existing = hook.get_job(job_id, project_id)
+        state = JobState.parse(existing.get("state"))
+        if if_exists == "new" or state.is_failure:
+            log.info("Training job %s exists (%s): trying the next attempt ID", job_id, state.value)
+            continue
+        differing = diff_training_input(body["trainingInput"], existing.get("trainingInput") or {})
+        if differing:
+            raise JobSpecMismatchError(job_id, differing)
+        log.info("Adopting existing training job %s (%s) with the same trainingInput", job_id, state.value)
+        return existing
+    raise ValidationError("job_id", f"no free attempt ID within {MAX_ATTEMPTS} attempts of {id_for(1)}")
+
+
+class SubmitTrainingJobOperator(BaseOperator):
+    """Submit a training job (``projects.jobs.create``) and, by default, wait for it to end.
+
+    trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
+    ``training_input`` (any API field), then the named arguments; later wins, as gcloud's
+    flags beat its config file. Everything is validated before the first request.
+
+    :param if_exists: "adopt" (default), "fail" or "new" when the job ID is taken.
+    :param wait_timeout: seconds to wait before giving up (None: no limit of our own).
+    :param cancel_on_kill: cancel the job if the task is killed or gives up waiting.
+    """
+
+    template_fields: Sequence[str] = (
+        "job_id",
+        "job_id_prefix",
+        "project_id",
+        "region",
+        "job_dir",
+        "package_uris",
+        "python_module",
+        "args",
+        "scale_tier",
+        "master_type",
+        "master_config",
+        "worker_type",
+        "worker_count",
+        "worker_config",
+        "parameter_server_type",
+        "parameter_server_count",
+        "parameter_server_config",
+        "runtime_version",
+        "python_version",
+        "scheduling",
+        "service_account",
+        "hyperparameters",
+        "training_input",
+        "config",
+        "labels",
+        "gcp_conn_id",
+        "api_endpoint",
+    )
+    template_fields_renderers = {
+        name: "json"
+        for name in (
+            "args",
+            "hyperparameters",
+            "training_input",
+            "config",
+            "labels",
+            "scheduling",
+            "master_config",
+        )
+    }
+    operator_extra_links = (TrainingJobConsoleLink(),)
+    ui_color = "#d2e3fc"
+
+    def __init__(
+        self,
+        *,
+        project_id: str | None = None,
+        region: str | None = None,
+        job_id: str | None = None,
+        job_id_prefix: str | None = None,
+        package_uris: list[str] | None = None,
+        python_module: str | None = None,
+        args: list[str] | None = None,
+        job_dir: str | None = None,
+        scale_tier: str | None = None,
+        master_type: str | None = None,
+        master_config: dict[str, Any] | None = None,
+        worker_type: str | None = None,
+        worker_count: int | None = None,
+        worker_config: dict[str, Any] | None = None,
+        parameter_server_type: str | None = None,
+        parameter_server_count: int | None = None,
+        parameter_server_config: dict[str, Any] | None = None,
+        runtime_version: str | None = None,
+        python_version: str | None = None,
+        scheduling: dict[str, Any] | None = None,
+        service_account: str | None = None,
+        hyperparameters: dict[str, Any] | None = None,
+        training_input: dict[str, Any] | None = None,
+        config: dict[str, Any] | str | None = None,
+        labels: dict[str, str] | None = None,
+        if_exists: Literal["adopt", "fail", "new"] = "adopt",
+        wait_for_completion: bool = True,
+        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
+        poll_interval: float | None = None,
+        wait_timeout: float | None = None,
+        cancel_on_kill: bool = True,
+        gcp_conn_id: str = DEFAULT_CONN_ID,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.region = region
+        self.job_id = job_id
+        self.job_id_prefix = job_id_prefix
+        self.package_uris = package_uris
+        self.python_module = python_module
+        self.args = args
+        self.job_dir = job_dir
+        self.scale_tier = scale_tier
+        self.master_type = master_type
+        self.master_config = master_config
+        self.worker_type = worker_type
+        self.worker_count = worker_count
+        self.worker_config = worker_config
+        self.parameter_server_type = parameter_server_type
+        self.parameter_server_count = parameter_server_count
+        self.parameter_server_config = parameter_server_config
+        self.runtime_version = runtime_version
+        self.python_version = python_version
+        self.scheduling = scheduling
+        self.service_account = service_account
+        self.hyperparameters = hyperparameters
+        self.training_input = training_input
+        self.config = config
+        self.labels = labels
+        self.if_exists = if_exists
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.poll_interval = poll_interval if poll_interval is not None else default_poll_interval()
+        self.wait_timeout = wait_timeout
+        self.cancel_on_kill = cancel_on_kill
+        self.gcp_conn_id = gcp_conn_id
+        self.api_endpoint = api_endpoint
+        self._watched: tuple[str, str] | None = None  # (job_id, project) while waiting, for on_kill
+
+    @cached_property
+    def hook(self) -> TrainingJobHook:
+        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    # -- building the request (pure; every check before any side effect) --------------------
+
+    def _named_arguments(self) -> dict[str, Any]:
+        return {
+            "region": self.region,
+            "jobDir": self.job_dir,
+            "packageUris": self.package_uris,
+            "pythonModule": self.python_module,
+            "args": self.args,
+            "scaleTier": self.scale_tier,
+            "masterType": self.master_type,
+            "masterConfig": self.master_config,
+            "workerType": self.worker_type,
+            "workerCount": self.worker_count,
+            "workerConfig": self.worker_config,
+            "parameterServerType": self.parameter_server_type,
+            "parameterServerCount": self.parameter_server_count,
+            "parameterServerConfig": self.parameter_server_config,
+            "runtimeVersion": self.runtime_version,
+            "pythonVersion": self.python_version,
+            "scheduling": self.scheduling,
+            "serviceAccount": self.service_account,
+            "hyperparameters": self.hyperparameters,
+        }
+
+    def build_job(self, context: Context) -> tuple[dict[str, Any], Callable[[int], str]]:
+        """The validated Job body (without jobId) and the attempt-ID function."""
+        if self.if_exists not in IF_EXISTS:
+            raise ValidationError(
+                "if_exists", f"must be one of {', '.join(IF_EXISTS)}, got {self.if_exists!r}"
+            )
+        for name in ("poll_interval", "wait_timeout"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int | float) or value <= 0):
+                raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
+        loaded = load_job_config(self.config)
+        layered = {"trainingInput": deep_merge(loaded.get("trainingInput") or {}, self.training_input or {})}
+        training_input = build_training_input(layered, **self._named_arguments())
+        ti = context["ti"]
+        labels = airflow_labels(
+            ti.dag_id, ti.task_id, ti.run_id, {**(loaded.get("labels") or {}), **(self.labels or {})}
+        )
+        id_for = self._attempt_ids(context)
+        validate_job({"jobId": id_for(1), "trainingInput": training_input, "labels": labels})
+        return {"trainingInput": training_input, "labels": labels}, id_for
+
+    def _attempt_ids(self, context: Context) -> Callable[[int], str]:
+        if self.job_id:
+            base = validate_job_id(self.job_id)
+            return lambda n: with_attempt(base, n)
+        ti = context["ti"]
+        prefix = self.job_id_prefix or f"{ti.dag_id}_{ti.task_id}"
+        if (map_index := getattr(ti, "map_index", -1)) is not None and map_index >= 0:
+            prefix = f"{sanitize_prefix(prefix)}_{map_index}"
+        when = context.get("logical_date") or context["dag_run"].run_after
+        return lambda n: make_job_id(prefix, when, f"r{n}" if n > 1 else None)
+
+    # -- running ---------------------------------------------------------------------------
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        body, id_for = self.build_job(context)
+        project = self.hook.project_id
+        job = submit_job(self.hook, body, project, id_for, self.if_exists, self.log)
+        job_id = str(job["jobId"])
+        self._watched = (job_id, project)
+        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=console_url(project, job_id))
+        self.log.info("Training job %s: %s", job_id, console_url(project, job_id))
+        if not self.wait_for_completion:
+            self._watched = None
+            return summarize_job(job, project)
+        end_time = time.time() + self.wait_timeout if self.wait_timeout else None
+        if self.deferrable and not JobState.parse(job.get("state")).is_terminal:
+            self.defer(
+                trigger=TrainingJobTrigger(
+                    job_id=job_id,
+                    project_id=project,
+                    gcp_conn_id=self.gcp_conn_id,
+                    api_endpoint=self.api_endpoint,
+                    poll_interval=self.poll_interval,
+                    end_time=end_time,
+                    cancel_on_kill=self.cancel_on_kill,
+                ),
+                method_name="execute_complete",
+                timeout=timedelta(seconds=self.wait_timeout + DEFERRAL_TIMEOUT_MARGIN)
+                if self.wait_timeout
+                else None,
+            )
+        return self._poll(job, project, end_time)
+
+    def _poll(self, job: dict[str, Any], project: str, end_time: float | None) -> dict[str, Any]:
+        """Wait in the worker: a get per ``poll_interval`` until the job ends or time runs out."""
+        started = time.time()
+        job_id = str(job["jobId"])
+        while not JobState.parse(job.get("state")).is_terminal:
+            if end_time is not None and time.time() >= end_time:
+                return self._finish(
+                    {
+                        "status": "timeout",
+                        "job_id": job_id,
+                        "project_id": project,
+                        "state": JobState.parse(job.get("state")).value,
+                        "waited_seconds": round(time.time() - started, 3),
+                    }
+                )
+            delay = (
+                self.poll_interval if end_time is None else min(self.poll_interval, end_time - time.time())
+            )
+            time.sleep(max(delay, 0))
+            job = self.hook.get_job(job_id, project)
+            self.log.info("Training job %s is %s", job_id, JobState.parse(job.get("state")).value)
+        return self._finish(job_event(job, project))
+
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
+        """Resumed from the trigger: the event alone says which job and how it ended."""
+        self._watched = (str(event.get("job_id")), str(event.get("project_id")))
+        return self._finish(event)
+
+    def _finish(self, event: dict[str, Any]) -> dict[str, Any]:
+        if event.get("status") in ("timeout", "error") and self.cancel_on_kill and self._watched:
+            self._cancel(*self._watched, reason=str(event.get("status")))
+        self._watched = None
+        return summary_from_event(event)
+
+    def _cancel(self, job_id: str, project: str, reason: str) -> None:
+        self.log.warning("Cancelling training job %s (%s)", job_id, reason)
+        try:
+            # A fresh hook: on_kill runs in a signal handler, maybe mid-request on self.hook's transport.
+            TrainingJobHook(self.gcp_conn_id, project_id=project, api_endpoint=self.api_endpoint).cancel_job(
+                job_id, project
+            )
+        except Exception:
+            self.log.exception("Could not cancel training job %s", job_id)
+
+    def on_kill(self) -> None:
+        """Killed while waiting in the worker: cancel the job (deferred kills: the trigger's on_kill)."""
+        if self.cancel_on_kill and self._watched:
+            watched, self._watched = self._watched, None
+            self._cancel(*watched, reason="task killed")
+
+
+class CancelTrainingJobOperator(BaseOperator):
+    """Cancel a training job; a job that already ended is a no-op success (the API answers 400)."""
+
+    template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
+    ui_color = "#fce8e6"
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = DEFAULT_CONN_ID,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_id = job_id
+        self.project_id = project_id
+        self.gcp_conn_id = gcp_conn_id
+        self.api_endpoint = api_endpoint
+
+    @cached_property
+    def hook(self) -> TrainingJobHook:
+        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job_id = validate_job_id(self.job_id)
+        project = self.hook.project_id
+        requested = self.hook.cancel_job(job_id, project)
+        return {"job_id": job_id, "project_id": project, "cancel_requested": requested}

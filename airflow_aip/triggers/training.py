@@ -1,0 +1,173 @@
+"""Wait for a training job in the triggerer: async polling, one event, no worker slot held.
+
+- ``run()`` never blocks: the hook's async path does the I/O (httpx, connection read with
+  ``aget_connection``, credentials in a thread); waiting is ``asyncio.sleep``.
+- It yields exactly one event, ``{status, message, job_id, project_id, state, summary}``;
+  status is ``success`` only for SUCCEEDED, ``failed``/``cancelled`` for the other ends,
+  ``timeout`` past the deadline and ``error`` when the API cannot be read. Any exception
+  becomes an error event, so the task fails with the reason instead of a triggerer traceback.
+- The deadline is an absolute UNIX time: a triggerer restart re-creates the trigger from
+  ``serialize()`` and the deadline does not move.
+- ``on_kill`` (Airflow calls it only when a user kills, clears or marks the deferred task;
+  never on triggerer restarts, redistribution or timeouts) cancels the job when
+  ``cancel_on_kill`` is set: a killed task no longer leaves its job running and billing.
+- No side effects in ``run()``: a trigger may run more than once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator, Mapping
+from functools import cached_property
+from typing import Any
+
+from airflow.triggers.base import BaseTrigger, TriggerEvent
+
+from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.jobs import JobState, summarize_job
+
+CLASSPATH = "airflow_aip.triggers.training.TrainingJobTrigger"
+_STATUS = {
+    JobState.SUCCEEDED: "success",
+    JobState.FAILED: "failed",
+    JobState.CANCELLED: "cancelled",
+}
+
+
+def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
+    """A TriggerEvent (a typed wrapper: airflow.triggers.base is untyped)."""
+    return TriggerEvent(payload)  # type: ignore[no-untyped-call]
+
+
+def job_event(job: Mapping[str, Any], project_id: str) -> dict[str, Any]:
+    """The event for a job that ended (also used by the operator for its pre-deferral check)."""
+    summary = summarize_job(job, project_id)
+    state = JobState.parse(summary["state"])
+    message = f"Training job {summary['job_id']} ended {state.value}"
+    if summary["error_message"]:
+        message += f": {summary['error_message']}"
+    return {
+        "status": _STATUS.get(state, "error"),
+        "message": message,
+        "job_id": summary["job_id"],
+        "project_id": project_id,
+        "state": state.value,
+        "summary": summary,
+    }
+
+
+def summary_from_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of a success event; every other event raised as the typed error it stands for."""
+    status = event.get("status")
+    job_id = str(event.get("job_id", ""))
+    summary = event.get("summary")
+    if status == "success" and isinstance(summary, dict):
+        return summary
+    state = str(event.get("state") or JobState.STATE_UNSPECIFIED.value)
+    if status in ("failed", "cancelled"):
+        error = (summary or {}).get("error_message") if isinstance(summary, dict) else None
+        raise JobFailedError(job_id, state, str(error or ""))
+    if status == "timeout":
+        raise JobWaitTimeoutError(job_id, state, event.get("waited_seconds"))
+    raise AipError(f"Waiting for training job {job_id} failed: {event.get('message') or event!r}")
+
+
+class TrainingJobTrigger(BaseTrigger):
+    """Poll one training job until it ends, the deadline passes, or the API cannot be read.
+
+    :param job_id: the job to watch.
+    :param project_id: its project (resolved by the task before deferring).
+    :param gcp_conn_id: the Airflow connection for credentials.
+    :param api_endpoint: root URL override (None: connection extra, env, then Google).
+    :param poll_interval: seconds between polls.
+    :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
+    :param cancel_on_kill: cancel the job when a user kills the deferred task.
+    """
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        project_id: str,
+        gcp_conn_id: str = DEFAULT_CONN_ID,
+        api_endpoint: str | None = None,
+        poll_interval: float = 30.0,
+        end_time: float | None = None,
+        cancel_on_kill: bool = True,
+    ) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
+        self.job_id = job_id
+        self.project_id = project_id
+        self.gcp_conn_id = gcp_conn_id
+        self.api_endpoint = api_endpoint
+        self.poll_interval = poll_interval
+        self.end_time = end_time
+        self.cancel_on_kill = cancel_on_kill
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        return (
+            CLASSPATH,
+            {
+                "job_id": self.job_id,
+                "project_id": self.project_id,
+                "gcp_conn_id": self.gcp_conn_id,
+                "api_endpoint": self.api_endpoint,
+                "poll_interval": self.poll_interval,
+                "end_time": self.end_time,
+                "cancel_on_kill": self.cancel_on_kill,
+            },
+        )
+
+    @cached_property
+    def hook(self) -> TrainingJobHook:
+        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    def _event(self, status: str, message: str, state: JobState, **extra: Any) -> TriggerEvent:
+        return trigger_event(
+            {
+                "status": status,
+                "message": message,
+                "job_id": self.job_id,
+                "project_id": self.project_id,
+                "state": state.value,
+                "summary": None,
+                **extra,
+            }
+        )
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        started = time.time()
+        state = JobState.STATE_UNSPECIFIED
+        try:
+            while True:
+                job = await self.hook.aget_job(self.job_id, self.project_id)
+                new_state = JobState.parse(job.get("state"))
+                if new_state is not state:
+                    self.log.info("Training job %s is %s", self.job_id, new_state.value)
+                    state = new_state
+                if state.is_terminal:
+                    yield trigger_event(job_event(job, self.project_id))
+                    return
+                delay = self.poll_interval
+                if self.end_time is not None:
+                    remaining = self.end_time - time.time()
+                    if remaining <= 0:
+                        waited = round(time.time() - started, 3)
+                        message = f"Stopped waiting for training job {self.job_id}: still {state.value}"
+                        yield self._event("timeout", message, state, waited_seconds=waited)
+                        return
+                    delay = min(delay, remaining)
+                await asyncio.sleep(delay)
+        except Exception as err:  # every failure becomes the task's error, never a triggerer crash
+            message = f"{type(err).__name__}: {err}"
+            yield self._event("error", message, state)
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task: cancel the job if asked to."""
+        if not self.cancel_on_kill:
+            return
+        self.log.info("Deferred task killed: cancelling training job %s", self.job_id)
+        await self.hook.acancel_job(self.job_id, self.project_id)

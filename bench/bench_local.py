@@ -1,0 +1,118 @@
+"""The local training service: how fast a job starts, and what parallel trials buy.
+
+1. Submit -> RUNNING with a warm package cache, against the same with a cold cache (a new
+   package version each time, so pip builds and installs it). The service is the real
+   ``aip-local serve`` process; the clock runs from just before ``jobs.create`` to the first
+   ``jobs.get`` that answers RUNNING (polled every 10 ms).
+2. Wall time of a 4-trial tuning job (each trial holds ~1 s) with maxParallelTrials=2, against
+   maxParallelTrials=1, from the job's own startTime and endTime.
+"""
+
+from __future__ import annotations
+
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from airflow_aip.local.clock import parse_rfc3339
+from airflow_aip.local.gcs import FakeGcsServer
+from bench.common import Figure, Series
+from tests.fixtures.local_service import LocalService, StagedTrainer, stage_trainer
+
+PROJECT = "bench-project"
+TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def _submit(url: str, training_input: dict[str, Any]) -> tuple[str, float]:
+    job_id = f"bench_{uuid.uuid4().hex[:12]}"
+    started = time.perf_counter()
+    response = httpx.post(
+        f"{url}v1/projects/{PROJECT}/jobs",
+        json={"jobId": job_id, "trainingInput": training_input},
+        timeout=30,
+    )
+    response.raise_for_status()
+    return job_id, started
+
+
+def _wait(url: str, job_id: str, states: set[str], interval: float, timeout: float = 300) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = httpx.get(f"{url}v1/projects/{PROJECT}/jobs/{job_id}", timeout=30).json()
+        if job["state"] in states:
+            return job
+        if job["state"] in TERMINAL:
+            raise RuntimeError(f"{job_id} ended {job['state']}: {job.get('errorMessage')}")
+        time.sleep(interval)
+    raise RuntimeError(f"{job_id} did not reach {states} within {timeout}s")
+
+
+def _time_to_running(url: str, staged: StagedTrainer) -> float:
+    job_id, started = _submit(url, staged.training_input("sleep", ["--seconds", "0.5"]))
+    _wait(url, job_id, {"RUNNING"}, interval=0.01)
+    elapsed = time.perf_counter() - started
+    _wait(url, job_id, TERMINAL, interval=0.1)
+    return elapsed
+
+
+def _tuning_wall_time(url: str, staged: StagedTrainer, parallel: int) -> float:
+    spec = {
+        "goal": "MAXIMIZE",
+        "algorithm": "RANDOM_SEARCH",
+        "maxTrials": 4,
+        "maxParallelTrials": parallel,
+        "params": [{"parameterName": "x", "type": "DOUBLE", "minValue": 0, "maxValue": 6}],
+    }
+    job_id, _ = _submit(url, staged.training_input("tune", ["--hold", "1.0"], hyperparameters=spec))
+    job = _wait(url, job_id, TERMINAL, interval=0.1)
+    if job["state"] != "SUCCEEDED":
+        raise RuntimeError(f"tuning job {job_id} ended {job['state']}: {job.get('errorMessage')}")
+    return (parse_rfc3339(job["endTime"]) - parse_rfc3339(job["startTime"])).total_seconds()
+
+
+def run(repeats: int) -> list[Figure]:
+    with tempfile.TemporaryDirectory(prefix="aip-bench-local-") as tmp:
+        root = Path(tmp)
+        with FakeGcsServer(root / "gcs") as gcs:
+            service = LocalService(root / "data", gcs.url, max_running_jobs=2).start()
+            try:
+                return _measure(service, gcs, root, repeats)
+            finally:
+                service.stop()
+
+
+def _measure(service: LocalService, gcs: FakeGcsServer, root: Path, repeats: int) -> list[Figure]:
+    url = service.url
+    warm_package = stage_trainer(gcs.url, root / "sdists")
+    _time_to_running(url, warm_package)  # fills the cache for this package
+    cold, warm = [], []
+    for i in range(repeats):
+        fresh = stage_trainer(gcs.url, root / "sdists", version=f"0.3.{i}")
+        cold.append(_time_to_running(url, fresh))
+        warm.append(_time_to_running(url, warm_package))
+    serial = [_tuning_wall_time(url, warm_package, 1) for _ in range(repeats)]
+    parallel = [_tuning_wall_time(url, warm_package, 2) for _ in range(repeats)]
+    start = Figure(
+        "local training service",
+        "submit -> RUNNING, warm package cache",
+        "s",
+        Series("warm cache", warm),
+        Series("cold cache (pip build + install)", cold),
+        goal="warm start under 1 s",
+        goal_met=Series("warm", warm).median < 1.0,
+    )
+    tuning = Figure(
+        "local training service",
+        "4-trial tuning job wall time, maxParallelTrials=2",
+        "s",
+        Series("maxParallelTrials=2", parallel),
+        Series("maxParallelTrials=1", serial),
+        goal="parallel=2 at most 0.75x of parallel=1",
+    )
+    tuning.goal_met = tuning.ratio is not None and tuning.ratio <= 0.75
+    tuning.notes.append("Each trial holds ~1 s; trials are separate processes on a 2-core machine.")
+    return [start, tuning]

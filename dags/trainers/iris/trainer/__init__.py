@@ -1,0 +1,1 @@
+"""Example AI Platform Training application: iris classification with scikit-learn."""

@@ -1,0 +1,127 @@
+"""The example DAGs, run with ``dag.test()`` against the local training service and fake GCS.
+
+Assertions are on what the pipeline leaves behind (the exported objects and the manifest, the
+champion), not only on the run's state.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.local_service import LocalService, storage_client
+
+pytestmark = pytest.mark.dags
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dags() -> dict[str, Any]:
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+    assert bag.import_errors == {}
+    return dict(bag.dags)
+
+
+@pytest.fixture
+def demo_bucket(local_env: LocalService, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    return storage_client(local_env.gcs_url).create_bucket(f"aip-dags-{uuid.uuid4().hex[:10]}")
+
+
+def _json(bucket: Any, name: str) -> Any:
+    return json.loads(bucket.blob(name).download_as_bytes())
+
+
+def _task_states(run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def test_training_pipeline_tunes_and_exports_the_best_trial(
+    dags: dict[str, Any], demo_bucket: Any, airflow_db: Path
+) -> None:
+    run = dags["aip_training_pipeline"].test(
+        run_conf={"bucket": demo_bucket.name, "max_trials": 4, "max_parallel_trials": 2}
+    )
+    assert _task_states(run) == dict.fromkeys(
+        ["prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"], "success"
+    ), _task_states(run)
+    manifests = [
+        b.name for b in demo_bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")
+    ]
+    assert len(manifests) == 1
+    manifest = _json(demo_bucket, manifests[0])
+    trial = manifest["trial_id"]
+    assert manifests[0] == f"models/iris/{manifest['job_id']}_trial{trial}/manifest.json"
+    # The exported model is the best trial's: its metric is the highest any trial reported.
+    metrics = [
+        _json(demo_bucket, b.name)
+        for b in demo_bucket.list_blobs(prefix=manifest["source_uri"].split("/", 3)[3].rsplit("/", 1)[0])
+        if b.name.endswith("metrics.json")
+    ]
+    assert len(metrics) == 4
+    assert manifest["metric"]["value"] == max(m["accuracy"] for m in metrics)
+    assert manifest["hyperparameters"].keys() == {"C", "max_iter"}
+    names = {o["name"] for o in manifest["objects"]}
+    assert names == {"model.joblib", "metrics.json"}
+    prefix = manifests[0].rsplit("/", 1)[0]
+    for name in names:
+        assert demo_bucket.blob(f"{prefix}/{name}").exists()
+    assert manifest["packages"][0]["uri"].startswith(f"gs://{demo_bucket.name}/staging/")
+    assert manifest["packages"][0]["crc32c"]
+    assert manifest["airflow"]["dag_id"] == "aip_training_pipeline"
+
+
+def _retrain(dag: Any, data: dict[str, str], c: float, max_iter: int) -> dict[str, Any]:
+    conf = {**data, "C": c, "max_iter": max_iter, "reuse_champion_hyperparameters": False}
+    run = dag.test(run_conf=conf)
+    assert str(run.state) == "success", _task_states(run)
+    ti = next(t for t in run.get_task_instances() if t.task_id == "promote_if_better")
+    result: dict[str, Any] = ti.xcom_pull(task_ids="promote_if_better")
+    return result
+
+
+def test_retraining_promotes_only_a_better_model(
+    dags: dict[str, Any], local_env: LocalService, airflow_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from aip_examples import CHAMPION_MANIFEST_URI, EXAMPLE_BUCKET
+
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    client = storage_client(local_env.gcs_url)
+    bucket = client.lookup_bucket(EXAMPLE_BUCKET) or client.create_bucket(EXAMPLE_BUCKET)
+    champion = CHAMPION_MANIFEST_URI.split("/", 3)[3]
+
+    assert str(dags["aip_prepare_data"].test().state) == "success"
+    landed = sorted(b.name for b in bucket.list_blobs(prefix="data/iris/"))
+    data = {
+        "train_data": f"gs://{bucket.name}/{landed[-1]}",
+        "eval_data": f"gs://{bucket.name}/{landed[-2]}",
+    }
+    assert data["train_data"].endswith("train.csv")
+    assert data["eval_data"].endswith("eval.csv")
+
+    retraining = dags["aip_retraining"]
+    weak = _retrain(retraining, data, c=0.0001, max_iter=2)  # no champion yet: promoted
+    assert weak["promoted"] is True
+    first = _json(bucket, champion)
+    assert first["metric"]["value"] == weak["metric"]
+
+    strong = _retrain(retraining, data, c=10.0, max_iter=200)
+    assert strong["metric"] > weak["metric"]
+    assert strong["promoted"] is True
+    assert _json(bucket, champion)["job_id"] == strong["job_id"]
+    assert bucket.blob(f"models/iris-retrained/{strong['job_id']}/model.joblib").exists()
+
+    generation = bucket.get_blob(champion).generation
+    again = _retrain(retraining, data, c=0.0001, max_iter=2)  # worse than the champion: kept out
+    assert again["promoted"] is False
+    assert again["exported"] is False
+    assert again["champion_metric"] == strong["metric"]
+    assert bucket.get_blob(champion).generation == generation
+    assert not list(bucket.list_blobs(prefix=f"models/iris-retrained/{again['job_id']}"))

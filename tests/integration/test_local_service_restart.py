@@ -1,0 +1,94 @@
+"""Job records outlive the service: a crash and a clean stop, then a restart on the same data dir."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_state
+
+pytestmark = pytest.mark.integration
+PROJECT = "restart-project"
+
+
+def _gone(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2 :].startswith("Z")
+
+
+@pytest.fixture
+def services() -> Iterator[list[LocalService]]:
+    """Services a test starts on one data dir (one job at a time); all stopped by PID at the end."""
+    started: list[LocalService] = []
+    yield started
+    for service in started:
+        service.stop()
+
+
+def _start(services: list[LocalService], data_dir: Path, gcs_url: str) -> LocalService:
+    service = LocalService(data_dir, gcs_url, max_running_jobs=1).start()
+    services.append(service)
+    return service
+
+
+def _create(ml: Any, job_id: str, training_input: dict[str, Any]) -> dict[str, Any]:
+    body = {"jobId": job_id, "trainingInput": training_input}
+    job: dict[str, Any] = ml.projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
+    return job
+
+
+def test_crash_fails_running_jobs_and_requeues_queued_ones(
+    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = _start(services, data_dir, fake_gcs.url)
+    ml = first.ml()
+    done_ti = staged_trainer.training_input("succeed")
+    _create(ml, "finished_before", done_ti)
+    wait_for_state(ml, f"projects/{PROJECT}/jobs/finished_before", TERMINAL)
+    sleep_ti = staged_trainer.training_input("sleep")
+    _create(ml, "running_at_crash", sleep_ti)
+    wait_for_state(ml, f"projects/{PROJECT}/jobs/running_at_crash", {"RUNNING"})
+    queued = _create(ml, "queued_at_crash", staged_trainer.training_input("succeed"))
+    sleeper = staged_trainer.wait_for_json(sleep_ti["jobDir"] + "/sleeper.json")
+    assert queued["state"] == "QUEUED"
+    assert queued["jobPosition"] == "1"
+
+    first.crash()
+    second = _start(services, data_dir, fake_gcs.url)
+    ml = second.ml()
+
+    crashed = ml.projects().jobs().get(name=f"projects/{PROJECT}/jobs/running_at_crash").execute()
+    assert crashed["state"] == "FAILED"
+    assert "stopped while this job was RUNNING" in crashed["errorMessage"]
+    assert _gone(sleeper["pid"])
+    before = ml.projects().jobs().get(name=f"projects/{PROJECT}/jobs/finished_before").execute()
+    assert before["state"] == "SUCCEEDED"
+    resumed = wait_for_state(ml, f"projects/{PROJECT}/jobs/queued_at_crash", TERMINAL)
+    assert resumed["state"] == "SUCCEEDED"
+    assert resumed["createTime"] == queued["createTime"]
+
+
+def test_clean_stop_records_why_the_running_job_ended(
+    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+) -> None:
+    data_dir = tmp_path / "data"
+    first = _start(services, data_dir, fake_gcs.url)
+    ti = staged_trainer.training_input("sleep")
+    _create(first.ml(), "running_at_stop", ti)
+    wait_for_state(first.ml(), f"projects/{PROJECT}/jobs/running_at_stop", {"RUNNING"})
+    sleeper = staged_trainer.wait_for_json(ti["jobDir"] + "/sleeper.json")
+
+    first.stop()
+    second = _start(services, data_dir, fake_gcs.url)
+
+    job = second.ml().projects().jobs().get(name=f"projects/{PROJECT}/jobs/running_at_stop").execute()
+    assert job["state"] == "FAILED"
+    assert "service was stopped while this job was running" in job["errorMessage"]
+    assert _gone(sleeper["pid"])

@@ -1,0 +1,150 @@
+"""Best trial, the XCom summary and the trainingInput diff used before adopting a job."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial, console_url, diff_training_input, summarize_job
+
+TRIALS: list[dict[str, Any]] = [
+    {"trialId": "1", "state": "SUCCEEDED", "finalMetric": {"objectiveValue": 0.5, "trainingStep": "10"}},
+    {"trialId": "2", "state": "SUCCEEDED", "finalMetric": {"objectiveValue": 0.9}},
+    {"trialId": "3", "state": "FAILED", "finalMetric": {"objectiveValue": 5.0}},
+    {"trialId": "4", "state": "SUCCEEDED"},
+    {"trialId": "5", "state": "SUCCEEDED", "finalMetric": {"objectiveValue": 0.1}},
+    {"trialId": "6", "finalMetric": {"objectiveValue": "NaN"}},
+]
+
+
+def test_best_trial_follows_goal() -> None:
+    assert best_trial(TRIALS, "MAXIMIZE")["trialId"] == "2"  # type: ignore[index]
+    assert best_trial(TRIALS, "MINIMIZE")["trialId"] == "5"  # type: ignore[index]
+    assert best_trial(TRIALS, "GOAL_TYPE_UNSPECIFIED")["trialId"] == "2"  # type: ignore[index]
+    assert best_trial(TRIALS, None)["trialId"] == "2"  # type: ignore[index]
+
+
+def test_trials_without_final_metric_never_win() -> None:
+    assert best_trial([TRIALS[3], TRIALS[5]], "MAXIMIZE") is None
+    assert best_trial([], "MINIMIZE") is None
+
+
+def test_ties_go_to_the_first_and_string_values_count() -> None:
+    trials = [
+        {"trialId": "a", "finalMetric": {"objectiveValue": "2"}},
+        {"trialId": "b", "finalMetric": {"objectiveValue": 2.0}},
+    ]
+    assert best_trial(trials, "MINIMIZE")["trialId"] == "a"  # type: ignore[index]
+
+
+def test_unknown_goal() -> None:
+    with pytest.raises(ValidationError) as err:
+        best_trial(TRIALS, "BIGGEST")
+    assert err.value.field == "goal"
+
+
+def test_console_url() -> None:
+    assert (
+        console_url("my-proj", "job_1")
+        == "https://console.cloud.google.com/ai-platform/jobs/job_1?project=my-proj"
+    )
+
+
+def test_summary_of_tuning_job_is_json_serialisable() -> None:
+    job = {
+        "jobId": "tune_1",
+        "state": "SUCCEEDED",
+        "trainingInput": {
+            "jobDir": "gs://b/out",
+            "hyperparameters": {"goal": "MINIMIZE", "params": []},
+        },
+        "trainingOutput": {"isHyperparameterTuningJob": True, "completedTrialCount": "5", "trials": TRIALS},
+        "createTime": "2024-01-01T00:00:00Z",
+    }
+    summary = summarize_job(job, "proj")
+    assert json.loads(json.dumps(summary)) == summary
+    assert summary["job_id"] == "tune_1"
+    assert summary["project_id"] == "proj"
+    assert summary["state"] == "SUCCEEDED"
+    assert summary["job_dir"] == "gs://b/out"
+    assert summary["console_url"] == console_url("proj", "tune_1")
+    assert summary["is_hyperparameter_tuning_job"] is True
+    assert summary["goal"] == "MINIMIZE"
+    assert summary["hyperparameter_metric_tag"] == DEFAULT_METRIC_TAG
+    assert summary["best_trial"]["trialId"] == "5"
+    assert len(summary["trials"]) == len(TRIALS)
+    assert summary["training_output"]["completedTrialCount"] == "5"
+
+
+def test_summary_of_plain_failed_job() -> None:
+    job = {"jobId": "j", "state": "FAILED", "errorMessage": "boom", "name": "projects/p2/jobs/j"}
+    summary = summarize_job(job)
+    assert summary["project_id"] == "p2"
+    assert summary["error_message"] == "boom"
+    assert summary["is_hyperparameter_tuning_job"] is False
+    assert summary["best_trial"] is None
+    assert summary["trials"] == []
+    assert summarize_job({"jobId": "j"})["console_url"] is None
+    assert summarize_job({"jobId": "j"})["state"] == "STATE_UNSPECIFIED"
+
+
+BASE: dict[str, Any] = {
+    "packageUris": ["gs://b/p.tar.gz"],
+    "pythonModule": "trainer.task",
+    "region": "us-central1",
+    "scheduling": {"maxWaitTime": "3600s"},
+    "hyperparameters": {
+        "goal": "MAXIMIZE",
+        "maxTrials": 4,
+        "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 1}],
+    },
+}
+
+
+def test_diff_ignores_server_defaults_and_canonical_forms() -> None:
+    returned = {
+        **BASE,
+        "scaleTier": "BASIC",
+        "runtimeVersion": "1.0",
+        "workerCount": "0",
+        "scheduling": {"maxWaitTime": "3600.000s", "maxRunningTime": "604800s"},
+        "hyperparameters": {
+            "goal": "MAXIMIZE",
+            "maxTrials": "4",
+            "maxParallelTrials": 1,
+            "hyperparameterMetricTag": DEFAULT_METRIC_TAG,
+            "params": [
+                {
+                    "parameterName": "lr",
+                    "type": "DOUBLE",
+                    "minValue": 0.01,
+                    "maxValue": 1.0,
+                    "scaleType": "NONE",
+                }
+            ],
+        },
+    }
+    assert diff_training_input(BASE, returned) == []
+
+
+def test_diff_lists_differing_fields() -> None:
+    other = {
+        **BASE,
+        "packageUris": ["gs://b/other.tar.gz"],
+        "args": ["--epochs", "3"],
+        "hyperparameters": {
+            **BASE["hyperparameters"],
+            "params": [{"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 2}],
+        },
+    }
+    assert diff_training_input(BASE, other) == ["args", "hyperparameters.params[0].maxValue", "packageUris"]
+
+
+def test_diff_counts_server_filled_fields_the_request_named() -> None:
+    assert diff_training_input({**BASE, "runtimeVersion": "2.11"}, {**BASE, "runtimeVersion": "2.4"}) == [
+        "runtimeVersion"
+    ]
+    assert diff_training_input({**BASE, "scaleTier": "BASIC_GPU"}, BASE) == ["scaleTier"]

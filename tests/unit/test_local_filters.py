@@ -1,0 +1,69 @@
+"""The filter language of jobs.list and entries:list."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.local.filters import parse_filter, required_equalities
+
+JOB = {
+    "jobId": "census_20240101",
+    "state": "FAILED",
+    "labels": {"team": "ml", "ml.googleapis.com/x": "7"},
+    "createTime": "2024-01-02T10:00:00.000000Z",
+    "trainingInput": {"packageUris": ["gs://b/a.tar.gz", "gs://b/dep.whl"], "workerCount": "3"},
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("jobId:census*", True),
+        ("jobId:rnn*", False),
+        ("jobId:census* AND state:FAILED", True),
+        ("jobId:census* state=SUCCEEDED", False),
+        ("state=SUCCEEDED OR state=FAILED", True),
+        ("NOT state=FAILED", False),
+        ("-state=FAILED", False),
+        ("state!=SUCCEEDED", True),
+        ("state:failed", True),
+        ("state=failed", False),
+        ("labels.team=ml", True),
+        ('labels."ml.googleapis.com/x"=7', True),
+        ("labels:team", True),
+        ("labels:owner", False),
+        ('createTime>"2024-01-01T00:00:00Z"', True),
+        ('createTime<="2024-01-02T09:59:59+00:00"', False),
+        ("trainingInput.workerCount>=3", True),
+        ("trainingInput.workerCount<3", False),
+        ("trainingInput.packageUris:*dep.whl", True),
+        ("(state=X OR jobId=census_20240101) AND labels.team=ml", True),
+        ("missing.field=1", False),
+        ("missing.field!=1", True),
+    ],
+)
+def test_filter_matches_like_google_lists(text: str, expected: bool) -> None:
+    node = parse_filter(text)
+    assert node is not None
+    assert node.matches(JOB) is expected
+
+
+@pytest.mark.parametrize("text", ["", "   ", None])
+def test_empty_filter_is_no_filter(text: str | None) -> None:
+    assert parse_filter(text) is None
+
+
+@pytest.mark.parametrize("text", ["state=", "(state=a", "=a", "state a", "state=a)", 'state="open'])
+def test_malformed_filter_is_a_validation_error_on_filter(text: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        parse_filter(text)
+    assert error.value.field == "filter"
+
+
+def test_required_equalities_narrow_only_conjunctions() -> None:
+    assert required_equalities(parse_filter('resource.labels.job_id="j1" AND severity>=ERROR')) == {
+        ("resource", "labels", "job_id"): "j1"
+    }
+    assert required_equalities(parse_filter('resource.labels.job_id="j1" OR severity=ERROR')) == {}
+    assert required_equalities(parse_filter("jobId=abc*")) == {}

@@ -1,0 +1,53 @@
+"""What the runner derives from a trainingInput: replicas, output dirs, TF_CONFIG's job, errors."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_aip.local.runner import AttemptOutcome, output_dirs, replica_counts, snake_case_keys
+
+
+@pytest.mark.parametrize(
+    ("training_input", "expected"),
+    [
+        ({"scaleTier": "BASIC"}, {"master": 1}),
+        ({}, {"master": 1}),
+        ({"scaleTier": "STANDARD_1"}, {"master": 1}),
+        (
+            {"scaleTier": "CUSTOM", "workerCount": "2", "parameterServerCount": "1", "evaluatorCount": "0"},
+            {"master": 1, "worker": 2, "ps": 1},
+        ),
+    ],
+)
+def test_replica_counts(training_input: dict[str, str], expected: dict[str, int]) -> None:
+    assert replica_counts(training_input) == expected
+
+
+def test_output_dirs_follow_job_dir_and_trial() -> None:
+    assert output_dirs(None, None) == {}
+    assert output_dirs("gs://b/run/", None)["AIP_MODEL_DIR"] == "gs://b/run/model/"
+    trial = output_dirs("gs://b/run", "3")
+    assert trial == {
+        "AIP_MODEL_DIR": "gs://b/run/3/model/",
+        "AIP_CHECKPOINT_DIR": "gs://b/run/3/checkpoints/",
+        "AIP_TENSORBOARD_LOG_DIR": "gs://b/run/3/logs/",
+    }
+
+
+def test_tf_config_job_uses_proto_field_names() -> None:
+    job = {"pythonModule": "t.task", "hyperparameters": {"maxTrials": 2, "params": [{"parameterName": "x"}]}}
+    assert snake_case_keys(job) == {
+        "python_module": "t.task",
+        "hyperparameters": {"max_trials": 2, "params": [{"parameter_name": "x"}]},
+    }
+
+
+def test_error_message_names_replica_status_and_stderr() -> None:
+    failed = AttemptOutcome(3, "worker-replica-1", "Traceback...\nValueError: bad")
+    killed = AttemptOutcome(-9, "master-replica-0", "")
+    assert failed.error_message() == (
+        "The replica worker 1 exited with a non-zero status of 3.\nTraceback...\nValueError: bad"
+    )
+    assert killed.error_message() == "The replica master 0 was terminated by signal 9."
+    assert not failed.succeeded
+    assert AttemptOutcome(0, "master-replica-0", "").succeeded

@@ -1,0 +1,409 @@
+"""Submit/Cancel operators and the sensor against the fake ml v1 API at the HTTP boundary."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, cast
+
+import pytest
+from airflow.sdk import Context
+from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
+
+from airflow_aip.exceptions import (
+    AipError,
+    JobAlreadyExistsError,
+    JobFailedError,
+    JobNotFoundError,
+    JobSpecMismatchError,
+    JobWaitTimeoutError,
+    ValidationError,
+)
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.operators import training as training_module
+from airflow_aip.operators.training import CancelTrainingJobOperator, SubmitTrainingJobOperator
+from airflow_aip.sensors.training import TrainingJobSensor
+from airflow_aip.triggers.training import TrainingJobTrigger, job_event
+from tests.unit.ml_fake import FakeMlApi
+
+LOCAL = "http://127.0.0.1:8089/"
+WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
+JOB_ID = "train_dag_train_20240309_070501"
+ARGS: dict[str, Any] = {
+    "task_id": "train",
+    "project_id": "proj",
+    "region": "us-central1",
+    "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
+    "python_module": "trainer.task",
+    "args": ["--epochs", "2"],
+    "job_dir": "gs://bucket/out",
+    "api_endpoint": LOCAL,
+    "gcp_conn_id": "aip_missing_conn",
+    "poll_interval": 30,
+    "deferrable": False,
+}
+
+
+class FakeTI:
+    def __init__(self, map_index: int = -1) -> None:
+        self.dag_id = "train_dag"
+        self.task_id = "train"
+        self.run_id = "manual__2024-03-09T07:05:01+00:00"
+        self.map_index = map_index
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def make_context(ti: FakeTI | None = None, logical_date: datetime | None = WHEN) -> Context:
+    return cast(
+        Context,
+        {"ti": ti or FakeTI(), "logical_date": logical_date, "dag_run": SimpleNamespace(run_after=WHEN)},
+    )
+
+
+class FakeClock:
+    """time.time/time.sleep for the operator module: waiting costs no real time."""
+
+    def __init__(self) -> None:
+        self.now = 1_700_000_000.0
+        self.sleeps: list[float] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.now += seconds
+
+
+@pytest.fixture
+def api(monkeypatch: pytest.MonkeyPatch) -> FakeMlApi:
+    fake = FakeMlApi()
+    monkeypatch.setattr(TrainingJobHook, "_http", lambda self: fake.httplib2())
+    return fake
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    fake = FakeClock()
+    monkeypatch.setattr(training_module, "time", fake)
+    return fake
+
+
+def operator(**kwargs: Any) -> SubmitTrainingJobOperator:
+    return SubmitTrainingJobOperator(**{**ARGS, **kwargs})
+
+
+def sent_bodies(api: FakeMlApi) -> list[dict[str, Any]]:
+    return [body for _, _, body in api.calls("POST", "/jobs")]
+
+
+def test_template_fields_are_attributes() -> None:
+    op = operator()
+    for name in op.template_fields:
+        assert hasattr(op, name), name
+    for name in ("job_id_prefix", "job_dir", "args", "package_uris", "hyperparameters", "config", "labels"):
+        assert name in op.template_fields
+
+
+def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
+    api.play(JOB_ID, ["PREPARING", "RUNNING", "SUCCEEDED"])
+    ti = FakeTI()
+    summary = operator().execute(make_context(ti))
+    assert summary["job_id"] == JOB_ID
+    assert summary["state"] == "SUCCEEDED"
+    assert summary["console_url"] == f"https://console.cloud.google.com/ai-platform/jobs/{JOB_ID}?project=proj"
+    assert json.loads(json.dumps(summary)) == summary
+    assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID
+    assert ti.xcom[CONSOLE_URL_XCOM_KEY] == summary["console_url"]
+    assert clock.sleeps == [30, 30, 30]
+    (body,) = sent_bodies(api)
+    assert body["trainingInput"]["args"] == ["--epochs", "2"]
+    assert body["labels"] == {
+        "airflow-dag-id": "train_dag",
+        "airflow-task-id": "train",
+        "airflow-run-id": "manual__2024-03-09t07-05-01-00-00",
+    }
+
+
+@pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])
+def test_only_succeeded_succeeds(api: FakeMlApi, clock: FakeClock, final: str) -> None:
+    api.play(JOB_ID, ["RUNNING", final])
+    api.on_request = lambda m, p: m == "GET" and api.jobs[("proj", JOB_ID)].update(errorMessage="OOM in master")
+    with pytest.raises(JobFailedError, match="OOM in master") as err:
+        operator().execute(make_context())
+    assert err.value.state == final
+    assert err.value.job_id == JOB_ID
+
+
+@pytest.mark.parametrize("waiting", ["QUEUED", "PREPARING", "RUNNING", "CANCELLING", "STATE_UNSPECIFIED"])
+def test_waiting_states_keep_waiting(api: FakeMlApi, clock: FakeClock, waiting: str) -> None:
+    api.play(JOB_ID, [waiting, waiting, "SUCCEEDED"])
+    assert operator().execute(make_context())["state"] == "SUCCEEDED"
+    assert len(api.calls("GET")) == 3
+
+
+def test_no_wait_returns_at_once(api: FakeMlApi, clock: FakeClock) -> None:
+    summary = operator(wait_for_completion=False).execute(make_context())
+    assert summary["state"] == "QUEUED"
+    assert api.calls("GET") == []
+
+
+def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None:
+    op = operator(deferrable=True, wait_timeout=600, cancel_on_kill=False)
+    ti = FakeTI()
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(make_context(ti))
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TrainingJobTrigger)
+    assert trigger.job_id == JOB_ID
+    assert trigger.project_id == "proj"
+    assert trigger.api_endpoint == LOCAL
+    assert trigger.end_time == clock.now + 600
+    assert trigger.cancel_on_kill is False
+    assert deferred.value.method_name == "execute_complete"
+    assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID  # pushed before deferring
+
+
+def test_deferrable_adopting_a_finished_job_does_not_defer(api: FakeMlApi, clock: FakeClock) -> None:
+    op = operator(deferrable=True)
+    api.add_job("proj", JOB_ID, "SUCCEEDED", trainingInput=op.build_job(make_context())[0]["trainingInput"])
+    assert op.execute(make_context())["state"] == "SUCCEEDED"
+
+
+def test_execute_complete_reads_the_event(api: FakeMlApi) -> None:
+    op = operator()
+    done = job_event({"jobId": "other_job", "state": "SUCCEEDED"}, "p2")
+    assert op.execute_complete(make_context(), done)["job_id"] == "other_job"
+    with pytest.raises(JobFailedError):
+        op.execute_complete(make_context(), job_event({"jobId": "x", "state": "FAILED"}, "proj"))
+    assert api.cancels == []
+
+
+@pytest.mark.parametrize(("status", "error"), [("timeout", JobWaitTimeoutError), ("error", AipError)])
+def test_giving_up_cancels_the_job(api: FakeMlApi, status: str, error: type[Exception]) -> None:
+    api.add_job("proj", "j9", "RUNNING")
+    event = {"status": status, "job_id": "j9", "project_id": "proj", "state": "RUNNING", "message": "m"}
+    with pytest.raises(error):
+        operator().execute_complete(make_context(), event)
+    assert api.cancels == ["j9"]
+    with pytest.raises(error):
+        operator(cancel_on_kill=False).execute_complete(make_context(), event)
+    assert api.cancels == ["j9"]
+
+
+def test_worker_wait_timeout_cancels(api: FakeMlApi, clock: FakeClock) -> None:
+    with pytest.raises(JobWaitTimeoutError):
+        operator(wait_timeout=100, poll_interval=30).execute(make_context())
+    assert api.cancels == [JOB_ID]
+    assert sum(clock.sleeps) == 100
+
+
+def test_on_kill_while_waiting_in_worker_cancels(api: FakeMlApi, clock: FakeClock) -> None:
+    op = operator()
+    api.play(JOB_ID, ["RUNNING", "RUNNING", "RUNNING"])
+
+    def kill_on_second_poll(method: str, path: str) -> None:
+        if method == "GET" and len(api.calls("GET")) == 2:
+            op.on_kill()  # as the SIGTERM handler would, mid-wait
+
+    api.on_request = kill_on_second_poll
+    with pytest.raises(JobFailedError) as err:
+        op.execute(make_context())
+    assert err.value.state == "CANCELLED"
+    assert api.cancels == [JOB_ID]
+
+
+def test_on_kill_respects_cancel_on_kill(api: FakeMlApi) -> None:
+    op = operator(cancel_on_kill=False)
+    op._watched = (JOB_ID, "proj")
+    op.on_kill()
+    assert api.cancels == []
+    operator().on_kill()  # nothing submitted yet: nothing to cancel
+    assert api.requests == []
+
+
+# -- if_exists --------------------------------------------------------------------------------
+
+
+def existing_input(**changes: Any) -> dict[str, Any]:
+    return {
+        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
+        "pythonModule": "trainer.task",
+        "args": ["--epochs", "2"],
+        "jobDir": "gs://bucket/out",
+        "region": "us-central1",
+        "scaleTier": "BASIC",  # filled in by the server: not a difference
+        **changes,
+    }
+
+
+def test_409_adopts_a_job_with_the_same_spec(api: FakeMlApi, clock: FakeClock) -> None:
+    api.add_job("proj", JOB_ID, "RUNNING", trainingInput=existing_input())
+    api.play(JOB_ID, ["RUNNING", "SUCCEEDED"])
+    assert operator().execute(make_context())["job_id"] == JOB_ID
+    assert len(sent_bodies(api)) == 1  # the create that met the 409
+
+
+def test_409_with_a_different_spec_fails_listing_fields(api: FakeMlApi, clock: FakeClock) -> None:
+    api.add_job("proj", JOB_ID, "RUNNING", trainingInput=existing_input(args=["--epochs", "3"], region="eu"))
+    with pytest.raises(JobSpecMismatchError) as err:
+        operator().execute(make_context())
+    assert err.value.differing_fields == ["args", "region"]
+    assert api.cancels == []
+
+
+@pytest.mark.parametrize("ended", ["FAILED", "CANCELLED"])
+def test_ended_job_is_retried_as_r2_then_r3(api: FakeMlApi, clock: FakeClock, ended: str) -> None:
+    api.add_job("proj", JOB_ID, ended, trainingInput=existing_input())
+    api.add_job("proj", f"{JOB_ID}_r2", "FAILED", trainingInput=existing_input(args=["old"]))
+    summary = operator(wait_for_completion=False).execute(make_context())
+    assert summary["job_id"] == f"{JOB_ID}_r3"
+    assert [b["jobId"] for b in sent_bodies(api)] == [JOB_ID, f"{JOB_ID}_r2", f"{JOB_ID}_r3"]
+
+
+def test_if_exists_fail(api: FakeMlApi, clock: FakeClock) -> None:
+    api.add_job("proj", JOB_ID, "RUNNING", trainingInput=existing_input())
+    with pytest.raises(JobAlreadyExistsError):
+        operator(if_exists="fail").execute(make_context())
+
+
+def test_if_exists_new_takes_the_next_free_suffix(api: FakeMlApi, clock: FakeClock) -> None:
+    api.add_job("proj", JOB_ID, "SUCCEEDED", trainingInput=existing_input())
+    summary = operator(if_exists="new", wait_for_completion=False).execute(make_context())
+    assert summary["job_id"] == f"{JOB_ID}_r2"
+
+
+# -- job ids and inputs ----------------------------------------------------------------------
+
+
+def test_job_id_prefix_map_index_and_run_after(api: FakeMlApi, clock: FakeClock) -> None:
+    op = operator(job_id_prefix="My Model!", wait_for_completion=False)
+    assert op.execute(make_context(FakeTI(map_index=3), logical_date=None))["job_id"] == "My_Model_3_20240309_070501"
+
+
+def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
+    assert operator(job_id="exact_id", wait_for_completion=False).execute(make_context())["job_id"] == "exact_id"
+    with pytest.raises(ValidationError) as err:
+        operator(job_id="bad-id").execute(make_context())
+    assert err.value.field == "job_id"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"scale_tier": "CUSTOM"}, "trainingInput.masterType"),
+        ({"python_module": None}, "trainingInput.pythonModule"),
+        ({"if_exists": "replace"}, "if_exists"),
+        ({"poll_interval": 0}, "poll_interval"),
+        ({"labels": {"x": 1}}, "labels.x"),
+        ({"hyperparameters": {"params": [], "goal": "MAXIMIZE"}}, "trainingInput.hyperparameters.params"),
+    ],
+)
+def test_bad_input_fails_before_any_request(api: FakeMlApi, kwargs: dict[str, Any], field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        operator(**kwargs).execute(make_context())
+    assert err.value.field == field
+    assert api.requests == []
+
+
+def test_config_file_then_training_input_then_arguments(api: FakeMlApi, clock: FakeClock, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    config.write_text(
+        "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  region: europe-west1\n"
+        "  scheduling: {maxWaitTime: 3600s}\nlabels:\n  team: ml\n"
+    )
+    operator(
+        config=str(config),
+        training_input={"masterType": "n1-standard-8", "pythonVersion": "3.7"},
+        wait_for_completion=False,
+        labels={"cost-center": "42"},
+    ).execute(make_context())
+    (body,) = sent_bodies(api)
+    ti = body["trainingInput"]
+    assert ti["masterType"] == "n1-standard-8"
+    assert ti["region"] == "us-central1"
+    assert ti["scheduling"] == {"maxWaitTime": "3600s"}
+    assert ti["pythonVersion"] == "3.7"
+    assert body["labels"]["team"] == "ml"
+    assert body["labels"]["cost-center"] == "42"
+
+
+# -- cancel operator -------------------------------------------------------------------------
+
+
+def test_cancel_operator(api: FakeMlApi) -> None:
+    api.add_job("proj", "live", "RUNNING")
+    api.add_job("proj", "done", "SUCCEEDED")
+    kwargs = {"project_id": "proj", "api_endpoint": LOCAL, "gcp_conn_id": "aip_missing_conn"}
+    live = CancelTrainingJobOperator(task_id="c1", job_id="live", **kwargs).execute(make_context())
+    assert live == {"job_id": "live", "project_id": "proj", "cancel_requested": True}
+    done = CancelTrainingJobOperator(task_id="c2", job_id="done", **kwargs).execute(make_context())
+    assert done["cancel_requested"] is False
+    with pytest.raises(JobNotFoundError):
+        CancelTrainingJobOperator(task_id="c3", job_id="nope", **kwargs).execute(make_context())
+
+
+# -- sensor ----------------------------------------------------------------------------------
+
+
+def sensor(**kwargs: Any) -> TrainingJobSensor:
+    base = {"task_id": "wait", "job_id": "j1", "project_id": "proj", "api_endpoint": LOCAL, "gcp_conn_id": "x"}
+    return TrainingJobSensor(**{**base, "poke_interval": 5, **kwargs})
+
+
+def test_sensor_poke(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "SUCCEEDED"])
+    assert not sensor().poke(make_context())
+    done = sensor().poke(make_context())
+    assert done.xcom_value["state"] == "SUCCEEDED"
+
+
+@pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])
+def test_sensor_fails_without_retry_on_ended_job(api: FakeMlApi, final: str) -> None:
+    api.add_job("proj", "j1", final, errorMessage="bad")
+    with pytest.raises(AirflowFailException, match="bad"):
+        sensor().poke(make_context())
+
+
+def test_sensor_deferrable(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "QUEUED")
+    ti = FakeTI()
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(deferrable=True, timeout=3600).execute(make_context(ti))
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TrainingJobTrigger)
+    assert trigger.poll_interval == 5
+    assert trigger.cancel_on_kill is False
+    assert trigger.end_time is not None
+    assert ti.xcom[JOB_ID_XCOM_KEY] == "j1"
+    event = job_event({"jobId": "j1", "state": "SUCCEEDED"}, "proj")
+    assert sensor().execute_complete(make_context(), event)["state"] == "SUCCEEDED"
+    api.jobs[("proj", "j1")]["state"] = "SUCCEEDED"
+    assert sensor(deferrable=True).execute(make_context())["state"] == "SUCCEEDED"
+
+
+# -- link ------------------------------------------------------------------------------------
+
+
+def test_console_link_reads_xcom(monkeypatch: pytest.MonkeyPatch) -> None:
+    from airflow.sdk.execution_time import xcom
+
+    asked: list[dict[str, Any]] = []
+
+    def get_one(**kwargs: Any) -> str:
+        asked.append(kwargs)
+        return "https://console.cloud.google.com/ai-platform/jobs/j1?project=proj"
+
+    monkeypatch.setattr(xcom.XCom, "get_one", staticmethod(get_one))
+    link = TrainingJobConsoleLink()
+    key = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)
+    assert link.get_link(operator(), ti_key=key).endswith("j1?project=proj")  # type: ignore[arg-type]
+    assert asked[0]["key"] == CONSOLE_URL_XCOM_KEY == link.xcom_key
+    assert link.name == "AI Platform Training job"

@@ -1,0 +1,170 @@
+"""TrainingJobTrigger: serialize round-trip, one event per outcome, on_kill, and event decoding."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import time
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
+from tests.unit.ml_fake import FakeMlApi
+
+LOCAL = "http://127.0.0.1:8089/"
+
+
+def make_trigger(api: FakeMlApi, **kwargs: Any) -> TrainingJobTrigger:
+    args: dict[str, Any] = {
+        "job_id": "j1",
+        "project_id": "proj",
+        "gcp_conn_id": "aip_missing_conn",
+        "api_endpoint": LOCAL,
+        "poll_interval": 0,
+        **kwargs,
+    }
+    trigger = TrainingJobTrigger(**args)
+    hook = TrainingJobHook(args["gcp_conn_id"], project_id="proj", api_endpoint=LOCAL, retry_attempts=2, retry_max_wait=0.001)
+    client = httpx.AsyncClient(transport=api.httpx_transport())
+    hook._async_client = lambda: client  # type: ignore[method-assign]
+    trigger.__dict__["hook"] = hook
+    return trigger
+
+
+async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
+    return [event.payload async for event in trigger.run()]
+
+
+@pytest.fixture
+def api() -> FakeMlApi:
+    return FakeMlApi()
+
+
+def test_serialize_round_trip() -> None:
+    trigger = TrainingJobTrigger(
+        job_id="j1",
+        project_id="proj",
+        gcp_conn_id="my_conn",
+        api_endpoint=LOCAL,
+        poll_interval=12.5,
+        end_time=1_700_000_000.0,
+        cancel_on_kill=False,
+    )
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
+    module, name = classpath.rsplit(".", 1)
+    rebuilt = getattr(importlib.import_module(module), name)(**kwargs)
+    assert rebuilt.serialize() == (classpath, kwargs)
+    assert kwargs == {
+        "job_id": "j1",
+        "project_id": "proj",
+        "gcp_conn_id": "my_conn",
+        "api_endpoint": LOCAL,
+        "poll_interval": 12.5,
+        "end_time": 1_700_000_000.0,
+        "cancel_on_kill": False,
+    }
+
+
+async def test_success_after_every_waiting_state(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "QUEUED", trainingInput={"jobDir": "gs://b/out"})
+    api.play("j1", ["QUEUED", "PREPARING", "RUNNING", "CANCELLING", "RUNNING", "SUCCEEDED"])
+    events = await events_of(make_trigger(api))
+    assert len(events) == 1
+    event = events[0]
+    assert event["status"] == "success"
+    assert event["job_id"] == "j1"
+    assert event["state"] == "SUCCEEDED"
+    assert event["summary"]["job_dir"] == "gs://b/out"
+    assert len(api.calls("GET")) == 6
+
+
+@pytest.mark.parametrize(("state", "status"), [("FAILED", "failed"), ("CANCELLED", "cancelled")])
+async def test_failure_events_carry_the_error_message(api: FakeMlApi, state: str, status: str) -> None:
+    api.add_job("proj", "j1", state, errorMessage="The replica master 0 exited with a non-zero status of 1.")
+    (event,) = await events_of(make_trigger(api))
+    assert event["status"] == status
+    assert "non-zero status" in event["message"]
+    assert event["summary"]["error_message"].startswith("The replica master 0")
+
+
+async def test_pending_job_yields_nothing(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "QUEUED")
+    first_poll = asyncio.Event()
+    api.on_request = lambda method, path: first_poll.set()
+    task = asyncio.ensure_future(events_of(make_trigger(api, poll_interval=3600)))
+    await first_poll.wait()
+    for _ in range(10):
+        await asyncio.sleep(0)
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert api.cancels == []  # a cancelled (redistributed) trigger never cancels the job
+
+
+async def test_api_error_becomes_an_error_event(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.errors.append((403, "Permission 'ml.jobs.get' denied"))
+    (event,) = await events_of(make_trigger(api))
+    assert event["status"] == "error"
+    assert "ml.jobs.get" in event["message"]
+    assert event["job_id"] == "j1"
+
+
+async def test_exception_becomes_an_error_event(api: FakeMlApi) -> None:
+    def explode(method: str, path: str) -> None:
+        raise RuntimeError("transport exploded")
+
+    api.on_request = explode
+    (event,) = await events_of(make_trigger(api))
+    assert event["status"] == "error"
+    assert "transport exploded" in event["message"]
+
+
+async def test_missing_job_is_an_error_event(api: FakeMlApi) -> None:
+    (event,) = await events_of(make_trigger(api))
+    assert event["status"] == "error"
+    assert "JobNotFoundError" in event["message"]
+
+
+async def test_deadline_yields_timeout(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    (event,) = await events_of(make_trigger(api, end_time=time.time() - 1))
+    assert event["status"] == "timeout"
+    assert event["state"] == "RUNNING"
+    assert len(api.calls("GET")) == 1
+
+
+async def test_terminal_state_wins_over_deadline(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "SUCCEEDED")
+    (event,) = await events_of(make_trigger(api, end_time=time.time() - 1))
+    assert event["status"] == "success"
+
+
+async def test_on_kill_cancels_when_asked(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    await make_trigger(api, cancel_on_kill=True).on_kill()
+    assert api.cancels == ["j1"]
+    await make_trigger(api, cancel_on_kill=False).on_kill()
+    assert api.cancels == ["j1"]
+
+
+def test_summary_from_event() -> None:
+    ok = job_event({"jobId": "j1", "state": "SUCCEEDED"}, "proj")
+    assert summary_from_event(ok)["job_id"] == "j1"
+    failed = job_event({"jobId": "j1", "state": "FAILED", "errorMessage": "boom"}, "proj")
+    with pytest.raises(JobFailedError, match="boom") as err:
+        summary_from_event(failed)
+    assert err.value.state == "FAILED"
+    with pytest.raises(JobFailedError) as err:
+        summary_from_event(job_event({"jobId": "j1", "state": "CANCELLED"}, "proj"))
+    assert err.value.state == "CANCELLED"
+    with pytest.raises(JobWaitTimeoutError):
+        summary_from_event({"status": "timeout", "job_id": "j1", "state": "RUNNING", "waited_seconds": 5.0})
+    with pytest.raises(AipError, match="kaput"):
+        summary_from_event({"status": "error", "job_id": "j1", "message": "kaput"})
