@@ -87,10 +87,6 @@ def _report() -> bool:
     print(f"Manifest ({manifests[-1].uri}):")
     print(json.dumps({k: manifest[k] for k in ("job_id", "trial_id", "hyperparameters", "metric")}, indent=2))
     print("Objects:", ", ".join(f"{o['name']} ({o['size']} B)" for o in manifest["objects"]))
-    print(
-        f"\nInspect jobs: CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={service_env['CLOUDSDK_API_ENDPOINT_OVERRIDES_ML']}"
-    )
-    print("  (only while the service runs: `make ui` keeps it up)")
     return True
 
 
