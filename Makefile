@@ -49,6 +49,9 @@ test-dags: install
 demo: install
 	$(BIN)/python scripts/demo.py
 
+ui: install
+	$(BIN)/python scripts/ui.py
+
 bench: install
 	$(BIN)/python -m bench.run
 
@@ -56,4 +59,4 @@ lock:
 	$(BIN)/uv pip freeze --python $(BIN)/python --exclude-editable | grep -v -E '^(uv|pip)==' > constraints.txt
 
 clean:
-	rm -rf $(VENV) .airflow .aip-local build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) .airflow .airflow-ui .aip-local build *.egg-info .pytest_cache .mypy_cache .ruff_cache

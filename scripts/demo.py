@@ -18,13 +18,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.stack import REPO, airflow_env, local_service, migrate
+from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate
 
 BUCKET = "aip-demo"
 PROJECT = "local-project"
 
 
 def main() -> int:
+    exit_on_sigterm()
     home = REPO / ".airflow"
     shutil.rmtree(home, ignore_errors=True)  # a fresh run each time: the demo shows a whole pipeline
     home.mkdir(parents=True)

@@ -21,6 +21,11 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
+def exit_on_sigterm() -> None:
+    """Turn SIGTERM into SystemExit, so `finally` blocks stop what was started (as Ctrl-C does)."""
+    signal.signal(signal.SIGTERM, lambda signum, _frame: sys.exit(128 + signum))
+
+
 def airflow_env(home: Path) -> dict[str, str]:
     """An Airflow that keeps its SQLite DB, logs and config under ``home`` and parses ``dags/``."""
     return {
