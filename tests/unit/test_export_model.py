@@ -1,0 +1,132 @@
+"""The export policy: what is exported, where, and when a challenger replaces the champion."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.export import (
+    beats,
+    champion_metric,
+    export_source,
+    metric_from_file,
+    relative_names,
+    same_export,
+)
+from airflow_aip.uris import parse_gcs_uri
+
+
+def _tuning(state: str = "SUCCEEDED", goal: str = "MAXIMIZE") -> dict[str, object]:
+    trials = [
+        {
+            "trialId": "1",
+            "state": "SUCCEEDED",
+            "finalMetric": {"objectiveValue": 0.8},
+            "hyperparameters": {"C": "1"},
+        },
+        {
+            "trialId": "2",
+            "state": "SUCCEEDED",
+            "finalMetric": {"objectiveValue": 0.9},
+            "hyperparameters": {"C": "2"},
+        },
+        {"trialId": "3", "state": "SUCCEEDED"},
+    ]
+    from airflow_aip.jobs import summarize_job
+
+    return summarize_job(
+        {
+            "jobId": "j1",
+            "state": state,
+            "trainingInput": {"jobDir": "gs://bkt/out", "hyperparameters": {"goal": goal, "maxTrials": 3}},
+            "trainingOutput": {"isHyperparameterTuningJob": True, "trials": trials},
+        },
+        "p",
+    )
+
+
+def test_tuning_job_exports_its_best_trial_by_goal() -> None:
+    best = export_source(_tuning(), "model")
+    assert (best.trial_id, best.metric, best.prefix.uri) == ("2", 0.9, "gs://bkt/out/2/model")
+    assert best.hyperparameters == {"C": "2"}
+    assert best.version == "j1_trial2"
+    worst = export_source(_tuning(goal="MINIMIZE"))
+    assert (worst.trial_id, worst.prefix.uri) == ("1", "gs://bkt/out/1")
+
+
+def test_plain_job_exports_its_job_dir() -> None:
+    from airflow_aip.jobs import summarize_job
+
+    source = export_source(
+        summarize_job({"jobId": "j2", "state": "SUCCEEDED", "trainingInput": {"jobDir": "gs://bkt/x"}})
+    )
+    assert (source.prefix.uri, source.trial_id, source.metric, source.version) == (
+        "gs://bkt/x",
+        None,
+        None,
+        "j2",
+    )
+
+
+@pytest.mark.parametrize("state", ["FAILED", "CANCELLED", "RUNNING"])
+def test_only_a_succeeded_job_is_exported(state: str) -> None:
+    with pytest.raises(ValidationError, match=f"job_id: job j1 is {state}"):
+        export_source(_tuning(state))
+
+
+def test_source_subdir_cannot_escape() -> None:
+    with pytest.raises(ValidationError, match="source_subdir"):
+        export_source(_tuning(), "../other")
+
+
+@pytest.mark.parametrize(
+    ("challenger", "champion", "goal", "expected"),
+    [
+        (0.9, None, "MAXIMIZE", True),
+        (0.9, 0.8, "MAXIMIZE", True),
+        (0.8, 0.8, "MAXIMIZE", False),
+        (0.7, 0.8, "MAXIMIZE", False),
+        (0.1, 0.2, "MINIMIZE", True),
+        (0.3, 0.2, "MINIMIZE", False),
+        (None, 0.2, "MAXIMIZE", False),
+    ],
+)
+def test_beats(challenger: float | None, champion: float | None, goal: str, expected: bool) -> None:
+    assert beats(challenger, champion, goal) is expected
+
+
+def test_metric_from_file_names_the_field() -> None:
+    assert metric_from_file(b'{"accuracy": 0.5}', "accuracy") == 0.5
+    for bad in (b"not json", b'{"other": 1}', b'{"accuracy": "x"}', b'{"accuracy": NaN}'):
+        with pytest.raises(ValidationError, match="metrics_file"):
+            metric_from_file(bad, "accuracy")
+
+
+def test_champion_metric_ignores_non_numbers() -> None:
+    assert champion_metric({"metric": {"value": 0.7}}) == 0.7
+    assert champion_metric({"metric": {"value": True}}) is None
+    assert champion_metric({}) is None
+
+
+def test_relative_names_skip_manifests_and_other_prefixes() -> None:
+    prefix = parse_gcs_uri("gs://bkt/out/2")
+    uris = [
+        "gs://bkt/out/2/model.joblib",
+        "gs://bkt/out/2/sub/manifest.json",
+        "gs://bkt/out/20/x",
+        "gs://bkt/out/2/a/b",
+    ]
+    assert relative_names(prefix, uris) == ["a/b", "model.joblib"]
+
+
+def test_same_export_ignores_time_and_run() -> None:
+    a = {
+        "model_uri": "u",
+        "job_id": "j",
+        "trial_id": "1",
+        "source_uri": "s",
+        "objects": [1],
+        "exported_at": "t1",
+    }
+    assert same_export(a, {**a, "exported_at": "t2", "airflow": {"run_id": "other"}})
+    assert not same_export(a, {**a, "objects": [2]})
