@@ -19,137 +19,49 @@ this module through the operators.
 from __future__ import annotations
 
 import asyncio
-import http.client
-import ipaddress
-import json
-import weakref
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote
 
-from tenacity import (
-    AsyncRetrying,
-    RetryCallState,
-    Retrying,
-    retry_if_exception,
-    stop_after_attempt,
-    wait_random_exponential,
-)
+from tenacity import AsyncRetrying, Retrying
 
-from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
-from airflow_aip.hooks.base import (
-    DEFAULT_CONN_ID,
-    ConnectionSettings,
-    GoogleCloudBaseHook,
-    env_flag,
-    load_credentials,
+from airflow_aip.exceptions import ApiError, ValidationError
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, ConnectionSettings, GoogleCloudBaseHook, load_credentials
+from airflow_aip.hooks.ml_http import (
+    DEFAULT_ROOT_URL,
+    ENDPOINT_ENV,
+    ENDPOINT_EXTRA,
+    REQUEST_TIMEOUT,
+    RETRY_ATTEMPTS,
+    RETRY_MAX_WAIT,
+    api_error,
+    borrow_client,
+    error_message,
+    is_emulator,
+    is_loopback,
+    is_transient,
+    job_name,
+    refresh_lock,
+    resolve_endpoint,
+    retry_policy,
+    share_auth,
+    shared_auth,
 )
 from airflow_aip.jobs import JobState, discovery_document_path, validate_job, validate_job_id
 
 if TYPE_CHECKING:
     import httpx
 
-ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
-ENDPOINT_EXTRA = "api_endpoint"
-DEFAULT_ROOT_URL = "https://ml.googleapis.com/"
-RETRY_ATTEMPTS = 6
-RETRY_INITIAL_WAIT = 1.0
-RETRY_MAX_WAIT = 60.0
-REQUEST_TIMEOUT = 60.0
-# One pooled httpx client per event loop, shared by every trigger in a triggerer.
-_ASYNC_CLIENTS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, httpx.AsyncClient] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def api_error(status: int, message: str, method: str) -> ApiError:
-    """The typed error for an HTTP error answer."""
-    kind = {404: JobNotFoundError, 409: JobAlreadyExistsError}.get(status, ApiError)
-    return kind(status, message, method=method)
-
-
-def error_message(content: bytes | str, fallback: str) -> str:
-    """``error.message`` of a Google error body, else the body itself (short), else ``fallback``."""
-    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
-    try:
-        body = json.loads(text)
-        message = body["error"]["message"]
-        if isinstance(message, str) and message:
-            return message
-    except (ValueError, KeyError, TypeError):
-        pass
-    return text.strip()[:500] or fallback
-
-
-def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: throttling, server errors, and the connection failing under us."""
-    if isinstance(exc, ApiError):
-        return exc.status in (408, 429) or exc.status >= 500
-    if isinstance(exc, OSError | http.client.HTTPException):  # refused, reset, timed out
-        return True
-    module = type(exc).__module__
-    name = type(exc).__name__
-    if module.startswith("httpx") and name != "InvalidURL":
-        import httpx
-
-        return isinstance(exc, httpx.TransportError)
-    if module.startswith("httplib2"):
-        return name == "ServerNotFoundError"
-    if module.startswith("google.auth"):
-        return name == "TransportError"
-    return False
-
-
-def retry_policy(attempts: int, max_wait: float, log: Any = None) -> dict[str, Any]:
-    """tenacity arguments shared by :class:`Retrying` and :class:`AsyncRetrying`."""
-
-    def before_sleep(state: RetryCallState) -> None:
-        if log is not None and state.outcome is not None and state.next_action is not None:
-            log.warning(
-                "ml v1 request failed (%s); retry %d of %d in %.1fs",
-                state.outcome.exception(),
-                state.attempt_number,
-                attempts - 1,
-                state.next_action.sleep,
-            )
-
-    return {
-        "stop": stop_after_attempt(attempts),
-        "wait": wait_random_exponential(multiplier=RETRY_INITIAL_WAIT, max=max_wait),
-        "retry": retry_if_exception(is_transient),
-        "before_sleep": before_sleep,
-        "reraise": True,
-    }
-
-
-def is_loopback(url: str) -> bool:
-    """A URL on this machine: the local training service, never Google."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def resolve_endpoint(explicit: str | None, settings: ConnectionSettings) -> str | None:
-    """The root URL override: hook argument, then connection extra, then gcloud's variable."""
-    root = explicit or settings.extras.get(ENDPOINT_EXTRA) or env_flag(ENDPOINT_ENV)
-    if not root:
-        return None
-    root = str(root).strip()
-    if urlsplit(root).scheme not in ("http", "https"):
-        raise ValidationError(
-            ENDPOINT_EXTRA, f"must be an http(s) root URL like http://127.0.0.1:8080/, got {root!r}"
-        )
-    return root if root.endswith("/") else root + "/"
-
-
-def job_name(project_id: str, job_id: str) -> str:
-    """``projects/{project}/jobs/{job}``: the resource name every job method takes."""
-    return f"projects/{project_id}/jobs/{job_id}"
+__all__ = [
+    "ENDPOINT_ENV",
+    "ENDPOINT_EXTRA",
+    "TrainingJobHook",
+    "error_message",
+    "is_loopback",
+    "is_transient",
+]
 
 
 class TrainingJobHook(GoogleCloudBaseHook):
@@ -180,7 +92,6 @@ class TrainingJobHook(GoogleCloudBaseHook):
         self.retry_attempts = retry_attempts
         self.retry_max_wait = retry_max_wait
         self.request_timeout = request_timeout
-        self._refresh_lock: asyncio.Lock | None = None
 
     # -- where and as whom -------------------------------------------------------------------
 
@@ -195,8 +106,8 @@ class TrainingJobHook(GoogleCloudBaseHook):
 
     @property
     def is_local(self) -> bool:
-        """Talking to a loopback endpoint: anonymous credentials, and nothing leaves the machine."""
-        return self.endpoint is not None and is_loopback(self.endpoint)
+        """Talking to an emulator (loopback or plain http): anonymous credentials, no token sent."""
+        return self.endpoint is not None and is_emulator(self.endpoint)
 
     @cached_property
     def credentials_and_project(self) -> tuple[Any, str | None]:
@@ -307,7 +218,18 @@ class TrainingJobHook(GoogleCloudBaseHook):
     # -- async path (triggers) ---------------------------------------------------------------
 
     async def aprepare(self) -> None:
-        """Read the connection and credentials without blocking the event loop (once)."""
+        """Read the connection and credentials without blocking the event loop.
+
+        Triggers of one process using the same connection share what the first one loaded
+        (for SHARED_AUTH_TTL seconds): one connection read and one token for all of them.
+        """
+        if "settings" in self.__dict__ and "credentials_and_project" in self.__dict__:
+            return
+        key = (self.gcp_conn_id, self._api_endpoint)
+        shared = shared_auth(key)
+        if shared is not None:
+            self.__dict__["settings"], self.__dict__["credentials_and_project"] = shared
+            return
         if "settings" not in self.__dict__:
             from airflow.sdk.exceptions import AirflowNotFoundException
 
@@ -320,6 +242,7 @@ class TrainingJobHook(GoogleCloudBaseHook):
         if "credentials_and_project" not in self.__dict__:
             found = await asyncio.to_thread(lambda: self.credentials_and_project)
             self.__dict__["credentials_and_project"] = found
+        share_auth(key, self.__dict__["settings"], self.__dict__["credentials_and_project"])
 
     async def _auth_headers(self) -> dict[str, str]:
         """A bearer token, refreshed in a thread when it is missing or about to expire."""
@@ -327,36 +250,25 @@ class TrainingJobHook(GoogleCloudBaseHook):
             return {}
         credentials = self.credentials_and_project[0]
         if not credentials.valid:
-            self._refresh_lock = self._refresh_lock or asyncio.Lock()
-            async with self._refresh_lock:
+            async with refresh_lock(credentials):
                 if not credentials.valid:
                     from google.auth.transport.requests import Request
 
                     await asyncio.to_thread(credentials.refresh, Request())
         return {"Authorization": f"Bearer {credentials.token}"}
 
-    def _async_client(self) -> httpx.AsyncClient:
-        """The event loop's shared, pooled client (tests replace this at the HTTP boundary)."""
-        import httpx
-
-        loop = asyncio.get_running_loop()
-        client = _ASYNC_CLIENTS.get(loop)
-        if client is None or client.is_closed:
-            client = httpx.AsyncClient(
-                timeout=self.request_timeout,
-                limits=httpx.Limits(max_connections=200, max_keepalive_connections=200),
-            )
-            _ASYNC_CLIENTS[loop] = client
-        return client
+    def _client_slot(self) -> AbstractAsyncContextManager[httpx.AsyncClient]:
+        """Borrow a client of the event loop's pool (tests replace this at the HTTP boundary)."""
+        return borrow_client(self.request_timeout)
 
     async def _arequest(self, method: str, verb: str, path: str, body: Any = None) -> dict[str, Any]:
         await self.aprepare()
         url = self.root_url + "v1/" + path
 
         async def once() -> dict[str, Any]:
-            response = await self._async_client().request(
-                verb, url, json=body, headers=await self._auth_headers()
-            )
+            headers = await self._auth_headers()
+            async with self._client_slot() as client:
+                response = await client.request(verb, url, json=body, headers=headers)
             if response.status_code >= 400:
                 raise api_error(
                     response.status_code, error_message(response.content, response.reason_phrase), method

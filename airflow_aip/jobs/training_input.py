@@ -22,6 +22,7 @@ from airflow_aip.jobs.hyperparameters import check_hyperparameters
 from airflow_aip.jobs.ids import validate_job_id
 from airflow_aip.jobs.labels import validate_labels
 from airflow_aip.jobs.schema import JOB_SCHEMA, TRAINING_INPUT_SCHEMA, check_object, schema
+from airflow_aip.uris import parse_gcs_uri
 
 TI = "trainingInput"
 MIN_MAX_WAIT_SECONDS = 1800
@@ -30,17 +31,11 @@ REPLICAS = ("master", "worker", "parameterServer", "evaluator")
 # Set by the server on a job it returns; never part of what a client sends.
 SERVER_SET_JOB_FIELDS = frozenset({"trainingOutput", "predictionOutput", "etag"})
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
-_GCS_URI = re.compile(r"gs://[a-z0-9][a-z0-9._-]{0,221}(/.*)?")
 
 
 def duration_seconds(value: str) -> Decimal:
     """``"3600s"`` -> ``Decimal(3600)`` (the value is shape-checked already)."""
     return Decimal(value[:-1])
-
-
-def _check_gcs_uri(value: str, path: str) -> None:
-    if not _GCS_URI.fullmatch(value):
-        raise ValidationError(path, f"must be a Cloud Storage URI gs://bucket/path, got {value!r}")
 
 
 def _check_program(ti: Mapping[str, Any]) -> None:
@@ -61,7 +56,7 @@ def _check_program(ti: Mapping[str, Any]) -> None:
     if len(uris) > MAX_PACKAGE_URIS:
         raise ValidationError(f"{TI}.packageUris", f"at most {MAX_PACKAGE_URIS} URIs, got {len(uris)}")
     for i, uri in enumerate(uris):
-        _check_gcs_uri(uri, f"{TI}.packageUris[{i}]")
+        parse_gcs_uri(uri, f"{TI}.packageUris[{i}]", require_object=True)
     module = ti.get("pythonModule")
     if module and not _MODULE.fullmatch(module):
         raise ValidationError(f"{TI}.pythonModule", f"must be a dotted Python module name, got {module!r}")
@@ -126,7 +121,7 @@ def validate_training_input(training_input: Mapping[str, Any]) -> dict[str, Any]
     _check_cluster(ti)
     _check_scheduling(ti)
     if ti.get("jobDir"):
-        _check_gcs_uri(ti["jobDir"], f"{TI}.jobDir")
+        parse_gcs_uri(ti["jobDir"], f"{TI}.jobDir")
     if "serviceAccount" in ti and "@" not in ti["serviceAccount"]:
         raise ValidationError(
             f"{TI}.serviceAccount", f"must be a service account email, got {ti['serviceAccount']!r}"

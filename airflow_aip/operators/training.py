@@ -52,10 +52,6 @@ MAX_ATTEMPTS = 100
 DEFERRAL_TIMEOUT_MARGIN = 120.0
 
 
-def default_poll_interval() -> float:
-    return float(conf.getint("aip", "poll_interval", fallback=30))
-
-
 def submit_job(
     hook: TrainingJobHook,
     body: dict[str, Any],
@@ -176,7 +172,7 @@ class SubmitTrainingJobOperator(BaseOperator):
         if_exists: Literal["adopt", "fail", "new"] = "adopt",
         wait_for_completion: bool = True,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float | None = None,
+        poll_interval: float = conf.getint("aip", "poll_interval", fallback=30),
         wait_timeout: float | None = None,
         cancel_on_kill: bool = True,
         gcp_conn_id: str = DEFAULT_CONN_ID,
@@ -212,7 +208,7 @@ class SubmitTrainingJobOperator(BaseOperator):
         self.if_exists = if_exists
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
-        self.poll_interval = poll_interval if poll_interval is not None else default_poll_interval()
+        self.poll_interval = poll_interval
         self.wait_timeout = wait_timeout
         self.cancel_on_kill = cancel_on_kill
         self.gcp_conn_id = gcp_conn_id

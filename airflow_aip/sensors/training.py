@@ -45,11 +45,9 @@ class TrainingJobSensor(BaseSensorOperator):
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poke_interval: float | None = None,
+        poke_interval: float = conf.getint("aip", "poll_interval", fallback=30),
         **kwargs: Any,
     ) -> None:
-        if poke_interval is None:
-            poke_interval = float(conf.getint("aip", "poll_interval", fallback=30))
         super().__init__(poke_interval=poke_interval, **kwargs)
         self.job_id = job_id
         self.project_id = project_id

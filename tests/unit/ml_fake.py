@@ -48,7 +48,11 @@ class FakeMlApi:
 
     @property
     def cancels(self) -> list[str]:
-        return [path.split("/")[-1].removesuffix(":cancel") for m, path, _ in self.requests if path.endswith(":cancel")]
+        return [
+            path.split("/")[-1].removesuffix(":cancel")
+            for m, path, _ in self.requests
+            if path.endswith(":cancel")
+        ]
 
     # -- serving -----------------------------------------------------------------------------
 
@@ -69,7 +73,9 @@ class FakeMlApi:
             return 404, {"error": {"code": 404, "message": f"no route {parts.path}"}}
         job = self.jobs.get((match["project"], match["job"]))
         if job is None:
-            return 404, {"error": {"code": 404, "message": "Field: name Error: The specified job was not found."}}
+            return 404, {
+                "error": {"code": 404, "message": "Field: name Error: The specified job was not found."}
+            }
         if match["cancel"]:
             return self._cancel(job)
         script = self.script.get(job["jobId"])
@@ -80,13 +86,20 @@ class FakeMlApi:
     def _create(self, project: str, body: dict[str, Any]) -> tuple[int, Any]:
         key = (project, body["jobId"])
         if key in self.jobs:
-            return 409, {"error": {"code": 409, "message": "Field: job.job_id Error: A job with this id already exists."}}
+            return 409, {
+                "error": {
+                    "code": 409,
+                    "message": "Field: job.job_id Error: A job with this id already exists.",
+                }
+            }
         self.jobs[key] = {**body, "state": "QUEUED", "createTime": "2024-01-01T00:00:00Z"}
         return 200, self.jobs[key]
 
     def _cancel(self, job: dict[str, Any]) -> tuple[int, Any]:
         if job["state"] in TERMINAL:
-            return 400, {"error": {"code": 400, "message": f"Job is already in terminal state {job['state']}"}}
+            return 400, {
+                "error": {"code": 400, "message": f"Job is already in terminal state {job['state']}"}
+            }
         job["state"] = "CANCELLING"
         self.script[job["jobId"]] = deque(["CANCELLED"])
         return 200, {}

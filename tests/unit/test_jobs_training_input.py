@@ -43,7 +43,7 @@ def test_seed_example_is_valid_and_canonical() -> None:
         workerCount=9,
         parameterServerCount=3,
         args=["--arg1", "value1"],
-        jobDir="gs://my/training/job/directory",
+        jobDir="gs://my-bucket/training/job/directory",
         runtimeVersion="2.4",
         pythonVersion="3.7",
         scheduling={"maxWaitTime": "3600s", "maxRunningTime": "7200s"},
@@ -79,9 +79,11 @@ def test_seed_example_is_valid_and_canonical() -> None:
         ),
         ({"region": ""}, "trainingInput.region", "is required"),
         ({"pythonModule": "trainer/task.py"}, "trainingInput.pythonModule", "dotted Python module"),
-        ({"packageUris": ["/tmp/x.tar.gz"]}, "trainingInput.packageUris[0]", "Cloud Storage URI"),
+        ({"packageUris": ["/tmp/x.tar.gz"]}, "trainingInput.packageUris[0]", "gs:// URI"),
+        ({"packageUris": ["gs://ab/x.tar.gz"]}, "trainingInput.packageUris[0]", "3-63 characters"),
+        ({"packageUris": ["gs://bucket"]}, "trainingInput.packageUris[0]", "must name an object"),
         ({"packageUris": [f"gs://b/{i}" for i in range(101)]}, "trainingInput.packageUris", "at most 100"),
-        ({"jobDir": "s3://x"}, "trainingInput.jobDir", "Cloud Storage URI"),
+        ({"jobDir": "s3://x"}, "trainingInput.jobDir", "gs:// URI"),
         ({"serviceAccount": "me"}, "trainingInput.serviceAccount", "email"),
         (
             {"masterConfig": {"imageUri": "gcr.io/p/i"}},
@@ -199,7 +201,7 @@ def test_build_merges_config_and_arguments_arguments_win(tmp_path: Path) -> None
     )
     ti = build_training_input(
         str(config),
-        package_uris=["gs://b/p.tar.gz"],
+        package_uris=["gs://bkt/p.tar.gz"],
         python_module="trainer.task",
         region="us-central1",
         scheduling={"maxRunningTime": "600s"},

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+from contextlib import nullcontext
 from typing import Any
 
 import httpx
@@ -10,6 +12,7 @@ import pytest
 from googleapiclient.http import HttpMockSequence
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.hooks.ml_http import clear_shared_auth
 from airflow_aip.hooks.training import (
     ENDPOINT_ENV,
     TrainingJobHook,
@@ -36,7 +39,9 @@ def ok(payload: dict[str, Any]) -> tuple[dict[str, str], str]:
 
 
 def make_hook(http: Any, **kwargs: Any) -> TrainingJobHook:
-    hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint=LOCAL, retry_max_wait=0.001, **kwargs)
+    hook = TrainingJobHook(
+        "aip_missing_conn", project_id="proj", api_endpoint=LOCAL, retry_max_wait=0.001, **kwargs
+    )
     hook._http = lambda: http  # type: ignore[method-assign]
     return hook
 
@@ -46,6 +51,13 @@ def api() -> FakeMlApi:
     return FakeMlApi()
 
 
+@pytest.fixture(autouse=True)
+def _fresh_shared_auth() -> Any:
+    clear_shared_auth()
+    yield
+    clear_shared_auth()
+
+
 # -- endpoint and credentials ----------------------------------------------------------------
 
 
@@ -53,11 +65,16 @@ def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(ENDPOINT_ENV, "http://127.0.0.1:1111")
     monkeypatch.setenv(
         "AIRFLOW_CONN_AIP_EXTRA",
-        json.dumps({"conn_type": "google_cloud_platform", "extra": {"api_endpoint": "http://127.0.0.1:2222/"}}),
+        json.dumps(
+            {"conn_type": "google_cloud_platform", "extra": {"api_endpoint": "http://127.0.0.1:2222/"}}
+        ),
     )
     assert TrainingJobHook("aip_missing_conn").endpoint == "http://127.0.0.1:1111/"
     assert TrainingJobHook("aip_extra").endpoint == "http://127.0.0.1:2222/"
-    assert TrainingJobHook("aip_extra", api_endpoint="http://localhost:3333/").endpoint == "http://localhost:3333/"
+    assert (
+        TrainingJobHook("aip_extra", api_endpoint="http://localhost:3333/").endpoint
+        == "http://localhost:3333/"
+    )
     monkeypatch.delenv(ENDPOINT_ENV)
     assert TrainingJobHook("aip_missing_conn").endpoint is None
     assert TrainingJobHook("aip_missing_conn").root_url == "https://ml.googleapis.com/"
@@ -85,6 +102,19 @@ def test_is_loopback(url: str, local: bool) -> None:
     assert is_loopback(url) is local
 
 
+@pytest.mark.parametrize(
+    ("url", "anonymous"),
+    [
+        ("http://127.0.0.1:8080/", True),
+        ("http://aip-local:8765/", True),  # a compose service: plain http is never Google
+        ("https://ml.googleapis.com/", False),
+        ("https://10.0.0.1/", False),
+    ],
+)
+def test_emulators_are_loopback_or_plain_http(url: str, anonymous: bool) -> None:
+    assert TrainingJobHook("aip_missing_conn", api_endpoint=url).is_local is anonymous
+
+
 def test_local_endpoint_uses_anonymous_credentials_and_needs_a_project() -> None:
     from google.auth.credentials import AnonymousCredentials
 
@@ -101,7 +131,9 @@ def test_local_endpoint_uses_anonymous_credentials_and_needs_a_project() -> None
 def test_project_from_connection(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_AIP_PROJ",
-        json.dumps({"conn_type": "google_cloud_platform", "extra": {"project": "conn-proj", "api_endpoint": LOCAL}}),
+        json.dumps(
+            {"conn_type": "google_cloud_platform", "extra": {"project": "conn-proj", "api_endpoint": LOCAL}}
+        ),
     )
     assert TrainingJobHook("aip_proj").project_id == "conn-proj"
     assert TrainingJobHook("aip_proj", project_id="arg-proj").project_id == "arg-proj"
@@ -125,7 +157,13 @@ def test_transient_statuses_are_retried(status: int) -> None:
 
 @pytest.mark.parametrize(
     ("status", "kind"),
-    [(400, ApiError), (401, ApiError), (403, ApiError), (404, JobNotFoundError), (409, JobAlreadyExistsError)],
+    [
+        (400, ApiError),
+        (401, ApiError),
+        (403, ApiError),
+        (404, JobNotFoundError),
+        (409, JobAlreadyExistsError),
+    ],
 )
 def test_other_4xx_fail_at_once_with_the_api_message(status: int, kind: type[ApiError]) -> None:
     http = HttpMockSequence([error(status, f"the API says {status}"), ok({})])
@@ -247,9 +285,11 @@ class FakeCredentials:
 
 
 def async_hook(api: FakeMlApi, endpoint: str = LOCAL, **kwargs: Any) -> TrainingJobHook:
-    hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint=endpoint, retry_max_wait=0.001, **kwargs)
+    hook = TrainingJobHook(
+        "aip_missing_conn", project_id="proj", api_endpoint=endpoint, retry_max_wait=0.001, **kwargs
+    )
     client = httpx.AsyncClient(transport=api.httpx_transport())
-    hook._async_client = lambda: client  # type: ignore[method-assign]
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
     return hook
 
 
@@ -280,7 +320,7 @@ async def test_async_bearer_token_refreshed_off_loop(api: FakeMlApi) -> None:
     creds = FakeCredentials()
     hook.__dict__["credentials_and_project"] = (creds, "proj")
     client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    hook._async_client = lambda: client  # type: ignore[method-assign]
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
     await hook.aget_job("j1")
     await hook.aget_job("j1")
     assert seen == ["Bearer token-1", "Bearer token-1"]
@@ -296,7 +336,9 @@ async def test_acancel(api: FakeMlApi) -> None:
     assert api.cancels == ["live", "ended"]
 
 
-async def test_async_connection_read_without_blocking(monkeypatch: pytest.MonkeyPatch, api: FakeMlApi) -> None:
+async def test_async_connection_read_without_blocking(
+    monkeypatch: pytest.MonkeyPatch, api: FakeMlApi
+) -> None:
     monkeypatch.setenv(
         "AIRFLOW_CONN_AIP_ASYNC",
         json.dumps({"conn_type": "google_cloud_platform", "extra": {"project": "cp", "api_endpoint": LOCAL}}),
@@ -304,6 +346,55 @@ async def test_async_connection_read_without_blocking(monkeypatch: pytest.Monkey
     api.add_job("cp", "j1", "RUNNING")
     hook = TrainingJobHook("aip_async", retry_max_wait=0.001)
     client = httpx.AsyncClient(transport=api.httpx_transport())
-    hook._async_client = lambda: client  # type: ignore[method-assign]
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
     assert (await hook.aget_job("j1"))["jobId"] == "j1"
     assert hook.settings.project_id == "cp"
+
+
+async def test_triggers_of_one_connection_share_one_load(
+    monkeypatch: pytest.MonkeyPatch, api: FakeMlApi
+) -> None:
+    from airflow.sdk import BaseHook
+
+    reads: list[str] = []
+    real = BaseHook.aget_connection.__func__  # type: ignore[attr-defined]
+
+    async def counting(cls: Any, conn_id: str) -> Any:
+        reads.append(conn_id)
+        return await real(cls, conn_id)
+
+    monkeypatch.setattr(BaseHook, "aget_connection", classmethod(counting))
+    api.add_job("proj", "j1", "RUNNING")
+    first, second = async_hook(api), async_hook(api)
+    await first.aget_job("j1")
+    await second.aget_job("j1")
+    assert reads == ["aip_missing_conn"]
+    assert second.credentials_and_project is first.credentials_and_project
+
+
+async def test_client_pool_caps_and_reuses_clients() -> None:
+    from airflow_aip.hooks import ml_http
+
+    release = asyncio.Event()
+    lent: list[httpx.AsyncClient] = []
+    waiting = ml_http.MAX_CONCURRENT_REQUESTS + 5
+
+    async def borrower() -> None:
+        async with ml_http.borrow_client(5.0) as client:
+            lent.append(client)
+            await release.wait()
+
+    async with ml_http.borrow_client(5.0):
+        pass  # the first borrow loads TLS settings in a thread
+    tasks = [asyncio.ensure_future(borrower()) for _ in range(waiting)]
+    while len(lent) < ml_http.MAX_CONCURRENT_REQUESTS:
+        await asyncio.sleep(0)
+    for _ in range(50):
+        await asyncio.sleep(0)
+    assert len(lent) == ml_http.MAX_CONCURRENT_REQUESTS  # the rest wait for a client
+    release.set()
+    await asyncio.gather(*tasks)
+    assert len(lent) == waiting
+    assert len({id(c) for c in lent}) == ml_http.MAX_CONCURRENT_REQUESTS  # reused, not recreated
+    for client in set(lent):
+        await client.aclose()

@@ -117,7 +117,9 @@ def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
     summary = operator().execute(make_context(ti))
     assert summary["job_id"] == JOB_ID
     assert summary["state"] == "SUCCEEDED"
-    assert summary["console_url"] == f"https://console.cloud.google.com/ai-platform/jobs/{JOB_ID}?project=proj"
+    assert (
+        summary["console_url"] == f"https://console.cloud.google.com/ai-platform/jobs/{JOB_ID}?project=proj"
+    )
     assert json.loads(json.dumps(summary)) == summary
     assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID
     assert ti.xcom[CONSOLE_URL_XCOM_KEY] == summary["console_url"]
@@ -134,7 +136,9 @@ def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
 @pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])
 def test_only_succeeded_succeeds(api: FakeMlApi, clock: FakeClock, final: str) -> None:
     api.play(JOB_ID, ["RUNNING", final])
-    api.on_request = lambda m, p: m == "GET" and api.jobs[("proj", JOB_ID)].update(errorMessage="OOM in master")
+    api.on_request = lambda m, p: (
+        m == "GET" and api.jobs[("proj", JOB_ID)].update(errorMessage="OOM in master")
+    )
     with pytest.raises(JobFailedError, match="OOM in master") as err:
         operator().execute(make_context())
     assert err.value.state == final
@@ -284,11 +288,16 @@ def test_if_exists_new_takes_the_next_free_suffix(api: FakeMlApi, clock: FakeClo
 
 def test_job_id_prefix_map_index_and_run_after(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(job_id_prefix="My Model!", wait_for_completion=False)
-    assert op.execute(make_context(FakeTI(map_index=3), logical_date=None))["job_id"] == "My_Model_3_20240309_070501"
+    assert (
+        op.execute(make_context(FakeTI(map_index=3), logical_date=None))["job_id"]
+        == "My_Model_3_20240309_070501"
+    )
 
 
 def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
-    assert operator(job_id="exact_id", wait_for_completion=False).execute(make_context())["job_id"] == "exact_id"
+    assert (
+        operator(job_id="exact_id", wait_for_completion=False).execute(make_context())["job_id"] == "exact_id"
+    )
     with pytest.raises(ValidationError) as err:
         operator(job_id="bad-id").execute(make_context())
     assert err.value.field == "job_id"
@@ -301,18 +310,22 @@ def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
         ({"python_module": None}, "trainingInput.pythonModule"),
         ({"if_exists": "replace"}, "if_exists"),
         ({"poll_interval": 0}, "poll_interval"),
-        ({"labels": {"x": 1}}, "labels.x"),
+        ({"labels": {f"k{i}": "v" for i in range(70)}}, "labels"),
         ({"hyperparameters": {"params": [], "goal": "MAXIMIZE"}}, "trainingInput.hyperparameters.params"),
     ],
 )
-def test_bad_input_fails_before_any_request(api: FakeMlApi, kwargs: dict[str, Any], field: str) -> None:
+def test_bad_input_fails_before_any_request(
+    api: FakeMlApi, clock: FakeClock, kwargs: dict[str, Any], field: str
+) -> None:
     with pytest.raises(ValidationError) as err:
         operator(**kwargs).execute(make_context())
     assert err.value.field == field
     assert api.requests == []
 
 
-def test_config_file_then_training_input_then_arguments(api: FakeMlApi, clock: FakeClock, tmp_path: Path) -> None:
+def test_config_file_then_training_input_then_arguments(
+    api: FakeMlApi, clock: FakeClock, tmp_path: Path
+) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
         "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  region: europe-west1\n"
@@ -353,7 +366,13 @@ def test_cancel_operator(api: FakeMlApi) -> None:
 
 
 def sensor(**kwargs: Any) -> TrainingJobSensor:
-    base = {"task_id": "wait", "job_id": "j1", "project_id": "proj", "api_endpoint": LOCAL, "gcp_conn_id": "x"}
+    base = {
+        "task_id": "wait",
+        "job_id": "j1",
+        "project_id": "proj",
+        "api_endpoint": LOCAL,
+        "gcp_conn_id": "x",
+    }
     return TrainingJobSensor(**{**base, "poke_interval": 5, **kwargs})
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import httpx
 import pytest
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.hooks.ml_http import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 from tests.unit.ml_fake import FakeMlApi
@@ -28,9 +30,11 @@ def make_trigger(api: FakeMlApi, **kwargs: Any) -> TrainingJobTrigger:
         **kwargs,
     }
     trigger = TrainingJobTrigger(**args)
-    hook = TrainingJobHook(args["gcp_conn_id"], project_id="proj", api_endpoint=LOCAL, retry_attempts=2, retry_max_wait=0.001)
+    hook = TrainingJobHook(
+        args["gcp_conn_id"], project_id="proj", api_endpoint=LOCAL, retry_attempts=2, retry_max_wait=0.001
+    )
     client = httpx.AsyncClient(transport=api.httpx_transport())
-    hook._async_client = lambda: client  # type: ignore[method-assign]
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
     trigger.__dict__["hook"] = hook
     return trigger
 
@@ -41,6 +45,7 @@ async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def api() -> FakeMlApi:
+    clear_shared_auth()
     return FakeMlApi()
 
 

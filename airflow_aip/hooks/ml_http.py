@@ -1,0 +1,214 @@
+"""HTTP plumbing of the ml v1 API shared by the sync and async paths of TrainingJobHook.
+
+One place for: which errors are retried (429, 5xx, connection errors) and how (exponential
+backoff with jitter, via tenacity); how an error answer becomes a typed error; where the
+endpoint is and whether it is local; and the per-event-loop resources every trigger in a
+triggerer shares (one pooled httpx client, a cap on in-flight requests, one set of
+credentials per connection, so 1,000 triggers do not refresh 1,000 tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import ipaddress
+import json
+import time
+import weakref
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
+
+from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.hooks.base import ConnectionSettings, env_flag
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
+ENDPOINT_EXTRA = "api_endpoint"
+DEFAULT_ROOT_URL = "https://ml.googleapis.com/"
+RETRY_ATTEMPTS = 6
+RETRY_INITIAL_WAIT = 1.0
+RETRY_MAX_WAIT = 60.0
+REQUEST_TIMEOUT = 60.0
+# Each event loop keeps a pool of httpx clients, each holding ONE keep-alive connection, lent
+# to one request at a time. Not one client with many connections: httpcore's pool scans every
+# queued request against every connection, which costs quadratic CPU with 1,000 triggers.
+MAX_CONCURRENT_REQUESTS = 16
+
+
+@dataclass
+class _ClientPool:
+    free: list[httpx.AsyncClient] = field(default_factory=list)
+    created: int = 0
+    tls: ssl.SSLContext | None = None  # loaded once, in a thread: reading CA files blocks
+    returned: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+
+_POOLS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _ClientPool] = weakref.WeakKeyDictionary()
+
+
+@asynccontextmanager
+async def borrow_client(timeout: float) -> AsyncIterator[httpx.AsyncClient]:
+    """A client of the running loop's pool, for one request; at most MAX_CONCURRENT_REQUESTS lent."""
+    import httpx
+
+    pool = _POOLS.get(asyncio.get_running_loop())
+    if pool is None:
+        pool = _POOLS[asyncio.get_running_loop()] = _ClientPool()
+    async with pool.returned:
+        while not pool.free and pool.created >= MAX_CONCURRENT_REQUESTS:
+            await pool.returned.wait()
+        if pool.free:
+            client = pool.free.pop()
+        else:
+            pool.created += 1
+            if pool.tls is None:
+                pool.tls = await asyncio.to_thread(httpx.create_ssl_context)
+            limits = httpx.Limits(max_connections=1, max_keepalive_connections=1)
+            client = httpx.AsyncClient(timeout=timeout, limits=limits, verify=pool.tls)
+    try:
+        yield client
+    finally:
+        async with pool.returned:
+            pool.free.append(client)
+            pool.returned.notify()
+
+
+def api_error(status: int, message: str, method: str) -> ApiError:
+    """The typed error for an HTTP error answer."""
+    kind = {404: JobNotFoundError, 409: JobAlreadyExistsError}.get(status, ApiError)
+    return kind(status, message, method=method)
+
+
+def error_message(content: bytes | str, fallback: str) -> str:
+    """``error.message`` of a Google error body, else the body itself (short), else ``fallback``."""
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+    try:
+        body = json.loads(text)
+        message = body["error"]["message"]
+        if isinstance(message, str) and message:
+            return message
+    except (ValueError, KeyError, TypeError):
+        pass
+    return text.strip()[:500] or fallback
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying: throttling, server errors, and the connection failing under us."""
+    if isinstance(exc, ApiError):
+        return exc.status in (408, 429) or exc.status >= 500
+    if isinstance(exc, OSError | http.client.HTTPException):  # refused, reset, timed out
+        return True
+    module = type(exc).__module__
+    name = type(exc).__name__
+    if module.startswith("httpx") and name != "InvalidURL":
+        import httpx
+
+        return isinstance(exc, httpx.TransportError)
+    if module.startswith("httplib2"):
+        return name == "ServerNotFoundError"
+    if module.startswith("google.auth"):
+        return name == "TransportError"
+    return False
+
+
+def retry_policy(attempts: int, max_wait: float, log: Any = None) -> dict[str, Any]:
+    """tenacity arguments shared by :class:`Retrying` and :class:`AsyncRetrying`."""
+
+    def before_sleep(state: RetryCallState) -> None:
+        if log is not None and state.outcome is not None and state.next_action is not None:
+            log.warning(
+                "ml v1 request failed (%s); retry %d of %d in %.1fs",
+                state.outcome.exception(),
+                state.attempt_number,
+                attempts - 1,
+                state.next_action.sleep,
+            )
+
+    return {
+        "stop": stop_after_attempt(attempts),
+        "wait": wait_random_exponential(multiplier=RETRY_INITIAL_WAIT, max=max_wait),
+        "retry": retry_if_exception(is_transient),
+        "before_sleep": before_sleep,
+        "reraise": True,
+    }
+
+
+def is_loopback(url: str) -> bool:
+    """A URL on this machine: the local training service, never Google."""
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def is_emulator(url: str) -> bool:
+    """An endpoint that gets anonymous credentials: loopback, or any plain-http URL.
+
+    Google's APIs are https-only, so a plain-http endpoint is an emulator (the local training
+    service on a compose network, say); and a bearer token must never travel over plain http.
+    """
+    return is_loopback(url) or urlsplit(url).scheme == "http"
+
+
+def resolve_endpoint(explicit: str | None, settings: ConnectionSettings) -> str | None:
+    """The root URL override: hook argument, then connection extra, then gcloud's variable."""
+    root = explicit or settings.extras.get(ENDPOINT_EXTRA) or env_flag(ENDPOINT_ENV)
+    if not root:
+        return None
+    root = str(root).strip()
+    if urlsplit(root).scheme not in ("http", "https"):
+        raise ValidationError(
+            ENDPOINT_EXTRA, f"must be an http(s) root URL like http://127.0.0.1:8080/, got {root!r}"
+        )
+    return root if root.endswith("/") else root + "/"
+
+
+def job_name(project_id: str, job_id: str) -> str:
+    """``projects/{project}/jobs/{job}``: the resource name every job method takes."""
+    return f"projects/{project_id}/jobs/{job_id}"
+
+
+# -- what every trigger of one process shares --------------------------------------------------
+
+SHARED_AUTH_TTL = 300.0  # seconds a connection's settings are reused before being read again
+_SHARED_AUTH: dict[tuple[str, str | None], tuple[float, ConnectionSettings, tuple[Any, str | None]]] = {}
+_REFRESH_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Lock]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def shared_auth(key: tuple[str, str | None]) -> tuple[ConnectionSettings, tuple[Any, str | None]] | None:
+    """Settings and credentials another hook of this process loaded for the same connection."""
+    hit = _SHARED_AUTH.get(key)
+    if hit is None or time.monotonic() - hit[0] > SHARED_AUTH_TTL:
+        return None
+    return hit[1], hit[2]
+
+
+def share_auth(
+    key: tuple[str, str | None], settings: ConnectionSettings, credentials: tuple[Any, str | None]
+) -> None:
+    _SHARED_AUTH[key] = (time.monotonic(), settings, credentials)
+
+
+def clear_shared_auth() -> None:
+    """Forget every shared connection (tests; a rotated key is picked up within the TTL anyway)."""
+    _SHARED_AUTH.clear()
+
+
+def refresh_lock(credentials: Any) -> asyncio.Lock:
+    """One lock per credentials object and event loop: a single refresh when a shared token expires."""
+    locks = _REFRESH_LOCKS.setdefault(asyncio.get_running_loop(), {})
+    return locks.setdefault(id(credentials), asyncio.Lock())
