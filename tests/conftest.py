@@ -29,7 +29,7 @@ os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 os.environ.pop("STORAGE_EMULATOR_HOST", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", None)
 
-pytest_plugins = ["tests.fixtures.gcs", "tests.fixtures.local_service"]
+pytest_plugins = ["tests.fixtures.gcs", "tests.fixtures.local_service", "tests.fixtures.dags"]
 
 
 @pytest.fixture(scope="session")

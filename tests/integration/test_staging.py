@@ -381,40 +381,16 @@ with DAG("aip_build_and_stage_test", schedule=None, start_date=datetime(2024, 1,
 """
 
 
-def test_build_then_stage_in_a_dag(
-    airflow_db: Path, bucket: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_build_then_stage_in_a_dag(bucket: Any, tmp_path: Path, load_test_dag: Any) -> None:
     """The built package's dict travels by XCom into the staging task's templated ``packages``."""
-    import importlib.util
-
     dep = payload(tmp_path / "deps" / "dep2-1.0-py3-none-any.whl", 300)
-    bundle = tmp_path / "bundle"
-    bundle.mkdir()
-    dag_file = bundle / "aip_build_and_stage_test.py"
-    dag_file.write_text(
-        DAG_FILE.format(
-            package=str(make_trainer(tmp_path)),
-            dist=str(tmp_path / "dist"),
-            dep=str(dep),
-            staging=f"gs://{bucket.name}/staging",
-        )
+    source = DAG_FILE.format(
+        package=str(make_trainer(tmp_path)),
+        dist=str(tmp_path / "dist"),
+        dep=str(dep),
+        staging=f"gs://{bucket.name}/staging",
     )
-    # dag.test() runs DAGs found in a bundle: this test's DAG gets a bundle of its own.
-    bundles = [
-        {
-            "name": "aip-staging-test",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(bundle)},
-        }
-    ]
-    monkeypatch.setenv("AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST", json.dumps(bundles))
-    spec = importlib.util.spec_from_file_location("aip_build_and_stage_test", dag_file)
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-
-    run = module.dag.test()
+    run = load_test_dag("aip_build_and_stage_test", source).test()
     assert str(run.state) == "success"
     built = next((tmp_path / "dist").glob("*.tar.gz"))
     assert objects(bucket) == {
