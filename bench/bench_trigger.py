@@ -314,6 +314,63 @@ def run(repeats: int) -> list[Figure]:
         f"baseline {statistics.median(base['p99']) - p:+.3f}s. The baseline's clients are built before "
         "its CPU clock starts (their RSS counts); it holds no worker slots, unlike real poking sensors."
     )
+    return figures + _scale()
+
+
+SCALE_JOBS = (100, 1000, 5000)
+SCALE_POLL = 10.0
+SCALE_BASELINE_MAX = 1000  # 5,000 blocking threads with a client each is beyond a fair baseline here
+
+
+def _scale() -> list[Figure]:
+    """One loop watching 100 / 1,000 / 5,000 jobs at a 10 s poll: share of one core, RSS, p99 lag."""
+    figures = []
+    for n in SCALE_JOBS:
+        r = _measure("triggers", n, SCALE_POLL, seed=n)
+        b = _measure("threads", n, SCALE_POLL, seed=n) if n <= SCALE_BASELINE_MAX else None
+        label = f"{n} blocking poll threads"
+        core = Series("one event loop", [100 * r["cpu"] / r["wall"]])
+        base_core = Series(label, [100 * b["cpu"] / b["wall"]]) if b else None
+        p99 = _quantile(r["lags"], 0.99)
+        goal, met = ("<= 25% of one core", core.median <= 25) if n == 1000 else ("", None)
+        figures += [
+            Figure(
+                "trigger at scale",
+                f"{n} jobs, poll {SCALE_POLL:g}s: share of one core",
+                "%",
+                core,
+                base_core,
+                goal,
+                met,
+            ),
+            Figure(
+                "trigger at scale",
+                f"{n} jobs: RSS added",
+                "MiB",
+                Series("one event loop", [r["rss"]]),
+                Series(label, [b["rss"]]) if b else None,
+            ),
+            Figure(
+                "trigger at scale",
+                f"{n} jobs: detection lag p99",
+                "s",
+                Series("one event loop", [p99]),
+                Series(label, [_quantile(b["lags"], 0.99)]) if b else None,
+                f"<= {SCALE_POLL + 1:g} s",
+                p99 <= SCALE_POLL + 1,
+            ),
+            Figure(
+                "trigger at scale",
+                f"{n} jobs: requests/s",
+                "req/s",
+                Series("one event loop", [r["requests_per_s"]]),
+                Series(label, [b["requests_per_s"]]) if b else None,
+            ),
+        ]
+    figures[0].notes.append(
+        f"One measurement per size (each watch lasts ~{FIRST_CHANGE + SPREAD + SCALE_POLL:g} s); the thread "
+        f"baseline stops at {SCALE_BASELINE_MAX} jobs. Share of one core = CPU seconds / wall seconds."
+    )
     return figures
 
 

@@ -55,13 +55,19 @@ def local_service(data_dir: Path, log: Path) -> Iterator[dict[str, str]]:
         _wait_for(env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"])
         yield env
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        stop_group(proc, timeout=30)
+
+
+def stop_group(proc: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float) -> None:
+    """SIGTERM the process's whole group (it was started in a session of its own), then SIGKILL."""
+    if proc.poll() is not None:
+        return
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
 
 
 def _read_exports(proc: subprocess.Popen[str]) -> dict[str, str]:

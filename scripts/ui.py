@@ -8,7 +8,6 @@ Stop it with Ctrl-C: everything started here is stopped.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.demo import BUCKET, _create_bucket
-from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate
+from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate, stop_group
 
 PORT = int(os.environ.get("AIP_UI_PORT", "8080"))
 
@@ -43,12 +42,7 @@ def main() -> int:
         except KeyboardInterrupt:
             return 0
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(proc.pid, signal.SIGKILL)
+            stop_group(proc, timeout=60)
 
 
 def _announce(passwords: Path, service_env: dict[str, str]) -> None:
