@@ -86,7 +86,10 @@ async def _serve(delays: dict[str, float]) -> None:
                     status, payload = 200, {"requests": served}
                 else:
                     served += 1
-                    status, payload = job(path.rsplit("/", 1)[-1]) if method == "GET" else (405, {})
+                    if method == "POST" and path.endswith("/entries:list"):
+                        status, payload = 200, {}  # log streaming (on by default): jobs print nothing
+                    else:
+                        status, payload = job(path.rsplit("/", 1)[-1]) if method == "GET" else (405, {})
                 data = json.dumps(payload).encode()
                 head = f"HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {len(data)}"
                 writer.write(head.encode() + b"\r\n\r\n" + data)
@@ -160,12 +163,17 @@ def _end_time(job: dict[str, Any]) -> float:
     )
 
 
-def _watch_with_triggers(url: str, job_ids: list[str], poll: float) -> list[tuple[float, float]]:
+def _watch_with_triggers(url: str, job_ids: list[str], poll: float, logs: bool) -> list[tuple[float, float]]:
     from airflow_aip.triggers.training import TrainingJobTrigger
 
     async def one(job_id: str) -> tuple[float, float]:
         trigger = TrainingJobTrigger(
-            job_id=job_id, project_id=PROJECT, gcp_conn_id=CONN_ID, api_endpoint=url, poll_interval=poll
+            job_id=job_id,
+            project_id=PROJECT,
+            gcp_conn_id=CONN_ID,
+            api_endpoint=url,
+            poll_interval=poll,
+            stream_logs=logs,
         )
         async for event in trigger.run():
             if event.payload["status"] != "success":
@@ -215,7 +223,7 @@ def _watch_with_threads(hooks: list[Any], job_ids: list[str], poll: float) -> li
     return results  # type: ignore[return-value]
 
 
-def _watch_main(mode: str, url: str, n: int, poll: float) -> None:
+def _watch_main(mode: str, url: str, n: int, poll: float, logs: bool) -> None:
     """Child process: watch ``n`` jobs, print one JSON line of measurements."""
     os.environ[f"AIRFLOW_CONN_{CONN_ID.upper()}"] = json.dumps(
         {"conn_type": "google_cloud_platform", "extra": {"project": PROJECT, "api_endpoint": url}}
@@ -238,7 +246,7 @@ def _watch_main(mode: str, url: str, n: int, poll: float) -> None:
     if mode == "threads":
         done = _watch_with_threads(hooks, job_ids, poll)
     else:
-        done = _watch_with_triggers(url, job_ids, poll)
+        done = _watch_with_triggers(url, job_ids, poll, logs)
     cpu, rss, wall = _cpu() - cpu0, _rss_mib() - rss0, time.time() - t0
     lags = [seen - changed for seen, changed in done]
     job_hours = sum(seen - t0 for seen, _ in done) / 3600
@@ -247,14 +255,16 @@ def _watch_main(mode: str, url: str, n: int, poll: float) -> None:
     )
 
 
-def _measure(mode: str, n: int, poll: float, seed: int) -> dict[str, Any]:
+def _measure(mode: str, n: int, poll: float, seed: int, logs: bool = False) -> dict[str, Any]:
+    """One watch in a fresh process; ``logs`` turns the trigger's log streaming (and drain) on."""
     rng = random.Random(seed)
     delays = {f"job_{i:05d}": FIRST_CHANGE + rng.random() * SPREAD for i in range(n)}
     endpoint = Endpoint(delays)
     try:
         before = endpoint.requests()
         child = subprocess.run(
-            [sys.executable, "-m", "bench.bench_trigger", "watch", mode, endpoint.url, str(n), str(poll)],
+            [sys.executable, "-m", "bench.bench_trigger", "watch", mode, endpoint.url, str(n), str(poll)]
+            + (["logs"] if logs else []),
             cwd=REPO,
             capture_output=True,
             text=True,
@@ -325,8 +335,11 @@ SCALE_BASELINE_MAX = 1000  # 5,000 blocking threads with a client each is beyond
 def _scale() -> list[Figure]:
     """One loop watching 100 / 1,000 / 5,000 jobs at a 10 s poll: share of one core, RSS, p99 lag."""
     figures = []
+    r1000: dict[str, Any] = {}
     for n in SCALE_JOBS:
         r = _measure("triggers", n, SCALE_POLL, seed=n)
+        if n == 1000:
+            r1000 = r
         b = _measure("threads", n, SCALE_POLL, seed=n) if n <= SCALE_BASELINE_MAX else None
         label = f"{n} blocking poll threads"
         core = Series("one event loop", [100 * r["cpu"] / r["wall"]])
@@ -367,6 +380,28 @@ def _scale() -> list[Figure]:
                 Series(label, [b["requests_per_s"]]) if b else None,
             ),
         ]
+    streamed = _measure("triggers", 1000, SCALE_POLL, seed=7, logs=True)
+    figures += [
+        Figure(
+            "trigger at scale",
+            f"1000 jobs, poll {SCALE_POLL:g}s, log streaming on (the default): share of one core",
+            "%",
+            Series("one event loop, streaming", [100 * streamed["cpu"] / streamed["wall"]]),
+            Series("one event loop, no streaming", [100 * r1000["cpu"] / r1000["wall"]]),
+        ),
+        Figure(
+            "trigger at scale",
+            "1000 jobs, log streaming on: job end -> event p99 (includes the log drain)",
+            "s",
+            Series("one event loop, streaming", [_quantile(streamed["lags"], 0.99)]),
+            Series("one event loop, no streaming", [_quantile(r1000["lags"], 0.99)]),
+        ),
+    ]
+    figures[0].notes.append(
+        "Detection figures are with stream_logs=False: the state change alone. With streaming on, the "
+        "final event waits for the log drain (an empty entries.list poll at least min(poll, 5 s) after "
+        "the job's endTime, gcloud's --stream-logs rule), so late log lines are not lost."
+    )
     figures[0].notes.append(
         f"One measurement per size (each watch lasts ~{FIRST_CHANGE + SPREAD + SCALE_POLL:g} s); the thread "
         f"baseline stops at {SCALE_BASELINE_MAX} jobs. Share of one core = CPU seconds / wall seconds."
@@ -378,7 +413,7 @@ if __name__ == "__main__":
     if sys.argv[1] == "serve":
         asyncio.run(_serve(json.loads(Path(sys.argv[2]).read_text())))
     elif sys.argv[1] == "watch":
-        _watch_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]))
+        _watch_main(sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5]), "logs" in sys.argv[6:])
     else:
         for figure in run(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
             print(

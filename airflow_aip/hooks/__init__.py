@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
+from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.hooks.training import TrainingJobHook
 
-__all__ = ["StorageHook", "TrainingJobHook"]
+__all__ = ["JobLogsHook", "StorageHook", "TrainingJobHook"]
