@@ -10,14 +10,17 @@ credentials per connection, so 1,000 triggers do not refresh 1,000 tokens).
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import ipaddress
 import json
+import re
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -25,6 +28,7 @@ from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wai
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.base import ConnectionSettings, env_flag
+from airflow_aip.jobs import diff_training_input
 
 if TYPE_CHECKING:
     import ssl
@@ -42,6 +46,9 @@ REQUEST_TIMEOUT = 60.0
 # to one request at a time. Not one client with many connections: httpcore's pool scans every
 # queued request against every connection, which costs quadratic CPU with 1,000 triggers.
 MAX_CONCURRENT_REQUESTS = 16
+# How far the API's clock may run behind ours when telling our own create from an earlier one.
+CLOCK_SKEW = 60.0
+_FRACTION = re.compile(r"(\.[0-9]{6})[0-9]+")  # RFC 3339 nanoseconds; datetime keeps microseconds
 
 
 @dataclass
@@ -120,13 +127,14 @@ def is_transient(exc: BaseException) -> bool:
     return False
 
 
-def retry_policy(attempts: int, max_wait: float, log: Any = None) -> dict[str, Any]:
+def retry_policy(attempts: int, max_wait: float, log: Any = None, api: str = "ml v1") -> dict[str, Any]:
     """tenacity arguments shared by :class:`Retrying` and :class:`AsyncRetrying`."""
 
     def before_sleep(state: RetryCallState) -> None:
         if log is not None and state.outcome is not None and state.next_action is not None:
             log.warning(
-                "ml v1 request failed (%s); retry %d of %d in %.1fs",
+                "%s request failed (%s); retry %d of %d in %.1fs",
+                api,
                 state.outcome.exception(),
                 state.attempt_number,
                 attempts - 1,
@@ -140,6 +148,64 @@ def retry_policy(attempts: int, max_wait: float, log: Any = None) -> dict[str, A
         "before_sleep": before_sleep,
         "reraise": True,
     }
+
+
+def is_our_create(body: Mapping[str, Any], existing: Mapping[str, Any], sent_at: float) -> bool:
+    """The job the API holds is the one a create of ``body`` first sent at ``sent_at`` made.
+
+    Same trainingInput and labels, and created no earlier than the first send (less
+    CLOCK_SKEW): an identical job an earlier task try made (and maybe saw fail) is not ours.
+    """
+    same_input = not diff_training_input(body.get("trainingInput") or {}, existing.get("trainingInput") or {})
+    if not same_input or dict(body.get("labels") or {}) != dict(existing.get("labels") or {}):
+        return False
+    created = existing.get("createTime")
+    try:
+        moment = datetime.fromisoformat(_FRACTION.sub(r"\1", str(created)).replace("Z", "+00:00"))
+    except ValueError:
+        return True  # no readable createTime: the spec is all there is to go by
+    return moment.timestamp() >= sent_at - CLOCK_SKEW
+
+
+@functools.cache
+def _single_send_http_class() -> type:
+    import httplib2
+
+    class SingleSendHttp(httplib2.Http):  # type: ignore[misc]  # httplib2 is untyped
+        """httplib2 that never re-sends a POST on its own.
+
+        When a connection closes before any byte of answer, httplib2 silently sends the request
+        again (it assumes a stale keep-alive connection). For a create the server may already
+        have applied, that second send is invisible to our retry policy, which alone knows how
+        to recognise our own job in the 409 that follows. So anything but GET/HEAD goes out on
+        a fresh connection (never a stale one), and a connection closed before any answer is
+        raised (as ConnectionResetError: transient, retried by tenacity).
+        """
+
+        def _conn_request(self, conn: Any, request_uri: str, method: str, body: Any, headers: Any) -> Any:
+            if method in ("GET", "HEAD"):
+                return super()._conn_request(conn, request_uri, method, body, headers)
+            conn.close()  # httplib2 reconnects: the POST never meets a keep-alive the server dropped
+            getresponse = conn.getresponse
+
+            def answer_or_raise() -> Any:
+                try:
+                    return getresponse()
+                except http.client.BadStatusLine as exc:  # RemoteDisconnected among them
+                    raise ConnectionResetError(f"connection closed before any answer to {method}") from exc
+
+            conn.getresponse = answer_or_raise
+            try:
+                return super()._conn_request(conn, request_uri, method, body, headers)
+            finally:
+                conn.__dict__.pop("getresponse", None)
+
+    return SingleSendHttp
+
+
+def single_send_http(timeout: float) -> Any:
+    """An ``httplib2.Http`` that leaves every re-send of a non-idempotent request to our retry policy."""
+    return _single_send_http_class()(timeout=timeout)
 
 
 def is_loopback(url: str) -> bool:
@@ -172,6 +238,19 @@ def resolve_endpoint(explicit: str | None, settings: ConnectionSettings) -> str 
         raise ValidationError(
             ENDPOINT_EXTRA, f"must be an http(s) root URL like http://127.0.0.1:8080/, got {root!r}"
         )
+    return root if root.endswith("/") else root + "/"
+
+
+def resolve_api_endpoint(
+    explicit: str | None, settings: ConnectionSettings, *, extra: str, env: str
+) -> str | None:
+    """As :func:`resolve_endpoint` for any API: argument, then connection ``extra``, then ``env``."""
+    root = explicit or settings.extras.get(extra) or env_flag(env)
+    if not root:
+        return None
+    root = str(root).strip()
+    if urlsplit(root).scheme not in ("http", "https"):
+        raise ValidationError(extra, f"must be an http(s) root URL like http://127.0.0.1:8080/, got {root!r}")
     return root if root.endswith("/") else root + "/"
 
 

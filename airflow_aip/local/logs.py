@@ -6,24 +6,31 @@ small Cloud Logging v2 ``entries:list`` endpoint, shaped like the entries Google
 AI Platform jobs (resource type ``ml_job``, labels ``job_id``/``task_name``, the trial id as
 the ``ml.googleapis.com/trial_id`` label, stderr at severity ERROR), so a log streamer written
 for Google reads them unchanged.
+
+Timestamps never go back in the order entries are written: a reader that resumes from the
+newest timestamp it saw (as Cloud Logging readers do) would otherwise skip a line stamped by
+one thread just before another thread's line was written.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import threading
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.logs import SERVICE_TASK, TASK_LABEL, TRIAL_LABEL
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.filters import parse_filter, required_equalities
 from airflow_aip.local.store import JobStore
 
-SERVICE_TASK = "service"
-TRIAL_LABEL = "ml.googleapis.com/trial_id"
-TASK_LABEL = "ml.googleapis.com/task_name"
 MAX_PAGE_SIZE = 1000
+# Stamp and append under one lock, and never stamp earlier than the previous entry: the replica
+# pumps (stdout, stderr, every replica and trial) write from their own threads.
+_WRITE_LOCK = threading.Lock()
+_last_stamp = ""
 
 
 class JobLog:
@@ -43,8 +50,11 @@ class JobLog:
         self._write(task, trial, "ERROR" if stream == "stderr" else "INFO", line)
 
     def _write(self, task: str, trial: str | None, severity: str, message: str) -> None:
-        entry = {"time": rfc3339(), "severity": severity, "task": task, "trial": trial, "message": message}
-        self.store.append_log(self.project, self.job_id, [entry])
+        global _last_stamp
+        with _WRITE_LOCK:
+            _last_stamp = stamp = max(rfc3339(), _last_stamp)
+            entry = {"time": stamp, "severity": severity, "task": task, "trial": trial, "message": message}
+            self.store.append_log(self.project, self.job_id, [entry])
 
 
 def to_log_entry(project: str, job_id: str, index: int, stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,6 +12,9 @@ What the removed MLEngineStartTrainingJobOperator got wrong, and what this does 
 - ``cancel_on_kill`` cancels the job when the task is killed in the worker (``on_kill``) or
   while deferred (the trigger's ``on_kill``), and when the task gives up waiting.
 - The return value (XCom) is the job summary, trials and best trial included.
+- ``stream_logs`` (default) copies the job's log lines into the task log while it waits, once
+  each, in order, at most ``max_log_lines_per_minute``, and drains the last ones after the job
+  ends; in deferrable mode the trigger does it (see TrainingJobTrigger).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import (
     JobState,
@@ -42,6 +46,7 @@ from airflow_aip.jobs import (
     validate_job_id,
     with_attempt,
 )
+from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 
@@ -95,6 +100,8 @@ class SubmitTrainingJobOperator(BaseOperator):
     :param if_exists: "adopt" (default), "fail" or "new" when the job ID is taken.
     :param wait_timeout: seconds to wait before giving up (None: no limit of our own).
     :param cancel_on_kill: cancel the job if the task is killed or gives up waiting.
+    :param stream_logs: while waiting, copy the job's log lines (Cloud Logging) into the task log.
+    :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     """
 
     template_fields: Sequence[str] = (
@@ -175,6 +182,8 @@ class SubmitTrainingJobOperator(BaseOperator):
         poll_interval: float = conf.getint("aip", "poll_interval", fallback=30),
         wait_timeout: float | None = None,
         cancel_on_kill: bool = True,
+        stream_logs: bool = True,
+        max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         **kwargs: Any,
@@ -211,6 +220,8 @@ class SubmitTrainingJobOperator(BaseOperator):
         self.poll_interval = poll_interval
         self.wait_timeout = wait_timeout
         self.cancel_on_kill = cancel_on_kill
+        self.stream_logs = stream_logs
+        self.max_log_lines_per_minute = max_log_lines_per_minute
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self._watched: tuple[str, str] | None = None  # (job_id, project) while waiting, for on_kill
@@ -218,6 +229,10 @@ class SubmitTrainingJobOperator(BaseOperator):
     @cached_property
     def hook(self) -> TrainingJobHook:
         return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    @cached_property
+    def logs_hook(self) -> JobLogsHook:
+        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
 
     # -- building the request (pure; every check before any side effect) --------------------
 
@@ -254,6 +269,7 @@ class SubmitTrainingJobOperator(BaseOperator):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
+        check_lines_per_minute(self.max_log_lines_per_minute)
         loaded = load_job_config(self.config)
         layered = {"trainingInput": deep_merge(loaded.get("trainingInput") or {}, self.training_input or {})}
         training_input = build_training_input(layered, **self._named_arguments())
@@ -301,6 +317,8 @@ class SubmitTrainingJobOperator(BaseOperator):
                     poll_interval=self.poll_interval,
                     end_time=end_time,
                     cancel_on_kill=self.cancel_on_kill,
+                    stream_logs=self.stream_logs,
+                    max_log_lines_per_minute=self.max_log_lines_per_minute,
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=self.wait_timeout + DEFERRAL_TIMEOUT_MARGIN)
@@ -310,17 +328,27 @@ class SubmitTrainingJobOperator(BaseOperator):
         return self._poll(job, project, end_time)
 
     def _poll(self, job: dict[str, Any], project: str, end_time: float | None) -> dict[str, Any]:
-        """Wait in the worker: a get per ``poll_interval`` until the job ends or time runs out."""
+        """Wait in the worker: a get per ``poll_interval`` until the job ends or time runs out.
+
+        With ``stream_logs``, each poll also copies the new log lines, and once the job ended
+        the last ones are drained (lines printed just before the end are ingested after it).
+        """
         started = time.time()
         job_id = str(job["jobId"])
-        while not JobState.parse(job.get("state")).is_terminal:
+        stream = (
+            LogStream.for_job(job_id, job.get("createTime"), lines_per_minute=self.max_log_lines_per_minute)
+            if self.stream_logs
+            else None
+        )
+        state = JobState.parse(job.get("state"))
+        while not state.is_terminal:
             if end_time is not None and time.time() >= end_time:
                 return self._finish(
                     {
                         "status": "timeout",
                         "job_id": job_id,
                         "project_id": project,
-                        "state": JobState.parse(job.get("state")).value,
+                        "state": state.value,
                         "waited_seconds": round(time.time() - started, 3),
                     }
                 )
@@ -329,7 +357,15 @@ class SubmitTrainingJobOperator(BaseOperator):
             )
             time.sleep(max(delay, 0))
             job = self.hook.get_job(job_id, project)
-            self.log.info("Training job %s is %s", job_id, JobState.parse(job.get("state")).value)
+            state = JobState.parse(job.get("state"))
+            self.log.info("Training job %s is %s", job_id, state.value)
+            if stream is not None and not state.is_terminal:  # once ended, the drain reads the rest
+                self.logs_hook.follow(stream, self.log, project, time.monotonic)
+        if stream is not None:
+            interval = min(self.poll_interval, DRAIN_INTERVAL)
+            self.logs_hook.drain(
+                stream, self.log, project, interval=interval, sleep=time.sleep, clock=time.monotonic
+            )
         return self._finish(job_event(job, project))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:

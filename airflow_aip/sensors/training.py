@@ -4,6 +4,12 @@ A FAILED or CANCELLED job never recovers, so the sensor fails without retries
 (AirflowFailException: ``soft_fail`` turns it into a skip, as for any sensor). Deferrable mode
 checks once, then hands the wait to the same TrainingJobTrigger the operator uses. The sensor
 does not own the job, so it never cancels it.
+
+``stream_logs`` (default) copies the job's log lines into the task log: in poke mode at each
+poke (the cursor lives on the sensor, so each line is shown once), in deferrable mode by the
+trigger from where the first poke left off. In reschedule mode each poke runs in a new process
+that remembers nothing, so the lines are shown once, when the job has ended, rather than
+repeated or skipped at every poke.
 """
 
 from __future__ import annotations
@@ -19,8 +25,10 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import JobState, console_url, validate_job_id
+from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 
@@ -31,6 +39,8 @@ class TrainingJobSensor(BaseSensorOperator):
     """Succeeds when the job is SUCCEEDED and returns its summary; fails when it ends otherwise.
 
     :param poke_interval: seconds between checks (default ``[aip] poll_interval``).
+    :param stream_logs: copy the job's log lines (Cloud Logging) into the task log while waiting.
+    :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     """
 
     template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
@@ -46,6 +56,8 @@ class TrainingJobSensor(BaseSensorOperator):
         api_endpoint: str | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: float = conf.getint("aip", "poll_interval", fallback=30),
+        stream_logs: bool = True,
+        max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
         **kwargs: Any,
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
@@ -54,13 +66,21 @@ class TrainingJobSensor(BaseSensorOperator):
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.deferrable = deferrable
+        self.stream_logs = stream_logs
+        self.max_log_lines_per_minute = max_log_lines_per_minute
+        self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
 
     @cached_property
     def hook(self) -> TrainingJobHook:
         return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
 
+    @cached_property
+    def logs_hook(self) -> JobLogsHook:
+        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
+
     def execute(self, context: Context) -> Any:
         job_id = validate_job_id(self.job_id)
+        check_lines_per_minute(self.max_log_lines_per_minute)
         project = self.hook.project_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=console_url(project, job_id))
@@ -78,6 +98,9 @@ class TrainingJobSensor(BaseSensorOperator):
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
                 cancel_on_kill=False,
+                stream_logs=self.stream_logs,
+                log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
+                max_log_lines_per_minute=self.max_log_lines_per_minute,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
@@ -88,9 +111,23 @@ class TrainingJobSensor(BaseSensorOperator):
         job = self.hook.get_job(self.job_id, project)
         state = JobState.parse(job.get("state"))
         self.log.info("Training job %s is %s", self.job_id, state.value)
+        if self.stream_logs and (state.is_terminal or not self.reschedule):
+            self._show_logs(job, project, ended=state.is_terminal)
         if not state.is_terminal:
             return PokeReturnValue(is_done=False)
         return PokeReturnValue(is_done=True, xcom_value=self._outcome(job_event(job, project)))
+
+    def _show_logs(self, job: dict[str, Any], project: str, *, ended: bool) -> None:
+        stream = self._log_stream
+        if stream is None:
+            stream = self._log_stream = LogStream.for_job(
+                self.job_id, job.get("createTime"), lines_per_minute=self.max_log_lines_per_minute
+            )
+        if not ended:
+            self.logs_hook.follow(stream, self.log, project)
+            return
+        interval = min(float(self.poke_interval), DRAIN_INTERVAL)
+        self.logs_hook.drain(stream, self.log, project, interval=interval)
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         return self._outcome(event)

@@ -12,6 +12,15 @@
   never on triggerer restarts, redistribution or timeouts) cancels the job when
   ``cancel_on_kill`` is set: a killed task no longer leaves its job running and billing.
 - No side effects in ``run()``: a trigger may run more than once.
+- ``stream_logs``: each poll also reads the job's new Cloud Logging lines and logs them with
+  ``self.log``, and once the job ended drains the last ones before the one event. They are
+  log lines, never events. In Airflow 3 the triggerer writes each trigger's records (tagged
+  with its trigger id) to ``<task log>.trigger.<triggerer id>.log`` beside the task's log,
+  and the UI shows that file in the task try's log view: the lines appear under the task
+  while it is deferred. The cursor starts at ``log_cursor`` (where the task left off before
+  deferring, else the job's createTime); a restarted triggerer rebuilds the trigger from its
+  kwargs, so it starts there again: nothing is lost, lines already shown may be shown again
+  (after a "Streaming logs ... from" line that says where it restarted).
 """
 
 from __future__ import annotations
@@ -26,8 +35,10 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import JobState, summarize_job
+from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, DRAIN_INTERVAL, LogCursor, LogStream
 
 CLASSPATH = "airflow_aip.triggers.training.TrainingJobTrigger"
 _STATUS = {
@@ -85,6 +96,9 @@ class TrainingJobTrigger(BaseTrigger):
     :param poll_interval: seconds between polls.
     :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
+    :param stream_logs: log the job's log lines while waiting (see the module docstring).
+    :param log_cursor: where the log stream starts (``LogCursor.to_json()``; None: createTime).
+    :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     """
 
     def __init__(
@@ -97,6 +111,9 @@ class TrainingJobTrigger(BaseTrigger):
         poll_interval: float = 30.0,
         end_time: float | None = None,
         cancel_on_kill: bool = True,
+        stream_logs: bool = True,
+        log_cursor: dict[str, Any] | None = None,
+        max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.job_id = job_id
@@ -106,6 +123,9 @@ class TrainingJobTrigger(BaseTrigger):
         self.poll_interval = poll_interval
         self.end_time = end_time
         self.cancel_on_kill = cancel_on_kill
+        self.stream_logs = stream_logs
+        self.log_cursor = log_cursor
+        self.max_log_lines_per_minute = max_log_lines_per_minute
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -118,12 +138,19 @@ class TrainingJobTrigger(BaseTrigger):
                 "poll_interval": self.poll_interval,
                 "end_time": self.end_time,
                 "cancel_on_kill": self.cancel_on_kill,
+                "stream_logs": self.stream_logs,
+                "log_cursor": self.log_cursor,
+                "max_log_lines_per_minute": self.max_log_lines_per_minute,
             },
         )
 
     @cached_property
     def hook(self) -> TrainingJobHook:
         return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    @cached_property
+    def logs_hook(self) -> JobLogsHook:
+        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
 
     def _event(self, status: str, message: str, state: JobState, **extra: Any) -> TriggerEvent:
         return trigger_event(
@@ -141,6 +168,7 @@ class TrainingJobTrigger(BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         started = time.time()
         state = JobState.STATE_UNSPECIFIED
+        stream: LogStream | None = None
         try:
             while True:
                 job = await self.hook.aget_job(self.job_id, self.project_id)
@@ -148,7 +176,14 @@ class TrainingJobTrigger(BaseTrigger):
                 if new_state is not state:
                     self.log.info("Training job %s is %s", self.job_id, new_state.value)
                     state = new_state
+                if self.stream_logs and stream is None:
+                    stream = self._log_stream(job)
+                if stream is not None and not state.is_terminal:
+                    await self.logs_hook.afollow(stream, self.log, self.project_id)
                 if state.is_terminal:
+                    if stream is not None:
+                        interval = min(self.poll_interval, DRAIN_INTERVAL)
+                        await self.logs_hook.adrain(stream, self.log, self.project_id, interval=interval)
                     yield trigger_event(job_event(job, self.project_id))
                     return
                 delay = self.poll_interval
@@ -164,6 +199,15 @@ class TrainingJobTrigger(BaseTrigger):
         except Exception as err:  # every failure becomes the task's error, never a triggerer crash
             message = f"{type(err).__name__}: {err}"
             yield self._event("error", message, state)
+
+    def _log_stream(self, job: Mapping[str, Any]) -> LogStream:
+        cursor = LogCursor.from_json(self.log_cursor)
+        stream = LogStream.for_job(
+            self.job_id, job.get("createTime"), cursor, lines_per_minute=self.max_log_lines_per_minute
+        )
+        start = stream.cursor.timestamp or "the start"
+        self.log.info("Streaming logs of training job %s from %s", self.job_id, start)
+        return stream
 
     async def on_kill(self) -> None:
         """The user killed the deferred task: cancel the job if asked to."""

@@ -21,13 +21,15 @@ from airflow_aip.exceptions import (
     JobWaitTimeoutError,
     ValidationError,
 )
+from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.operators import training as training_module
 from airflow_aip.operators.training import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
-from tests.unit.ml_fake import FakeMlApi
+from tests.unit.ml_fake import FakeHttp, FakeMlApi
+from tests.unit.test_log_stream_hook import FakeLoggingApi
 
 LOCAL = "http://127.0.0.1:8089/"
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
@@ -44,6 +46,7 @@ ARGS: dict[str, Any] = {
     "gcp_conn_id": "aip_missing_conn",
     "poll_interval": 30,
     "deferrable": False,
+    "stream_logs": False,  # the log-streaming tests below turn it on
 }
 
 
@@ -74,6 +77,9 @@ class FakeClock:
         self.sleeps: list[float] = []
 
     def time(self) -> float:
+        return self.now
+
+    def monotonic(self) -> float:
         return self.now
 
     def sleep(self, seconds: float) -> None:
@@ -159,7 +165,9 @@ def test_no_wait_returns_at_once(api: FakeMlApi, clock: FakeClock) -> None:
 
 
 def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None:
-    op = operator(deferrable=True, wait_timeout=600, cancel_on_kill=False)
+    op = operator(
+        deferrable=True, wait_timeout=600, cancel_on_kill=False, stream_logs=True, max_log_lines_per_minute=7
+    )
     ti = FakeTI()
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(make_context(ti))
@@ -170,6 +178,9 @@ def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None
     assert trigger.api_endpoint == LOCAL
     assert trigger.end_time == clock.now + 600
     assert trigger.cancel_on_kill is False
+    assert trigger.stream_logs is True
+    assert trigger.log_cursor is None  # nothing shown yet: the trigger starts at the job's createTime
+    assert trigger.max_log_lines_per_minute == 7
     assert deferred.value.method_name == "execute_complete"
     assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID  # pushed before deferring
 
@@ -230,6 +241,50 @@ def test_on_kill_respects_cancel_on_kill(api: FakeMlApi) -> None:
     assert api.cancels == []
     operator().on_kill()  # nothing submitted yet: nothing to cancel
     assert api.requests == []
+
+
+# -- log streaming (the real service: tests/integration/test_log_streaming.py) -----------------
+
+
+@pytest.fixture
+def logs(monkeypatch: pytest.MonkeyPatch) -> FakeLoggingApi:
+    fake = FakeLoggingApi()
+    monkeypatch.setattr(JobLogsHook, "_http", lambda self: FakeHttp(fake))  # type: ignore[arg-type]
+    return fake
+
+
+def job_lines(captured: list[dict[str, Any]]) -> list[str]:
+    return [str(e["event"]).rsplit(" ", 1)[-1] for e in captured if "[master-replica-0]" in str(e["event"])]
+
+
+def test_worker_wait_streams_each_line_once_then_drains(
+    api: FakeMlApi, clock: FakeClock, logs: FakeLoggingApi
+) -> None:
+    from structlog.testing import capture_logs
+
+    api.play(JOB_ID, ["RUNNING", "RUNNING", "SUCCEEDED"])
+    logs.job_id = JOB_ID
+    logs.add(2)
+    logs.on_request = lambda n: logs.add(2, start=2 * n) if n < 3 else None  # lines keep coming
+    with capture_logs() as captured:
+        assert operator(stream_logs=True).execute(make_context())["state"] == "SUCCEEDED"
+    assert job_lines(captured) == [str(n) for n in range(6)]
+    # Two polls while RUNNING, then the drain: one poll at the end, one 5 s later that is empty.
+    assert len(logs.bodies) == 4
+    assert clock.sleeps == [30, 30, 30, 5]
+    assert all(b["resourceNames"] == ["projects/proj"] for b in logs.bodies)
+    assert f'resource.labels.job_id="{JOB_ID}"' in logs.bodies[0]["filter"]
+
+
+def test_unreadable_logs_never_fail_the_task(api: FakeMlApi, clock: FakeClock, logs: FakeLoggingApi) -> None:
+    from structlog.testing import capture_logs
+
+    api.play(JOB_ID, ["RUNNING", "SUCCEEDED"])
+    logs.errors.extend([403] * 10)
+    with capture_logs() as captured:
+        assert operator(stream_logs=True).execute(make_context())["state"] == "SUCCEEDED"
+    warnings = [e["event"] for e in captured if e["log_level"] == "warning"]
+    assert any("Could not read the logs of training job" in str(w) for w in warnings)
 
 
 # -- if_exists --------------------------------------------------------------------------------
@@ -310,6 +365,7 @@ def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
         ({"python_module": None}, "trainingInput.pythonModule"),
         ({"if_exists": "replace"}, "if_exists"),
         ({"poll_interval": 0}, "poll_interval"),
+        ({"max_log_lines_per_minute": 0}, "max_log_lines_per_minute"),
         ({"labels": {f"k{i}": "v" for i in range(70)}}, "labels"),
         ({"hyperparameters": {"params": [], "goal": "MAXIMIZE"}}, "trainingInput.hyperparameters.params"),
     ],
@@ -372,6 +428,7 @@ def sensor(**kwargs: Any) -> TrainingJobSensor:
         "project_id": "proj",
         "api_endpoint": LOCAL,
         "gcp_conn_id": "x",
+        "stream_logs": False,
     }
     return TrainingJobSensor(**{**base, "poke_interval": 5, **kwargs})
 
@@ -389,6 +446,40 @@ def test_sensor_fails_without_retry_on_ended_job(api: FakeMlApi, final: str) -> 
     api.add_job("proj", "j1", final, errorMessage="bad")
     with pytest.raises(AirflowFailException, match="bad"):
         sensor().poke(make_context())
+
+
+def test_sensor_pokes_stream_once_then_defer_with_the_cursor(api: FakeMlApi, logs: FakeLoggingApi) -> None:
+    from structlog.testing import capture_logs
+
+    api.add_job("proj", "j1", "RUNNING")
+    logs.add(3)
+    waiting = sensor(stream_logs=True, deferrable=True, timeout=3600)
+    with capture_logs() as captured:
+        assert not waiting.poke(make_context())
+        logs.add(1, start=3)
+        assert not waiting.poke(make_context())
+        with pytest.raises(TaskDeferred) as deferred:
+            waiting.execute(make_context())
+    assert job_lines(captured) == ["0", "1", "2", "3"]
+    trigger = deferred.value.trigger
+    assert trigger.log_cursor == {"timestamp": "2024-05-01T12:00:03.000000000Z", "insert_ids": ["id0003"]}
+
+
+def test_sensor_in_reschedule_mode_shows_the_log_once_the_job_ended(
+    api: FakeMlApi, logs: FakeLoggingApi
+) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "SUCCEEDED"])
+    logs.add(3)
+    from structlog.testing import capture_logs
+
+    rescheduled = sensor(stream_logs=True, mode="reschedule", poke_interval=0.001)
+    assert not rescheduled.poke(make_context())
+    assert logs.bodies == []  # a new process per poke: showing lines now would repeat them
+    with capture_logs() as captured:
+        assert rescheduled.poke(make_context())
+    assert job_lines(captured) == ["0", "1", "2"]
+    assert logs.bodies[0]["filter"].endswith('timestamp>="2024-01-01T00:00:00.000000000Z"')  # createTime
 
 
 def test_sensor_deferrable(api: FakeMlApi) -> None:

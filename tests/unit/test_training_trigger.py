@@ -16,6 +16,7 @@ from airflow_aip.hooks.ml_http import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 from tests.unit.ml_fake import FakeMlApi
+from tests.unit.test_log_stream_hook import FakeLoggingApi, RecordingLog, async_hook
 
 LOCAL = "http://127.0.0.1:8089/"
 
@@ -27,6 +28,7 @@ def make_trigger(api: FakeMlApi, **kwargs: Any) -> TrainingJobTrigger:
         "gcp_conn_id": "aip_missing_conn",
         "api_endpoint": LOCAL,
         "poll_interval": 0,
+        "stream_logs": False,  # the log-streaming tests below turn it on
         **kwargs,
     }
     trigger = TrainingJobTrigger(**args)
@@ -58,6 +60,9 @@ def test_serialize_round_trip() -> None:
         poll_interval=12.5,
         end_time=1_700_000_000.0,
         cancel_on_kill=False,
+        stream_logs=True,
+        log_cursor={"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
+        max_log_lines_per_minute=50,
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
@@ -72,6 +77,9 @@ def test_serialize_round_trip() -> None:
         "poll_interval": 12.5,
         "end_time": 1_700_000_000.0,
         "cancel_on_kill": False,
+        "stream_logs": True,
+        "log_cursor": {"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
+        "max_log_lines_per_minute": 50,
     }
 
 
@@ -173,3 +181,53 @@ def test_summary_from_event() -> None:
         summary_from_event({"status": "timeout", "job_id": "j1", "state": "RUNNING", "waited_seconds": 5.0})
     with pytest.raises(AipError, match="kaput"):
         summary_from_event({"status": "error", "job_id": "j1", "message": "kaput"})
+
+
+# -- log streaming ---------------------------------------------------------------------------
+
+
+def streaming_trigger(
+    api: FakeMlApi, logs: FakeLoggingApi, **kwargs: Any
+) -> tuple[TrainingJobTrigger, RecordingLog]:
+    trigger = make_trigger(api, stream_logs=True, **kwargs)
+    trigger.__dict__["logs_hook"] = async_hook(logs)
+    log = RecordingLog()
+    trigger.__dict__["_log"] = log  # LoggingMixin.log reads _log
+    return trigger, log
+
+
+async def test_streaming_logs_lines_then_yields_one_event(api: FakeMlApi) -> None:
+    logs = FakeLoggingApi()
+    api.add_job("proj", "j1", "QUEUED")
+    api.play("j1", ["RUNNING", "RUNNING", "FAILED"])
+    logs.add(2)
+    # A line arrives before each request's answer, the drain's first poll included.
+    logs.on_request = lambda n: logs.add(1, start=n + 1) if n < 4 else None
+    trigger, log = streaming_trigger(api, logs)
+    events = await events_of(trigger)
+    assert [e["status"] for e in events] == ["failed"]  # one event; log lines are never events
+    assert log.lines() == ["0", "1", "2", "3", "4"]
+    assert len(logs.bodies) == 4  # two polls while RUNNING, the drain's two after FAILED
+    assert log.records[1] == ("info", "Streaming logs of training job j1 from 2024-01-01T00:00:00.000000000Z")
+
+
+async def test_streaming_resumes_from_the_serialized_cursor(api: FakeMlApi) -> None:
+    logs = FakeLoggingApi()
+    api.add_job("proj", "j1", "SUCCEEDED")
+    logs.add(4)
+    cursor = {"timestamp": "2024-05-01T12:00:01.000000000Z", "insert_ids": ["id0001"]}
+    trigger, log = streaming_trigger(api, logs, log_cursor=cursor)
+    (event,) = await events_of(trigger)
+    assert event["status"] == "success"
+    assert log.lines() == ["2", "3"]  # what the task showed before deferring is not shown again
+
+
+async def test_unreadable_logs_still_end_in_the_job_event(api: FakeMlApi) -> None:
+    logs = FakeLoggingApi()
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "SUCCEEDED"])
+    logs.errors.extend([403] * 5)
+    trigger, log = streaming_trigger(api, logs)
+    (event,) = await events_of(trigger)
+    assert event["status"] == "success"
+    assert log.warnings()

@@ -1,0 +1,233 @@
+"""The job's log lines in the task log, against the real local service (its logging v2 entries:list).
+
+Worker mode (the operator's wait loop, the sensor's pokes) and the deferred path (the trigger's
+``run()`` to completion in an event loop) log through structlog, captured with
+``structlog.testing.capture_logs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+import uuid
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from airflow.sdk.exceptions import TaskDeferred
+from structlog.testing import capture_logs
+
+from airflow_aip.operators.training import SubmitTrainingJobOperator
+from airflow_aip.sensors.training import TrainingJobSensor
+from airflow_aip.triggers.training import TrainingJobTrigger
+from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state
+
+pytestmark = pytest.mark.integration
+PROJECT = "logs-project"
+JOB_LINE = re.compile(r"^\S+Z [A-Z]+ \[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
+DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
+CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
+
+
+class FakeTI:
+    def __init__(self) -> None:
+        self.dag_id, self.task_id, self.run_id, self.map_index = "logs_dag", "train", "manual__1", -1
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def context() -> Any:
+    return {"ti": FakeTI(), "logical_date": None, "dag_run": SimpleNamespace(run_after=None)}
+
+
+@pytest.fixture(autouse=True)
+def no_logging_override(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Logs come from the ml endpoint (an emulator) unless a test says otherwise."""
+    monkeypatch.delenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", raising=False)
+
+
+def job_lines(captured: list[dict[str, Any]]) -> list[str]:
+    """The job's log lines among everything logged, in the order logged."""
+    return [str(e["event"]) for e in captured if JOB_LINE.match(str(e.get("event")))]
+
+
+def messages(lines: list[str], prefix: str) -> list[str]:
+    found = (JOB_LINE.match(line) for line in lines)
+    return [m["message"] for m in found if m and m["message"].startswith(prefix)]
+
+
+def operator(
+    trainer: StagedTrainer, module: str, args: list[str], **kwargs: Any
+) -> SubmitTrainingJobOperator:
+    return SubmitTrainingJobOperator(
+        task_id="train",
+        project_id=PROJECT,
+        job_id=f"{module}_{uuid.uuid4().hex[:10]}",
+        training_input=trainer.training_input(module, args),
+        poll_interval=1,
+        gcp_conn_id="aip_missing_conn",
+        **kwargs,
+    )
+
+
+def expected_chatty(count: int = 30) -> list[str]:
+    return [f"chatty line {n:04d}" for n in range(1, count + 1)]
+
+
+def test_worker_mode_shows_every_line_once_in_order(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    op = operator(staged_trainer, "chatty", CHATTY_ARGS, deferrable=False)
+    with capture_logs() as captured:
+        summary = op.execute(context())
+    assert summary["state"] == "SUCCEEDED"
+    lines = job_lines(captured)
+    # Lines 21-30 were printed in the last second before exit: only the drain sees them.
+    assert messages(lines, "chatty line") == expected_chatty()
+    assert messages(lines, "Job state: SUCCEEDED") == ["Job state: SUCCEEDED"]
+    assert all("[master-replica-0]" in line for line in lines if "chatty line" in line)
+    assert len(lines) == len(set(lines))
+    everything = log_entries(local_env.url, PROJECT, summary["job_id"])
+    assert len(lines) == len(everything)  # below the rate limit, every entry of the job is shown
+
+
+def test_deferred_mode_streams_from_the_trigger_then_one_event(
+    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", local_env.url)  # gcloud's variable
+    op = operator(staged_trainer, "chatty", [*CHATTY_ARGS, "--fail"], deferrable=True)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context())
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TrainingJobTrigger)
+    assert trigger.stream_logs is True
+    rebuilt = TrainingJobTrigger(**trigger.serialize()[1])  # what the triggerer runs
+
+    async def run() -> list[dict[str, Any]]:
+        return [event.payload async for event in rebuilt.run()]
+
+    with capture_logs() as captured:
+        events = asyncio.run(run())
+    assert [e["status"] for e in events] == ["failed"]  # exactly one event; lines are logs
+    lines = job_lines(captured)
+    assert messages(lines, "chatty line") == expected_chatty()
+    assert len(messages(lines, "Job state: FAILED")) == 1
+    assert any(str(e["event"]).startswith("Streaming logs of training job") for e in captured)
+
+
+def test_sensor_pokes_then_the_trigger_continues_from_its_cursor(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """Lines the first poke showed are not shown again by the trigger; none are missing."""
+    job_id = f"resume_{uuid.uuid4().hex[:10]}"
+    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("chatty", CHATTY_ARGS)}
+    local_env.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
+    sensor = TrainingJobSensor(
+        task_id="wait",
+        job_id=job_id,
+        project_id=PROJECT,
+        poke_interval=1,
+        deferrable=True,
+        gcp_conn_id="aip_missing_conn",
+    )
+    with capture_logs() as poked, pytest.raises(TaskDeferred) as deferred:
+        sensor.execute(context())
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TrainingJobTrigger)
+    before = job_lines(poked)
+    assert before  # at least "Job created; waiting in the queue."
+    assert trigger.log_cursor is not None
+
+    async def run() -> list[dict[str, Any]]:
+        return [event.payload async for event in TrainingJobTrigger(**trigger.serialize()[1]).run()]
+
+    with capture_logs() as waited:
+        events = asyncio.run(run())
+    assert [e["status"] for e in events] == ["success"]
+    lines = before + job_lines(waited)
+    assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, job_id))
+    assert messages(lines, "chatty line") == expected_chatty()
+
+
+def test_tuning_job_lines_carry_their_trial_ids(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    job_id = f"tune_logs_{uuid.uuid4().hex[:8]}"
+    spec = {
+        "goal": "MAXIMIZE",
+        "algorithm": "GRID_SEARCH",
+        "maxTrials": 2,
+        "maxParallelTrials": 2,
+        "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
+    }
+    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("tune", hyperparameters=spec)}
+    local_env.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
+    sensor = TrainingJobSensor(
+        task_id="wait",
+        job_id=job_id,
+        project_id=PROJECT,
+        poke_interval=1,
+        timeout=300,
+        mode="poke",
+        gcp_conn_id="aip_missing_conn",
+    )
+    with capture_logs() as captured:
+        summary = sensor.execute(context())
+    assert summary["state"] == "SUCCEEDED"
+    lines = job_lines(captured)
+    trial_lines = [JOB_LINE.match(line) for line in lines if " x=" in line and "] trial " in line]
+    seen_trials = set()
+    for match in trial_lines:
+        assert match is not None
+        trial = re.search(r"^trial (\d+) ", match["message"])
+        assert trial is not None
+        assert match["where"] == f"master-replica-0 trial {trial[1]}"
+        seen_trials.add(trial[1])
+    assert seen_trials == {"1", "2"}
+    assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, job_id))
+
+
+def test_reschedule_mode_shows_the_log_once_when_the_job_ended(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    job_id = f"resched_{uuid.uuid4().hex[:8]}"
+    ml = local_env.ml()
+    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("chatty", CHATTY_ARGS)}
+    ml.projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
+    sensor = TrainingJobSensor(
+        task_id="wait", job_id=job_id, project_id=PROJECT, mode="reschedule", poke_interval=1, gcp_conn_id="x"
+    )
+    with capture_logs() as running:
+        assert not sensor.poke(context())  # still queued or running: nothing shown yet
+    assert job_lines(running) == []
+    wait_for_state(ml, f"projects/{PROJECT}/jobs/{job_id}", TERMINAL)
+    with capture_logs() as ended:
+        assert sensor.poke(context())
+    assert messages(job_lines(ended), "chatty line") == expected_chatty()
+
+
+def test_a_flood_is_capped_and_the_dropped_count_reported(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    per_minute = 100
+    op = operator(
+        staged_trainer, "chatty", ["--flood", "5000"], deferrable=False, max_log_lines_per_minute=per_minute
+    )
+    started = time.monotonic()
+    with capture_logs() as captured:
+        summary = op.execute(context())
+    elapsed = time.monotonic() - started
+    assert summary["state"] == "SUCCEEDED"
+    events = [str(e["event"]) for e in captured]
+    shown = job_lines(captured)
+    dropped = [int(m[1]) for e in events if (m := DROPPED.match(e))]
+    assert dropped
+    # The cap held: a burst of per_minute, then per_minute a minute, however long the run took.
+    assert len(shown) <= per_minute + per_minute * elapsed / 60 + 1
+    total = len(log_entries(local_env.url, PROJECT, summary["job_id"]))
+    assert len(shown) + sum(dropped) == total  # every entry either shown once or counted as dropped
+    numbers = [int(m.split()[-1]) for m in messages(shown, "flood line")]
+    assert numbers == sorted(set(numbers))  # in order, none twice

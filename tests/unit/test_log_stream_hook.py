@@ -1,0 +1,242 @@
+"""JobLogsHook against a fake logging v2 API at the HTTP boundary (httplib2 and httpx).
+
+The fake filters with the local service's own filter parser, so ``timestamp>=`` cursors behave
+as on the server; it adds what no server produces on demand: errors, page caps, late entries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
+from airflow_aip.hooks.ml_http import ENDPOINT_ENV, clear_shared_auth
+from airflow_aip.jobs.logs import LogStream
+from airflow_aip.local.filters import parse_filter
+from tests.unit.ml_fake import FakeHttp
+
+LOCAL = "http://127.0.0.1:8089/"
+
+
+class FakeLoggingApi:
+    """``POST /v2/entries:list`` over ``entries``; ``errors`` are answered first, in order."""
+
+    def __init__(self, job_id: str = "j1") -> None:
+        self.job_id = job_id  # whose entries add() writes
+        self.entries: list[dict[str, Any]] = []
+        self.errors: deque[int] = deque()
+        self.bodies: list[dict[str, Any]] = []
+        self.on_request: Callable[[int], None] | None = None
+
+    def add(self, count: int, start: int = 0, task: str = "master-replica-0") -> None:
+        for n in range(start, start + count):
+            self.entries.append(
+                {
+                    "insertId": f"id{n:04d}",
+                    "timestamp": f"2024-05-01T12:{n // 60:02d}:{n % 60:02d}.000000Z",
+                    "severity": "INFO",
+                    "textPayload": f"line {n}",
+                    "resource": {"type": "ml_job", "labels": {"job_id": self.job_id, "task_name": task}},
+                }
+            )
+
+    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:
+        self.bodies.append(body)
+        if self.on_request is not None:
+            self.on_request(len(self.bodies))
+        if self.errors:
+            status = self.errors.popleft()
+            return status, {"error": {"code": status, "message": f"injected {status}"}}
+        if method != "POST" or urlsplit(url).path != "/v2/entries:list":
+            return 404, {"error": {"code": 404, "message": f"no route {url}"}}
+        node = parse_filter(body.get("filter"))
+        found = sorted(
+            (e for e in self.entries if node is None or node.matches(e)),
+            key=lambda e: (e["timestamp"], e["insertId"]),
+        )
+        offset, size = int(body.get("pageToken") or 0), int(body["pageSize"])
+        page: dict[str, Any] = {"entries": found[offset : offset + size]}
+        if offset + size < len(found):
+            page["nextPageToken"] = str(offset + size)
+        return 200, page
+
+
+class RecordingLog:
+    def __init__(self) -> None:
+        self.records: list[tuple[str, str]] = []
+
+    def info(self, msg: Any, /, *args: Any) -> None:
+        self.records.append(("info", str(msg) % args))
+
+    def warning(self, msg: Any, /, *args: Any) -> None:
+        self.records.append(("warning", str(msg) % args))
+
+    def lines(self) -> list[str]:
+        return [text.rsplit(" ", 1)[-1] for level, text in self.records if "[master-replica-0]" in text]
+
+    def warnings(self) -> list[str]:
+        return [text for level, text in self.records if level == "warning"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.delenv(LOGGING_ENDPOINT_ENV, raising=False)
+    monkeypatch.delenv(ENDPOINT_ENV, raising=False)
+    clear_shared_auth()
+    yield
+    clear_shared_auth()
+
+
+def sync_hook(api: FakeLoggingApi, **kwargs: Any) -> JobLogsHook:
+    args: dict[str, Any] = {"project_id": "proj", "api_endpoint": LOCAL, "retry_max_wait": 0.001, **kwargs}
+    hook = JobLogsHook("aip_missing_conn", **args)
+    hook._http = lambda: FakeHttp(api)  # type: ignore[method-assign, arg-type]
+    return hook
+
+
+def async_hook(api: FakeLoggingApi, **kwargs: Any) -> JobLogsHook:
+    args: dict[str, Any] = {"project_id": "proj", "api_endpoint": LOCAL, "retry_max_wait": 0.001, **kwargs}
+    hook = JobLogsHook("aip_missing_conn", **args)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        status, payload = api.handle(request.method, str(request.url), json.loads(request.content))
+        return httpx.Response(status, json=payload)
+
+    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
+    return hook
+
+
+def numbers(count: int, start: int = 0) -> list[str]:
+    return [str(n) for n in range(start, start + count)]
+
+
+# -- endpoint --------------------------------------------------------------------------------
+
+
+def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
+    extra = {"conn_type": "google_cloud_platform", "extra": {"logging_api_endpoint": "http://127.0.0.1:2222"}}
+    monkeypatch.setenv("AIRFLOW_CONN_AIP_LOGS", json.dumps(extra))
+    assert JobLogsHook("aip_logs", api_endpoint="http://localhost:1111").endpoint == "http://localhost:1111/"
+    assert JobLogsHook("aip_logs").endpoint == "http://127.0.0.1:2222/"
+    monkeypatch.setenv(LOGGING_ENDPOINT_ENV, "http://127.0.0.1:3333/")
+    assert JobLogsHook("aip_missing_conn", ml_api_endpoint=LOCAL).endpoint == "http://127.0.0.1:3333/"
+    monkeypatch.delenv(LOGGING_ENDPOINT_ENV)
+    # No logging override: the local training service serves both APIs on its ml URL.
+    local = JobLogsHook("aip_missing_conn", ml_api_endpoint=LOCAL)
+    assert local.endpoint == LOCAL
+    assert local.is_local
+    monkeypatch.setenv(ENDPOINT_ENV, "http://aip-local:8080")  # plain http on a compose network
+    assert JobLogsHook("aip_missing_conn").endpoint == "http://aip-local:8080/"
+    # A real (https) ml endpoint, e.g. a regional one, says nothing about logging: Google's.
+    google = JobLogsHook("aip_missing_conn", ml_api_endpoint="https://us-central1-ml.googleapis.com/")
+    assert google.endpoint is None
+    assert google.root_url == "https://logging.googleapis.com/"
+    assert not google.is_local
+
+
+def test_bad_endpoint_names_the_extra() -> None:
+    with pytest.raises(ValidationError) as err:
+        _ = JobLogsHook("aip_missing_conn", api_endpoint="127.0.0.1:8080").endpoint
+    assert err.value.field == "logging_api_endpoint"
+
+
+# -- sync ------------------------------------------------------------------------------------
+
+
+def test_follow_pages_up_to_the_cap_then_resumes_from_the_cursor() -> None:
+    api = FakeLoggingApi()
+    api.add(25)
+    hook, log, stream = sync_hook(api, page_size=10, max_pages=2), RecordingLog(), LogStream("j1")
+    first = hook.follow(stream, log)
+    assert (first.new, first.more, first.failed) == (20, True, False)
+    assert log.lines() == numbers(20)
+    assert api.bodies[0] == {
+        "resourceNames": ["projects/proj"],
+        "filter": 'resource.type="ml_job" AND resource.labels.job_id="j1"',
+        "orderBy": "timestamp asc",
+        "pageSize": 10,
+    }
+    assert api.bodies[1]["pageToken"] == "10"
+    second = hook.follow(stream, log)
+    assert (second.new, second.more) == (5, False)
+    assert 'timestamp>="2024-05-01T12:00:19.000000000Z"' in api.bodies[2]["filter"]
+    assert log.lines() == numbers(25)
+
+
+def test_a_failing_poll_warns_once_raises_nothing_and_loses_nothing() -> None:
+    api = FakeLoggingApi()
+    api.add(3)
+    hook, log, stream = sync_hook(api, retry_attempts=2), RecordingLog(), LogStream("j1")
+    api.errors.extend([503, 503, 403])  # a transient error twice (one retry), then a permanent one
+    assert hook.follow(stream, log).failed
+    assert hook.follow(stream, log).failed
+    assert len(api.bodies) == 3  # 503 retried once, 403 not at all
+    (warning,) = log.warnings()
+    assert "Could not read the logs of training job j1" in warning
+    assert "injected 503" in warning
+    assert hook.follow(stream, log).new == 3
+    assert log.lines() == numbers(3)
+    assert ("info", "Reading the logs of training job j1 again") in log.records
+
+
+def test_drain_polls_until_an_empty_poll_after_the_settle_time() -> None:
+    api = FakeLoggingApi()
+    api.add(2)
+    clock = [1000.0]
+    sleeps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        clock[0] += seconds
+
+    # A line ingested late, while the drain runs (Cloud Logging's delay).
+    api.on_request = lambda n: api.add(1, start=2) if n == 2 else None
+    hook, log = sync_hook(api), RecordingLog()
+    hook.drain(LogStream("j1"), log, interval=5.0, sleep=sleep, clock=lambda: clock[0])
+    assert log.lines() == numbers(3)
+    assert len(api.bodies) == 3  # 2 lines, then the late one, then nothing 10 s after the end
+    assert sleeps == [5.0, 5.0]
+
+
+def test_drain_reads_a_page_capped_backlog_without_sleeping() -> None:
+    api = FakeLoggingApi()
+    api.add(5)
+    sleeps: list[float] = []
+    hook, log = sync_hook(api, page_size=1, max_pages=2), RecordingLog()
+    clock = iter(range(1000, 2000))
+    hook.drain(LogStream("j1"), log, interval=5.0, sleep=sleeps.append, clock=lambda: float(next(clock)))
+    assert log.lines() == numbers(5)
+    assert sleeps == [5.0]  # only after the first poll that did not hit the cap
+
+
+# -- async -----------------------------------------------------------------------------------
+
+
+async def test_async_follow_and_drain() -> None:
+    api = FakeLoggingApi()
+    api.add(4)
+    hook, log, stream = async_hook(api, page_size=3), RecordingLog(), LogStream("j1")
+    outcome = await hook.afollow(stream, log)
+    assert (outcome.new, outcome.more) == (4, False)
+    api.add(2, start=4)
+    await hook.adrain(stream, log, interval=0)
+    assert log.lines() == numbers(6)
+    assert log.warnings() == []
+
+
+async def test_async_failure_is_a_warning_not_an_exception() -> None:
+    api = FakeLoggingApi()
+    api.errors.append(400)
+    log = RecordingLog()
+    outcome = await async_hook(api).afollow(LogStream("j1"), log)
+    assert outcome.failed
+    assert "ApiError" in log.warnings()[0]
