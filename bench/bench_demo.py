@@ -22,7 +22,7 @@ def _job_seconds() -> float:
     jobs = list((REPO / ".airflow" / "aip-local" / "projects").glob("*/jobs/*/job.json"))
     if len(jobs) != 1:
         raise RuntimeError(f"expected the demo's one job record, found {len(jobs)}")
-    job = json.loads(jobs[0].read_text())
+    job = json.loads(jobs[0].read_text())["job"]  # the service's record wraps the API's Job
     start, end = (datetime.fromisoformat(job[k].replace("Z", "+00:00")) for k in ("createTime", "endTime"))
     return (end - start).total_seconds()
 
