@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator test test-unit test-integration test-dags demo ui bench lock clean
+.PHONY: install lint compose-validator test test-unit test-integration test-dags demo ui bench reliability lock clean
 
 install: $(STAMP)
 
@@ -33,9 +33,9 @@ compose-validator:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
 	else echo "note: no docker compose CLI; the compose schema test will skip"; fi
 
-# One pytest run over the three tiers, so its closing line counts them all.
+# One pytest run over the four tiers, so its closing line counts them all (e2e: airflow standalone).
 test: lint compose-validator
-	$(BIN)/pytest tests/unit tests/integration tests/dags
+	$(BIN)/pytest tests/unit tests/integration tests/dags tests/e2e
 
 test-unit: install
 	$(BIN)/pytest tests/unit
@@ -54,6 +54,10 @@ ui: install
 
 bench: install
 	$(BIN)/python -m bench.run
+
+# Faults, crashes, kills, bad input, security and staging races, many times; rewrites RELIABILITY.md's table.
+reliability: install
+	$(BIN)/python scripts/reliability.py --runs 20 --write
 
 lock:
 	$(BIN)/uv pip freeze --python $(BIN)/python --exclude-editable | grep -v -E '^(uv|pip)==' > constraints.txt

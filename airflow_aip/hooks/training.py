@@ -19,6 +19,7 @@ this module through the operators.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from functools import cached_property
@@ -27,7 +28,7 @@ from urllib.parse import quote
 
 from tenacity import AsyncRetrying, Retrying
 
-from airflow_aip.exceptions import ApiError, ValidationError
+from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID, ConnectionSettings, GoogleCloudBaseHook, load_credentials
 from airflow_aip.hooks.ml_http import (
     DEFAULT_ROOT_URL,
@@ -41,6 +42,7 @@ from airflow_aip.hooks.ml_http import (
     error_message,
     is_emulator,
     is_loopback,
+    is_our_create,
     is_transient,
     job_name,
     refresh_lock,
@@ -48,6 +50,7 @@ from airflow_aip.hooks.ml_http import (
     retry_policy,
     share_auth,
     shared_auth,
+    single_send_http,
 )
 from airflow_aip.jobs import JobState, discovery_document_path, validate_job, validate_job_id
 
@@ -132,9 +135,7 @@ class TrainingJobHook(GoogleCloudBaseHook):
 
     def _http(self) -> Any:
         """The HTTP transport: authorised httplib2 (tests replace this at the HTTP boundary)."""
-        import httplib2
-
-        raw = httplib2.Http(timeout=self.request_timeout)
+        raw = single_send_http(self.request_timeout)
         if self.is_local:
             return raw
         import google_auth_httplib2
@@ -171,11 +172,40 @@ class TrainingJobHook(GoogleCloudBaseHook):
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
     def create_job(self, job: dict[str, Any], project_id: str | None = None) -> dict[str, Any]:
-        """``projects.jobs.create``; the body is validated first (nothing is sent if it is bad)."""
+        """``projects.jobs.create``; the body is validated first (nothing is sent if it is bad).
+
+        Exactly once under retries: when an attempt fails transiently (5xx, 429, dropped
+        connection) the server may have applied it anyway. A later attempt that meets 409 then
+        reads the job, and if it is the one we asked for (same trainingInput and labels,
+        created since our first send) returns it as created, instead of reporting someone
+        else's job. A 409 on the first attempt is a job that existed before this call:
+        JobAlreadyExistsError, for the caller to judge (adopt, fail, or the next ID).
+        """
         body = validate_job(job)
-        parent = f"projects/{project_id or self.project_id}"
+        project = project_id or self.project_id
+        parent = f"projects/{project}"
         self.log.info("Creating training job %s in %s", body["jobId"], parent)
-        return self._call("jobs.create", lambda: self.ml.create(parent=parent, body=body))
+        sent, first_sent = 0, time.time()
+
+        def create() -> Any:
+            nonlocal sent
+            sent += 1
+            return self.ml.create(parent=parent, body=body)
+
+        try:
+            return self._call("jobs.create", create)
+        except JobAlreadyExistsError:
+            if sent < 2:
+                raise
+            existing = self.get_job(body["jobId"], project)
+            if not is_our_create(body, existing, first_sent):
+                raise
+            self.log.warning(
+                "Training job %s exists with the spec we sent: an earlier attempt was applied but its "
+                "answer was lost; using that job",
+                body["jobId"],
+            )
+            return existing
 
     def get_job(self, job_id: str, project_id: str | None = None) -> dict[str, Any]:
         """``projects.jobs.get``; JobNotFoundError when there is no such job."""

@@ -19,8 +19,10 @@ _ALLOWED = re.compile(r"[A-Za-z0-9_]*")
 _ATTEMPT_SUFFIX = re.compile(r"_r([0-9]+)$")
 
 
-def sanitize_prefix(prefix: str) -> str:
+def sanitize_prefix(prefix: str, field: str = "job_id_prefix") -> str:
     """Letters, digits and underscores; a run of anything else becomes one ``_``; starts with a letter."""
+    if not isinstance(prefix, str):
+        raise ValidationError(field, f"must be a string, got {type(prefix).__name__}")
     cleaned = _FORBIDDEN_RUN.sub("_", prefix).strip("_")
     if not cleaned:
         return "job"

@@ -189,8 +189,13 @@ def load_job_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -
             text = path.read_text(encoding="utf-8")
         except OSError as err:
             raise ValidationError("config", f"cannot read {str(path)!r}: {err.strerror}") from None
+        except UnicodeDecodeError:
+            raise ValidationError("config", f"{str(path)!r} is not UTF-8 text (YAML or JSON)") from None
         if path.suffix == ".json":
-            loaded = json.loads(text)
+            try:
+                loaded = json.loads(text)
+            except ValueError as err:
+                raise ValidationError("config", f"{str(path)!r} is not valid JSON: {err}") from None
         else:
             import yaml  # a JSON document is YAML too
 
@@ -209,8 +214,9 @@ def load_job_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -
             raise ValidationError(
                 f"config.{key}", f"unknown field; a config mirrors the Job resource ({TI}, ...)"
             )
-    if TI in config and not isinstance(config[TI], Mapping):
-        raise ValidationError(f"config.{TI}", "must be a mapping")
+    for name in (TI, "labels"):
+        if name in config and not isinstance(config[name], Mapping):
+            raise ValidationError(f"config.{name}", "must be a mapping")
     return dict(config)
 
 

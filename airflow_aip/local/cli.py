@@ -4,6 +4,7 @@
 unless told otherwise with ``--allow-remote``: the API runs submitted code) and prints the
 variables that point clients at them. ``aip-local jobs list|describe|logs|cancel`` talk to a
 running service over its HTTP API, like ``gcloud ai-platform jobs`` does to Google.
+``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults).
 
 The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
 """
@@ -55,6 +56,25 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--max-running-jobs", type=int, default=2, help="jobs run at once; the rest queue")
     serve.add_argument("--offline", action="store_true", help="pip --no-index: never reach a package index")
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+    # Fault injection (airflow_aip.local.faults); the variables let a test harness turn it on.
+    serve.add_argument(
+        "--fault-rate",
+        type=float,
+        default=os.environ.get("AIP_LOCAL_FAULT_RATE") or "0",  # a string default goes through type=
+        help="share of API calls that fail (429/500/503/dropped/reset), before or after being applied",
+    )
+    serve.add_argument(
+        "--fault-seed",
+        type=int,
+        default=os.environ.get("AIP_LOCAL_FAULT_SEED"),
+        help="repeatable fault draws",
+    )
+    serve.add_argument(
+        "--fault-admin",
+        action="store_true",
+        default=os.environ.get("AIP_LOCAL_FAULT_ADMIN", "").lower() in ("1", "true", "yes"),
+        help="accept targeted faults at POST /_faults (tests only)",
+    )
 
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     jobs.add_argument("--endpoint", default=_default_endpoint(), help="training API root URL")
@@ -79,6 +99,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from airflow_aip.local.api import create_app
+    from airflow_aip.local.faults import FaultInjection, FaultPlan
     from airflow_aip.local.gcs import FakeGcsServer, free_port, is_loopback
     from airflow_aip.local.service import ServiceConfig, TrainingService
 
@@ -86,6 +107,9 @@ def serve(args: argparse.Namespace) -> int:
         print(
             f"refusing to bind {args.host}: the API runs submitted code; pass --allow-remote", file=sys.stderr
         )
+        return 2
+    if not 0.0 <= args.fault_rate <= 1.0:
+        print(f"--fault-rate must be within [0, 1], got {args.fault_rate}", file=sys.stderr)
         return 2
     data_dir = args.data_dir.expanduser().resolve()
     port = args.port or free_port(args.host)
@@ -103,10 +127,12 @@ def serve(args: argparse.Namespace) -> int:
             print(f"export STORAGE_EMULATOR_HOST={storage_url}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
+            app: Any = create_app(service)
+            if args.fault_rate or args.fault_admin:
+                app = FaultInjection(app, FaultPlan(args.fault_rate, args.fault_seed), admin=args.fault_admin)
+                print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
             print(f"# aip-local {os.getpid()} serving {data_dir}", flush=True)
-            server = uvicorn.Server(
-                uvicorn.Config(create_app(service), host=args.host, port=port, log_level="warning")
-            )
+            server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning"))
             # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
             # SystemExit (as SIGINT is KeyboardInterrupt) so the jobs and fake-gcs-server still stop.
             signal.signal(signal.SIGTERM, _exit_on_signal)

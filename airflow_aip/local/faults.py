@@ -1,0 +1,336 @@
+"""Fault injection for the local training service: the errors Google's APIs and networks produce.
+
+Retraining pipelines run unattended, and Google answers 429 and 503, and connections drop. To
+prove that no job is lost or created twice when that happens, ``aip-local serve --fault-rate
+0.2`` makes a share of API calls fail, and ``--fault-admin`` lets a test aim faults at one method
+(``POST /_faults``). Every fault comes either **before** the request reaches the service, or
+**after** the service applied it (the job exists) while the client gets an error or no answer:
+the client cannot know which, which is the point.
+
+Kinds: ``429``, ``500``, ``503`` (Google-shaped error bodies), ``"drop"`` (the connection closes
+without a byte of answer), ``"reset"`` (TCP reset), ``"delay"`` (the answer waits ``seconds``;
+for killing a client between a create and its answer). ``GET /_stats`` counts requests, the
+service's own answers (``created`` = creates it applied) and the faults injected.
+
+Nothing here is on unless ``aip-local serve`` was asked for it: without fault flags the
+middleware is not installed at all.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import re
+import socket
+import struct
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+WHEN = ("before", "after")
+ERROR_KINDS: tuple[int | str, ...] = (429, 500, 503)
+CONNECTION_KINDS: tuple[int | str, ...] = ("drop", "reset")
+KINDS = (*ERROR_KINDS, *CONNECTION_KINDS, "delay")
+# What --fault-rate draws from: every way a real call fails (a delay is not a failure).
+RANDOM_KINDS = (*ERROR_KINDS, *CONNECTION_KINDS)
+ANY_METHOD = "*"
+_ROUTES = (
+    ("POST", re.compile(r"/v1/projects/[^/]+/jobs"), "jobs.create"),
+    ("GET", re.compile(r"/v1/projects/[^/]+/jobs"), "jobs.list"),
+    ("GET", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+"), "jobs.get"),
+    ("POST", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+:cancel"), "jobs.cancel"),
+    ("POST", re.compile(r"/v2/entries:list"), "entries.list"),
+)
+METHODS = tuple(name for _, _, name in _ROUTES)
+_GOOGLE_STATUS = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
+
+
+def api_method(verb: str, path: str) -> str | None:
+    """The API method a request calls (``jobs.create``...), None for anything else (health checks)."""
+    for route_verb, pattern, name in _ROUTES:
+        if verb == route_verb and pattern.fullmatch(path):
+            return name
+    return None
+
+
+@dataclass(frozen=True)
+class Fault:
+    """What happens to one request."""
+
+    kind: int | str
+    when: str
+    seconds: float = 0.0
+
+    @property
+    def label(self) -> str:
+        return f"{self.when}:{self.kind}"
+
+
+@dataclass
+class FaultRule:
+    """A targeted fault: the next ``count`` calls of ``method`` get ``kind``, ``when``."""
+
+    method: str
+    when: str
+    kind: int | str
+    count: int = 1
+    seconds: float = 0.0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def parse_rule(data: Any) -> FaultRule:
+    """A rule from its JSON form; ValidationError naming the field otherwise."""
+    if not isinstance(data, Mapping):
+        raise ValidationError("rule", "must be a JSON object")
+    unknown = set(data) - {"method", "when", "kind", "count", "seconds"}
+    if unknown:
+        raise ValidationError(f"rule.{sorted(unknown)[0]}", "unknown field")
+    method = data.get("method", ANY_METHOD)
+    if method != ANY_METHOD and method not in METHODS:
+        raise ValidationError("rule.method", f"must be '*' or one of {', '.join(METHODS)}; got {method!r}")
+    when = data.get("when", "before")
+    if when not in WHEN:
+        raise ValidationError("rule.when", f"must be 'before' or 'after'; got {when!r}")
+    kind = data.get("kind")
+    if isinstance(kind, str) and kind.isdigit():
+        kind = int(kind)
+    if kind not in KINDS or isinstance(kind, bool):
+        raise ValidationError("rule.kind", f"must be one of {', '.join(map(str, KINDS))}; got {kind!r}")
+    count = data.get("count", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValidationError("rule.count", f"must be a positive integer; got {count!r}")
+    seconds = data.get("seconds", 0.0)
+    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds <= 3600:
+        raise ValidationError("rule.seconds", f"must be a number of seconds in [0, 3600]; got {seconds!r}")
+    if kind == "delay" and not seconds:
+        raise ValidationError("rule.seconds", "a delay needs a positive number of seconds")
+    return FaultRule(method, when, kind, count, float(seconds))
+
+
+class FaultPlan:
+    """Decides, per request, whether and how it fails; counts what happened.
+
+    Targeted rules are consumed first, in the order they were added; otherwise a fault is drawn
+    with probability ``rate`` (``seed`` makes the draws repeatable for one request order).
+    """
+
+    def __init__(self, rate: float = 0.0, seed: int | None = None) -> None:
+        if not 0.0 <= rate <= 1.0:
+            raise ValidationError("fault_rate", f"must be within [0, 1]; got {rate}")
+        self.rate = rate
+        self.seed = seed
+        self._random = random.Random(seed)
+        self._lock = threading.Lock()
+        self._rules: list[FaultRule] = []
+        self._requests: Counter[str] = Counter()
+        self._answers: defaultdict[str, Counter[str]] = defaultdict(Counter)
+        self._faults: defaultdict[str, Counter[str]] = defaultdict(Counter)
+
+    def add(self, rules: Iterable[FaultRule]) -> None:
+        with self._lock:
+            self._rules.extend(rules)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._rules.clear()
+
+    def rules(self) -> list[dict[str, Any]]:
+        with self._lock:
+            return [rule.to_json() for rule in self._rules]
+
+    def decide(self, method: str) -> Fault | None:
+        """Count the request and say what happens to it (None: nothing)."""
+        with self._lock:
+            self._requests[method] += 1
+            fault = self._targeted(method) or self._drawn()
+            if fault is not None:
+                self._faults[method][fault.label] += 1
+            return fault
+
+    def _targeted(self, method: str) -> Fault | None:
+        for rule in self._rules:
+            if rule.method in (ANY_METHOD, method):
+                rule.count -= 1
+                if rule.count == 0:
+                    self._rules.remove(rule)
+                return Fault(rule.kind, rule.when, rule.seconds)
+        return None
+
+    def _drawn(self) -> Fault | None:
+        if self.rate <= 0 or self._random.random() >= self.rate:
+            return None
+        return Fault(self._random.choice(RANDOM_KINDS), self._random.choice(WHEN))
+
+    def record_answer(self, method: str, status: int) -> None:
+        """The status the service itself answered (before any fault replaced the answer)."""
+        with self._lock:
+            self._answers[method][str(status)] += 1
+
+    def stats(self) -> dict[str, Any]:
+        """Counters since start; ``created`` is the number of creates the service applied."""
+        with self._lock:
+            created = sum(n for status, n in self._answers["jobs.create"].items() if status.startswith("2"))
+            return {
+                "fault_rate": self.rate,
+                "fault_seed": self.seed,
+                "created": created,
+                "requests": dict(self._requests),
+                "answers": {method: dict(counts) for method, counts in self._answers.items() if counts},
+                "faults": {method: dict(counts) for method, counts in self._faults.items() if counts},
+                "faults_injected": sum(sum(counts.values()) for counts in self._faults.values()),
+                "rules": [rule.to_json() for rule in self._rules],
+            }
+
+
+class FaultInjection:
+    """ASGI middleware wrapping the whole service app (outermost, so it owns the connection).
+
+    ``admin`` enables ``POST``/``DELETE /_faults`` (targeted faults); ``GET /_stats`` and
+    ``GET /_faults`` are read-only and always served while the middleware is installed.
+    """
+
+    def __init__(self, app: ASGIApp, plan: FaultPlan, *, admin: bool = False) -> None:
+        self.app = app
+        self.plan = plan
+        self.admin = admin
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        verb, path = scope["method"], scope["path"]
+        if path in ("/_faults", "/_stats"):
+            await self._admin(verb, path, receive, send)
+            return
+        method = api_method(verb, path)
+        if method is None:
+            await self.app(scope, receive, send)
+            return
+        fault = self.plan.decide(method)
+        if fault is not None and fault.when == "before":
+            if fault.kind != "delay":
+                await _inject(fault, send)
+                return
+            await asyncio.sleep(fault.seconds)
+            fault = None
+        held: list[Message] = []
+
+        async def answer(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                self.plan.record_answer(method, int(message["status"]))
+            if fault is None:
+                await send(message)
+            else:
+                held.append(message)
+
+        await self.app(scope, receive, answer)
+        if fault is None:
+            return
+        if fault.kind == "delay":
+            if not await _client_left(receive, fault.seconds):
+                for message in held:
+                    await send(message)
+            return
+        await _inject(fault, send)
+
+    async def _admin(self, verb: str, path: str, receive: Receive, send: Send) -> None:
+        if path == "/_stats" and verb == "GET":
+            await _json(send, 200, self.plan.stats())
+            return
+        if path == "/_faults" and verb == "GET":
+            await _json(send, 200, {"rules": self.plan.rules()})
+            return
+        if path == "/_faults" and verb in ("POST", "DELETE"):
+            if not self.admin:
+                await _error(send, 403, "fault admin is off: start aip-local serve with --fault-admin")
+                return
+            if verb == "DELETE":
+                self.plan.clear()
+            else:
+                try:
+                    body = json.loads(await _read_body(receive) or b"{}")
+                    listed = body.get("rules", [body]) if isinstance(body, dict) else body
+                    if not isinstance(listed, list):
+                        raise ValidationError("rules", "must be a list of rules")
+                    rules = [parse_rule(item) for item in listed]
+                except ValueError as exc:  # ValidationError is a ValueError too
+                    await _error(send, 400, str(exc))
+                    return
+                self.plan.add(rules)
+            await _json(send, 200, {"rules": self.plan.rules()})
+            return
+        await _error(send, 405, f"{verb} {path} is not supported")
+
+
+async def _client_left(receive: Receive, seconds: float) -> bool:
+    """Hold for ``seconds``, or less if the client goes away (a killed client frees the server)."""
+
+    async def disconnected() -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    try:
+        await asyncio.wait_for(disconnected(), seconds)
+    except TimeoutError:
+        return False
+    return True
+
+
+async def _read_body(receive: Receive) -> bytes:
+    chunks = []
+    while True:
+        message = await receive()
+        chunks.append(message.get("body", b""))
+        if not message.get("more_body"):
+            return b"".join(chunks)
+
+
+async def _json(send: Send, status: int, payload: Any) -> None:
+    body = json.dumps(payload).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
+
+
+async def _error(send: Send, status: int, message: str) -> None:
+    error = {"code": status, "message": message, "status": _GOOGLE_STATUS.get(status, "FAILED_PRECONDITION")}
+    await _json(send, status, {"error": error})
+
+
+class ConnectionDropped(Exception):
+    """Raised where the server gives no way to close the connection (in-process test clients)."""
+
+
+async def _inject(fault: Fault, send: Send) -> None:
+    if isinstance(fault.kind, int):
+        message = f"Injected fault ({fault.label}): the local training service answers {fault.kind}."
+        await _error(send, fault.kind, message)
+        return
+    # ASGI has no message for "close without answering"; uvicorn's send is a bound method of its
+    # request cycle, which holds the connection's transport. Close it (FIN) or reset it (RST).
+    transport = getattr(getattr(send, "__self__", None), "transport", None)
+    if transport is None:
+        raise ConnectionDropped(f"injected fault {fault.label}")
+    if fault.kind == "reset":
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        transport.abort()
+    else:
+        transport.close()
+    # Let the server notice the connection is gone, so it does not try to answer on it.
+    for _ in range(3):
+        await asyncio.sleep(0)

@@ -1,0 +1,273 @@
+"""`make reliability`: run the reliability and security tests many times and measure what was lost.
+
+Each row of RELIABILITY.md's measured table comes from here: the example pipeline N times against
+``aip-local serve --fault-rate 0.2``, and the other reliability tests (faulty creates, crashes,
+kills, the real triggerer, bad input, security, staging races) repeated, each a pytest run of its
+own so the tiers' fixtures start and stop as they do in ``make test``. Figures are counted from
+pytest's JUnit XML and from the JSON reports the tests write when AIP_RELIABILITY_REPORT is set.
+
+    python scripts/reliability.py --runs 20 --repeats 3 --write   # rewrites RELIABILITY.md's table
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ElementTree
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+RELIABILITY_MD = REPO / "RELIABILITY.md"
+BEGIN, END = "<!-- measured:begin -->", "<!-- measured:end -->"
+
+
+@dataclass
+class Outcome:
+    """What repeated pytest runs of one selection gave."""
+
+    cases: int = 0
+    passed: int = 0
+    failed: int = 0
+    xfailed: int = 0
+    seconds: float = 0.0
+    reports: list[Any] = field(default_factory=list)
+
+    @property
+    def lost(self) -> int:
+        return self.failed
+
+
+def run_pytest(selection: list[str], repeats: int, env: dict[str, str] | None = None) -> Outcome:
+    """Run ``pytest selection`` ``repeats`` times; count test outcomes and collect JSON reports."""
+    outcome = Outcome()
+    for _ in range(repeats):
+        with tempfile.TemporaryDirectory(prefix="aip-reliability-") as tmp:
+            junit, report = Path(tmp) / "junit.xml", Path(tmp) / "report.json"
+            argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"--junitxml={junit}"]
+            started = time.monotonic()
+            done = subprocess.run(
+                argv + selection,
+                cwd=REPO,
+                env={**os.environ, **(env or {}), "AIP_RELIABILITY_REPORT": str(report)},
+                capture_output=True,
+                text=True,
+            )
+            outcome.seconds += time.monotonic() - started
+            if not junit.exists():
+                raise RuntimeError(
+                    f"pytest {selection} produced no result:\n{done.stdout[-3000:]}{done.stderr[-3000:]}"
+                )
+            _count(ElementTree.parse(junit).getroot(), outcome)
+            if done.returncode not in (0, 1):
+                raise RuntimeError(
+                    f"pytest {selection} could not run ({done.returncode}):\n{done.stdout[-3000:]}"
+                )
+            if report.exists():
+                outcome.reports.append(json.loads(report.read_text()))
+            if done.returncode:
+                print(done.stdout[-5000:], file=sys.stderr)
+    return outcome
+
+
+def _count(root: ElementTree.Element, outcome: Outcome) -> None:
+    for case in root.iter("testcase"):
+        outcome.cases += 1
+        skipped = case.find("skipped")
+        if case.find("failure") is not None or case.find("error") is not None:
+            outcome.failed += 1
+        elif skipped is not None and "xfail" in (skipped.get("type", "") + skipped.get("message", "")):
+            outcome.xfailed += 1
+        elif skipped is None:
+            outcome.passed += 1
+
+
+def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
+    outcome = run_pytest(
+        ["tests/integration/test_reliability_pipeline.py"], 1, {"AIP_RELIABILITY_RUNS": str(runs)}
+    )
+    if not outcome.reports:
+        raise RuntimeError("the fault-rate pipeline test wrote no report")
+    report = outcome.reports[0]
+    results = report["runs"]
+    succeeded = sum(r["state"] == "success" and r.get("manifests") == 1 for r in results)
+    duplicates = sum(max(0, len(r["jobs"]) - 1) for r in results)
+    missing = sum(len(r["jobs"]) == 0 for r in results)
+    creates = sum(r["creates_applied"] for r in results)
+    faults = report["service"]["faults"]
+    kinds = Counter(label for counts in faults.values() for label, n in counts.items() for _ in range(n))
+    on_creates = sum((faults.get("jobs.create") or {}).values())
+    after_creates = sum(
+        n for label, n in (faults.get("jobs.create") or {}).items() if label.startswith("after")
+    )
+    calls = sum(r.get("calls", 0) for r in results)
+    detail = {
+        "runs": runs,
+        "succeeded": succeeded,
+        "jobs_created": creates,
+        "duplicates": duplicates,
+        "missing": missing,
+        "calls": calls,
+        "faults": sum(kinds.values()),
+        "faults_on_create": on_creates,
+        "faults_after_create": after_creates,
+        "kinds": dict(sorted(kinds.items())),
+        "seed": report["seed"],
+        "seconds_per_run": round(sum(r.get("seconds", 0) for r in results) / max(1, len(results)), 1),
+    }
+    row = [
+        "Example pipeline (`dag.test()`) against `aip-local serve --fault-rate 0.2`: "
+        f"{detail['faults']} faults injected in {calls} ml v1 calls ({on_creates} on creates, "
+        f"{after_creates} of them after the create was applied)",
+        f"{runs} runs",
+        f"{succeeded}/{runs} succeeded; {creates} jobs for {runs} submits; "
+        f"duplicates {duplicates}, missing {missing}",
+        "`make reliability` (or `AIP_RELIABILITY_RUNS=20 pytest "
+        "tests/integration/test_reliability_pipeline.py`)",
+    ]
+    return row, detail
+
+
+def repeated_row(
+    what: str, selection: list[str], repeats: int, command: str
+) -> tuple[list[str], dict[str, Any]]:
+    outcome = run_pytest(selection, repeats)
+    lost = f"{outcome.lost} failed" if outcome.lost else "nothing"
+    known = f", {outcome.xfailed} known gap (xfail)" if outcome.xfailed else ""
+    row = [
+        what,
+        f"{outcome.cases} cases ({repeats}x)",
+        f"{outcome.passed}/{outcome.cases} passed{known}; lost: {lost}",
+        command,
+    ]
+    detail = {
+        "cases": outcome.cases,
+        "passed": outcome.passed,
+        "failed": outcome.failed,
+        "xfailed": outcome.xfailed,
+    }
+    if outcome.reports:
+        detail["reports"] = outcome.reports
+    return row, detail
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="pipeline runs at a 20%% fault rate")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions of every other selection")
+    parser.add_argument("--staging-repeats", type=int, default=10, help="repetitions of the staging races")
+    parser.add_argument(
+        "--write", action="store_true", help=f"rewrite the measured table in {RELIABILITY_MD.name}"
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    rows, details = [], {}
+
+    def add(name: str, made: tuple[list[str], dict[str, Any]]) -> None:
+        rows.append(made[0])
+        details[name] = made[1]
+        print(f"{name}: {made[0][2]}", flush=True)
+
+    add("pipeline_faults", pipeline_row(args.runs))
+    add(
+        "create_faults",
+        repeated_row(
+            "Faulty `jobs.create` (429/500/503/drop/reset, before or after applied; if_exists "
+            "adopt/new/fail), a create failing 6 times, SIGKILL between create and XCom push then "
+            "retry, FAILED then retry",
+            ["tests/integration/test_reliability_faults.py"],
+            args.repeats,
+            "`pytest tests/integration/test_reliability_faults.py`",
+        ),
+    )
+    add(
+        "kill_worker",
+        repeated_row(
+            "SIGTERM to a task waiting in the worker (a `dag.test()` process): job CANCELLED by `on_kill`",
+            ["tests/integration/test_reliability_kill.py"],
+            args.repeats,
+            "`pytest tests/integration/test_reliability_kill.py`",
+        ),
+    )
+    add(
+        "e2e",
+        repeated_row(
+            "`airflow standalone`: pipeline deferred to the real triggerer; user marks a worker-waiting "
+            "and a deferred task failed (REST API); secrets in stored task logs",
+            ["tests/e2e"],
+            args.repeats,
+            "`pytest tests/e2e`",
+        ),
+    )
+    add(
+        "bad_input",
+        repeated_row(
+            "Bad-input table: job IDs, every trainingInput rule, hyperparameters, URIs, buckets, "
+            "package trees, export destinations, config files",
+            ["tests/unit/test_bad_input_table.py"],
+            1,
+            "`pytest tests/unit/test_bad_input_table.py`",
+        ),
+    )
+    add(
+        "security",
+        repeated_row(
+            "Loopback binding, ids in paths, per-job work dirs, keys/tokens/flagged args out of XCom, "
+            "rendered fields and manifest",
+            ["tests/integration/test_security.py"],
+            args.repeats,
+            "`pytest tests/integration/test_security.py`",
+        ),
+    )
+    add(
+        "staging",
+        repeated_row(
+            "Staging races: two stagers of one package, stagers of different bytes, "
+            "checksum mismatch removed",
+            ["tests/integration/test_staging.py", "-k", "concurrent or checksum"],
+            args.staging_repeats,
+            "`pytest tests/integration/test_staging.py -k 'concurrent or checksum'`",
+        ),
+    )
+    table = render(rows, details, time.monotonic() - started)
+    print(table)
+    if args.write:
+        text = RELIABILITY_MD.read_text()
+        head, _, rest = text.partition(BEGIN)
+        _, _, tail = rest.partition(END)
+        RELIABILITY_MD.write_text(f"{head}{BEGIN}\n{table}\n{END}{tail}")
+    return (
+        0
+        if all(d.get("failed", 0) == 0 for d in details.values())
+        and details["pipeline_faults"]["succeeded"] == args.runs
+        else 1
+    )
+
+
+def render(rows: list[list[str]], details: dict[str, Any], seconds: float) -> str:
+    lines = ["| What was tried | How many times | What was lost | Reproduce |", "|---|---|---|---|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    kills = [r.get("kill_to_cancelled_seconds") for r in details["kill_worker"].get("reports", [])]
+    e2e = [r.get("kill_to_cancelled_seconds") for r in details["e2e"].get("reports", [])]
+    pipeline = details["pipeline_faults"]
+    lines += [
+        "",
+        f"Measured {time.strftime('%Y-%m-%d')} in {seconds / 60:.0f} min on this machine "
+        f"(`python scripts/reliability.py --runs {pipeline['runs']}`).",
+        f"- Faults drawn in the pipeline runs, by kind: {pipeline['kinds']} (seed {pipeline['seed']}; "
+        f"{pipeline['seconds_per_run']} s per run).",
+        f"- Kill to CANCELLED, task waiting in the worker (poll interval 2 s): {kills} s.",
+        f"- Kill to CANCELLED under airflow standalone (poll interval 2 s): {e2e} s.",
+    ]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,184 @@
+"""The e2e tier: a real Airflow (``airflow standalone``: scheduler, triggerer, dag-processor,
+api-server) on the local training service, driven through Airflow's REST API.
+
+What ``dag.test()`` cannot prove is proved here: the trigger loads from the installed package in
+the real triggerer, a user's kill reaches the job through the supervisor and the triggerer, and
+the task logs Airflow stores are masked. One stack per session, in a temporary AIRFLOW_HOME,
+on 127.0.0.1 and free ports; stopped by PID (whole process groups) at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_aip.local.gcs import free_port
+from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
+from tests.fixtures.local_service import stage_trainer, storage_client
+
+E2E_DAGS = Path(__file__).resolve().parent / "dags"
+TOKEN_SECRET = "token-marker-e2e-41d7a2"
+FLAGGED_SECRET = "flagged-marker-e2e-93c0b5"
+KEY_SECRET = "PRIVATE-KEY-MARKER-e2e-6f1e0d"
+PROJECT = "e2e-project"
+TERMINAL_RUN_STATES = {"success", "failed"}
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: runs a real Airflow (airflow standalone) on the local services")
+
+
+@dataclass
+class AirflowStack:
+    """The running stack: Airflow's REST API, the training service, the staged test trainer."""
+
+    api: httpx.Client
+    home: Path
+    log: Path
+    ml_url: str
+    gcs_url: str
+    bucket: str
+    package_uri: str
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.api.get(path, params=params).raise_for_status().json()
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        """Unpause the DAG (DAGs start paused: no scheduled run sneaks in) and trigger one run."""
+        self.api.patch(f"dags/{dag_id}", json={"is_paused": False}).raise_for_status()
+        body = {"logical_date": None, "conf": conf}
+        run = self.api.post(f"dags/{dag_id}/dagRuns", json=body).raise_for_status().json()
+        return str(run["dag_run_id"])
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        listed = self.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in listed["task_instances"]}
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 300) -> str:
+        deadline = time.monotonic() + timeout
+        while (state := self.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]) not in TERMINAL_RUN_STATES:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"{dag_id} {run_id} still {state} after {timeout}s: {self.task_states(dag_id, run_id)}"
+                )
+            time.sleep(1)
+        return str(state)
+
+    def task_records(
+        self, dag_id: str, run_id: str, task_id: str, try_number: int = 1
+    ) -> list[dict[str, Any]]:
+        """The task's log as Airflow stored it (what a user reads in the UI), trigger's part included."""
+        path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}"
+        answer = self.api.get(path, params={"full_content": True}, headers={"Accept": "application/json"})
+        content = answer.raise_for_status().json()["content"]
+        return [item if isinstance(item, dict) else {"event": str(item)} for item in content]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        return "\n".join(json.dumps(r) for r in self.task_records(dag_id, run_id, task_id, try_number))
+
+
+def _wait_until_ready(
+    api: httpx.Client, dag_ids: list[str], proc: subprocess.Popen[bytes], log: Path
+) -> None:
+    deadline = time.monotonic() + 240
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited ({proc.returncode}); see {log}")
+        try:
+            health = api.get("monitor/health").json()
+            healthy = all(
+                (health.get(part) or {}).get("status") == "healthy"
+                for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+            )
+            parsed = all(api.get(f"dags/{dag_id}").status_code == 200 for dag_id in dag_ids)
+            if healthy and parsed:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"airflow standalone not ready within 240s; see {log}")
+        time.sleep(1)
+
+
+@pytest.fixture(scope="session")
+def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
+    home = tmp_path_factory.mktemp("airflow-e2e")
+    log = home / "stack.log"
+    with local_service(home / "aip-local", log) as service_env:
+        gcs_url = service_env["STORAGE_EMULATOR_HOST"]
+        trainer = stage_trainer(gcs_url, home / "sdist")
+        bucket = storage_client(gcs_url).create_bucket(f"aip-e2e-{os.getpid()}-{int(time.time())}")
+        port = free_port()
+        bundles = [
+            {
+                "name": "dags-folder",
+                "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                "kwargs": {},
+            },
+            {
+                "name": "aip-e2e",
+                "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+                "kwargs": {"path": str(E2E_DAGS)},
+            },
+        ]
+        keyfile = {
+            "type": "service_account",
+            "project_id": PROJECT,
+            "private_key": f"-----BEGIN PRIVATE KEY-----\n{KEY_SECRET}\n-----END PRIVATE KEY-----\n",
+            "client_email": "trainer@e2e-project.iam.gserviceaccount.com",
+        }
+        connection = {
+            "conn_type": "google_cloud_platform",
+            "extra": {"project": PROJECT, "keyfile_dict": keyfile},
+        }
+        env = {
+            **airflow_env(home),
+            **service_env,
+            "AIRFLOW__API__PORT": str(port),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+            "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+            "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+            "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
+                {"conn_type": "google_cloud_platform", "extra": {"project": PROJECT}}
+            ),
+            "AIRFLOW_CONN_AIP_SECRET_CONN": json.dumps(connection),
+            "AIRFLOW_VAR_AIP_API_TOKEN": TOKEN_SECRET,
+            "AIP_E2E_FLAGGED_SECRET": FLAGGED_SECRET,
+            "AIP_EXAMPLE_BUCKET": bucket.name,
+        }
+        migrate(env, log)
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                ["airflow", "standalone"],
+                env=env,
+                cwd=REPO,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2/", timeout=30)
+        try:
+            _wait_until_ready(api, ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets"], proc, log)
+            yield AirflowStack(
+                api=api,
+                home=home,
+                log=log,
+                ml_url=service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"],
+                gcs_url=gcs_url,
+                bucket=bucket.name,
+                package_uri=trainer.package_uri,
+            )
+        finally:
+            api.close()
+            stop_group(proc, timeout=60)

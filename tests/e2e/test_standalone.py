@@ -1,0 +1,159 @@
+"""The example pipeline, a user's kill and secret masking under a real scheduler and triggerer.
+
+Runs are triggered and killed through Airflow's REST API, as a user would from the UI.
+``AIP_RELIABILITY_REPORT`` (a JSON file) receives the kill-to-CANCELLED times, a figure for
+RELIABILITY.md, never an assertion.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack
+from tests.fixtures.local_service import log_entries, ml_client, storage_client
+
+pytestmark = pytest.mark.e2e
+
+
+def _job(stack: AirflowStack, project: str, job_id_prefix: str) -> dict[str, Any] | None:
+    listed = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()
+    jobs = [job for job in listed.get("jobs", []) if job["jobId"].startswith(job_id_prefix)]
+    assert len(jobs) <= 1, jobs
+    return jobs[0] if jobs else None
+
+
+def _wait(condition: Any, what: str, timeout: float = 240) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout}s")
+        time.sleep(0.5)
+    return found
+
+
+def test_pipeline_defers_to_the_installed_trigger_and_exports(airflow_stack: AirflowStack) -> None:
+    stack = airflow_stack
+    project = f"e2e-{uuid.uuid4().hex[:8]}"
+    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 2, "max_parallel_trials": 2}
+    run_id = stack.trigger("aip_training_pipeline", conf)
+
+    state = stack.wait_for_run("aip_training_pipeline", run_id)
+
+    assert state == "success", stack.task_states("aip_training_pipeline", run_id)
+    jobs = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()["jobs"]
+    records = stack.task_records("aip_training_pipeline", run_id, "tune")
+    events = [r.get("event", "") for r in records]
+    # The task deferred; the triggerer ran TrainingJobTrigger (imported from the installed
+    # package by its classpath) until the job ended; then the task resumed in a worker.
+    assert "Pausing task as DEFERRED. " in events
+    from_trigger = [
+        r["event"] for r in records if r.get("logger") == "airflow_aip.triggers.training.TrainingJobTrigger"
+    ]
+    assert f"Training job {jobs[0]['jobId']} is SUCCEEDED" in from_trigger
+    assert "Trigger fired event" in events[events.index("Pausing task as DEFERRED. ") :]
+    assert "Pushing xcom" in events[events.index("Trigger fired event") :]
+    assert [job["state"] for job in jobs] == ["SUCCEEDED"]
+    bucket = storage_client(stack.gcs_url).bucket(stack.bucket)
+    manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
+    assert [name for name in manifests if jobs[0]["jobId"] in name]
+
+
+def test_user_kill_cancels_the_job_in_the_worker_and_in_the_triggerer(airflow_stack: AirflowStack) -> None:
+    stack = airflow_stack
+    project = f"e2e-kill-{uuid.uuid4().hex[:6]}"
+    conf = {"project_id": project, "package_uri": stack.package_uri, "job_dir": f"gs://{stack.bucket}/kill"}
+    run_id = stack.trigger("aip_e2e_kill", conf)
+    waiting = {"wait_in_worker": "running", "wait_deferred": "deferred"}
+    prefixes = {task_id: f"aip_e2e_kill_{task_id}" for task_id in waiting}
+
+    def all_waiting() -> bool:
+        states = stack.task_states("aip_e2e_kill", run_id)
+        if any(states.get(task_id) != state for task_id, state in waiting.items()):
+            return False
+        return all((job := _job(stack, project, p)) and job["state"] == "RUNNING" for p in prefixes.values())
+
+    _wait(all_waiting, "running jobs with one task running and one deferred")
+    killed_at = {}
+    for task_id in waiting:
+        path = f"dags/aip_e2e_kill/dagRuns/{run_id}/taskInstances/{task_id}"
+        stack.api.patch(path, json={"new_state": "failed"}).raise_for_status()
+        killed_at[task_id] = time.monotonic()
+
+    ended: dict[str, tuple[dict[str, Any], float]] = {}
+    deadline = time.monotonic() + 240
+    while len(ended) < len(prefixes):  # both jobs watched at once, so each time is its own
+        for task_id, prefix in prefixes.items():
+            job = _job(stack, project, prefix)
+            if task_id not in ended and job and job["state"] not in ("RUNNING", "CANCELLING"):
+                ended[task_id] = job, round(time.monotonic() - killed_at[task_id], 2)
+        if time.monotonic() > deadline:
+            pytest.fail(f"jobs still running 240 s after the kill: {sorted(set(prefixes) - set(ended))}")
+        time.sleep(0.2)
+    for task_id, (job, _) in ended.items():
+        assert job["state"] == "CANCELLED", (task_id, job)
+        lines = [
+            e["textPayload"]
+            for e in log_entries(stack.ml_url, project, job["jobId"], 'resource.labels.task_name="service"')
+        ]
+        assert any("cancel requested by the user" in line for line in lines), (task_id, lines)
+    cancelled_after = {task_id: seconds for task_id, (_, seconds) in ended.items()}
+    assert stack.wait_for_run("aip_e2e_kill", run_id) == "failed"
+    if os.environ.get("AIP_RELIABILITY_REPORT"):
+        figure = {"poll_interval": 2, "kill_to_cancelled_seconds": cancelled_after}
+        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(figure))
+
+
+@pytest.fixture(scope="module")
+def secrets_run(airflow_stack: AirflowStack) -> tuple[str, str]:
+    """One run of aip_e2e_secrets: (run id, project); its jobs got the secrets in their args."""
+    stack = airflow_stack
+    project = f"e2e-secrets-{uuid.uuid4().hex[:6]}"
+    conf = {
+        "project_id": project,
+        "package_uri": stack.package_uri,
+        "job_dir": f"gs://{stack.bucket}/secrets",
+    }
+    run_id = stack.trigger("aip_e2e_secrets", conf)
+    assert stack.wait_for_run("aip_e2e_secrets", run_id) == "success", stack.task_states(
+        "aip_e2e_secrets", run_id
+    )
+    jobs = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()["jobs"]
+    assert len(jobs) == 2
+    for job in jobs:  # the secrets did reach the jobs, so their absence from the logs means something
+        assert any(TOKEN_SECRET in arg and FLAGGED_SECRET in arg for arg in job["trainingInput"]["args"])
+    return run_id, project
+
+
+LEAK = (
+    "TrainingJobTrigger relays the job's log lines from the triggerer, which never learnt the values "
+    "the task masked (a Variable, mask_secret): see RELIABILITY.md, 'Known gaps'"
+)
+
+
+@pytest.mark.parametrize(
+    "task_id",
+    [
+        "submit_in_worker",
+        "export_submit_in_worker",
+        "export_submit_deferred",
+        pytest.param("submit_deferred", marks=pytest.mark.xfail(reason=LEAK, strict=True)),
+    ],
+)
+def test_secrets_are_masked_in_the_task_logs_airflow_stores(
+    airflow_stack: AirflowStack, secrets_run: tuple[str, str], task_id: str
+) -> None:
+    run_id, _ = secrets_run
+    log = airflow_stack.task_log("aip_e2e_secrets", run_id, task_id)
+    if task_id.startswith("submit"):  # the job's output, with the secrets it printed, was relayed
+        assert "training with message=" in log
+    else:
+        assert "Exported" in log, log[-2000:]
+    for secret in (TOKEN_SECRET, FLAGGED_SECRET, KEY_SECRET):
+        assert secret not in log, secret

@@ -1,0 +1,235 @@
+"""Exactly one job per submit, whatever happens to the create call, on a real ``aip-local serve``.
+
+The service runs with ``--fault-admin``: each test aims faults at ``jobs.create`` (before the
+service sees it, or after it applied it so the client cannot know), kills the submitting task
+process between the create and its XCom push, or lets the job fail first. The count is the
+service's own (``GET /_stats``: creates applied) and its job list.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from airflow_aip.local.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
+
+pytestmark = pytest.mark.integration
+PROJECT = "reliability-project"
+WHEN = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
+BASE_ID_TAIL = "_20260309_070501"
+
+
+@pytest.fixture(scope="module")
+def faulty_service(
+    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalService]:
+    """``aip-local serve --fault-admin``: no fault until a test asks for one."""
+    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
+        service = LocalService(tmp_path_factory.mktemp("aip-faults") / "data", fake_gcs.url).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def admin(service: LocalService, path: str, body: Any = None, method: str = "GET") -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(service.url + path, data=data, method=method)
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def jobs_named(service: LocalService, prefix: str) -> list[dict[str, Any]]:
+    listed = (
+        ml_client(service.url)
+        .projects()
+        .jobs()
+        .list(parent=f"projects/{PROJECT}", filter=f"jobId:{prefix}*")
+        .execute()
+    )
+    return list(listed.get("jobs", []))
+
+
+class FakeTI:
+    """The task instance fields SubmitTrainingJobOperator reads; XComs land in a dict."""
+
+    def __init__(self, dag_id: str) -> None:
+        self.dag_id = dag_id
+        self.task_id = "submit"
+        self.run_id = "manual__2026-03-09T07:05:01+00:00"
+        self.map_index = -1
+        self.xcom: dict[str, Any] = {}
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        self.xcom[key] = value
+
+
+def submit(service: LocalService, trainer: StagedTrainer, dag_id: str, **kwargs: Any) -> dict[str, Any]:
+    from airflow_aip.operators.training import SubmitTrainingJobOperator
+
+    operator = SubmitTrainingJobOperator(
+        task_id="submit",
+        project_id=PROJECT,
+        training_input=trainer.training_input("succeed", job_dir=f"gs://{trainer.bucket}/out/{dag_id}"),
+        api_endpoint=service.url,
+        gcp_conn_id="aip_no_such_conn",
+        wait_for_completion=False,
+        **kwargs,
+    )
+    context = {"ti": FakeTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+    summary: dict[str, Any] = operator.execute(context)  # type: ignore[arg-type]
+    return summary
+
+
+@pytest.mark.parametrize("kind", [429, 500, 503, "drop", "reset"])
+@pytest.mark.parametrize(
+    ("when", "if_exists"),
+    [("before", "adopt"), ("after", "adopt"), ("after", "new"), ("after", "fail")],
+)
+def test_a_faulty_create_makes_exactly_one_job(
+    faulty_service: LocalService,
+    staged_trainer: StagedTrainer,
+    kind: int | str,
+    when: str,
+    if_exists: str,
+) -> None:
+    dag_id = f"faults_{uuid.uuid4().hex[:8]}"
+    created = admin(faulty_service, "_stats")["created"]
+    admin(faulty_service, "_faults", {"method": "jobs.create", "when": when, "kind": kind}, "POST")
+
+    summary = submit(faulty_service, staged_trainer, dag_id, if_exists=if_exists)
+
+    stats = admin(faulty_service, "_stats")
+    assert stats["rules"] == []  # the fault was injected
+    assert summary["job_id"] == f"{dag_id}_submit{BASE_ID_TAIL}"  # no _r2: our own job, recognised
+    assert [job["jobId"] for job in jobs_named(faulty_service, dag_id)] == [summary["job_id"]]
+    assert stats["created"] - created == 1
+
+
+def test_every_attempt_of_a_create_failing_is_an_error_and_no_job(
+    faulty_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    from airflow_aip.exceptions import ApiError
+
+    dag_id = f"faults_{uuid.uuid4().hex[:8]}"
+    admin(faulty_service, "_faults", {"method": "jobs.create", "kind": 503, "count": 6}, "POST")
+    with pytest.raises(ApiError) as err:
+        submit(faulty_service, staged_trainer, dag_id)
+    assert err.value.status == 503
+    assert jobs_named(faulty_service, dag_id) == []
+
+
+CRASHING_TASK = """
+import json, sys
+from datetime import datetime, timezone
+from types import SimpleNamespace
+from tests.integration.test_reliability_faults import FakeTI, WHEN
+from airflow_aip.operators.training import SubmitTrainingJobOperator
+
+endpoint, project, dag_id, training_input, xcom_file = sys.argv[1:]
+
+class RecordingTI(FakeTI):
+    def xcom_push(self, key, value):
+        with open(xcom_file, "a") as out:
+            out.write(json.dumps({key: value}) + "\\n")
+
+op = SubmitTrainingJobOperator(
+    task_id="submit", project_id=project, training_input=json.loads(training_input),
+    api_endpoint=endpoint, gcp_conn_id="aip_no_such_conn", wait_for_completion=False,
+)
+op.execute({"ti": RecordingTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)})
+"""
+
+
+def run_task(
+    service: LocalService, trainer: StagedTrainer, dag_id: str, xcom: Path
+) -> subprocess.Popen[bytes]:
+    """The submit task in a process of its own, as a worker runs it."""
+    training_input = trainer.training_input("succeed", job_dir=f"gs://{trainer.bucket}/out/{dag_id}")
+    argv = [sys.executable, "-c", CRASHING_TASK, service.url, PROJECT, dag_id, json.dumps(training_input)]
+    repo = Path(__file__).resolve().parents[2]
+    return subprocess.Popen([*argv, str(xcom)], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+
+
+def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
+    faulty_service: LocalService, staged_trainer: StagedTrainer, tmp_path: Path
+) -> None:
+    dag_id = f"crash_{uuid.uuid4().hex[:8]}"
+    xcom = tmp_path / "xcom.jsonl"
+    created = admin(faulty_service, "_stats")["created"]
+    # The service applies the create, then holds the answer: the task is killed while it waits.
+    admin(
+        faulty_service,
+        "_faults",
+        {"method": "jobs.create", "when": "after", "kind": "delay", "seconds": 120},
+        "POST",
+    )
+    task = run_task(faulty_service, staged_trainer, dag_id, xcom)
+    try:
+        deadline = time.monotonic() + 120
+        while not jobs_named(faulty_service, dag_id):
+            assert task.poll() is None, task.communicate()[0].decode()[-2000:]
+            assert time.monotonic() < deadline, "the create never reached the service"
+            time.sleep(0.1)
+        task.send_signal(signal.SIGKILL)
+    finally:
+        task.kill()
+        task.wait()
+    assert task.returncode == -signal.SIGKILL
+    assert not xcom.exists()  # the crash came before any XCom push: nobody knows the job
+
+    retry = run_task(faulty_service, staged_trainer, dag_id, xcom)
+    output = retry.communicate(timeout=300)[0].decode()
+    assert retry.returncode == 0, output[-3000:]
+
+    jobs = jobs_named(faulty_service, dag_id)
+    assert [job["jobId"] for job in jobs] == [f"{dag_id}_submit{BASE_ID_TAIL}"]
+    pushed = [json.loads(line) for line in xcom.read_text().splitlines()]
+    assert {"training_job_id": jobs[0]["jobId"]} in pushed
+    assert admin(faulty_service, "_stats")["created"] - created == 1
+
+
+def test_a_failed_job_then_a_retry_gives_r2(
+    faulty_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    from airflow_aip.exceptions import JobFailedError
+    from airflow_aip.operators.training import SubmitTrainingJobOperator
+
+    dag_id = f"failed_{uuid.uuid4().hex[:8]}"
+    context = {"ti": FakeTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+
+    def attempt() -> dict[str, Any]:
+        operator = SubmitTrainingJobOperator(
+            task_id="submit",
+            project_id=PROJECT,
+            training_input=staged_trainer.training_input("fail"),
+            api_endpoint=faulty_service.url,
+            gcp_conn_id="aip_no_such_conn",
+            poll_interval=0.5,
+        )
+        result: dict[str, Any] = operator.execute(context)  # type: ignore[arg-type]
+        return result
+
+    with pytest.raises(JobFailedError):
+        attempt()
+    with pytest.raises(JobFailedError):
+        attempt()
+
+    base = f"{dag_id}_submit{BASE_ID_TAIL}"
+    jobs = {job["jobId"]: job["state"] for job in jobs_named(faulty_service, dag_id)}
+    assert jobs == {base: "FAILED", f"{dag_id}_submit_20260309_070501_r2": "FAILED"}

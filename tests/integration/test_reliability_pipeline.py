@@ -1,0 +1,125 @@
+"""The example pipeline against ``aip-local serve --fault-rate 0.2``: it succeeds, and creates one job.
+
+One in five ml v1 calls (create, get, list, cancel, logs) fails with 429, 500 or 503, or its
+connection drops or resets, before or after the service applied it. Each run uses its own
+project, so "exactly one job" is the project's job list, checked against the service's own
+count of applied creates.
+
+``AIP_RELIABILITY_RUNS`` sets the number of runs (3 here; ``make reliability`` runs 20) and
+``AIP_RELIABILITY_REPORT`` a JSON file the measured figures are written to.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from airflow_aip.local.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, ml_client, storage_client
+
+pytestmark = pytest.mark.integration
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+FAULT_RATE = 0.2
+RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 3)
+SEED = int(os.environ.get("AIP_RELIABILITY_SEED") or random.randrange(1 << 30))
+
+
+@pytest.fixture(scope="module")
+def faulty_service(
+    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalService]:
+    settings = {"AIP_LOCAL_FAULT_RATE": str(FAULT_RATE), "AIP_LOCAL_FAULT_SEED": str(SEED)}
+    with mock.patch.dict(os.environ, settings):
+        service = LocalService(tmp_path_factory.mktemp("aip-faulty") / "data", fake_gcs.url).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def stats(service: LocalService) -> dict[str, Any]:
+    with urllib.request.urlopen(service.url + "_stats", timeout=30) as answer:
+        loaded: dict[str, Any] = json.loads(answer.read())
+        return loaded
+
+
+def through_faults(request: Callable[[], Any], attempts: int = 20) -> Any:
+    """The test's own reads meet the injected faults too: retry them (googleapiclient's retries
+    cover 5xx and 429 but not every dropped connection)."""
+    for attempt in range(attempts):
+        try:
+            return request().execute(num_retries=5)
+        except Exception:
+            if attempt == attempts - 1:
+                raise
+            time.sleep(0.2)
+    raise AssertionError("unreachable")
+
+
+def one_run(dag: Any, service: LocalService) -> dict[str, Any]:
+    """Run the pipeline once in a project of its own; what it created and what failed under it."""
+    project = f"rel-{uuid.uuid4().hex[:8]}"
+    bucket = storage_client(service.gcs_url).create_bucket(f"aip-rel-{uuid.uuid4().hex[:10]}")
+    before = stats(service)
+    started = time.monotonic()
+    run = dag.test(
+        run_conf={"bucket": bucket.name, "project_id": project, "max_trials": 2, "max_parallel_trials": 2}
+    )
+    seconds = round(time.monotonic() - started, 1)
+    after = stats(service)
+    listed = through_faults(
+        lambda: ml_client(service.url).projects().jobs().list(parent=f"projects/{project}")
+    )
+    manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
+    return {
+        "state": str(run.state),
+        "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()},
+        "jobs": [(job["jobId"], job["state"]) for job in listed.get("jobs", [])],
+        "creates_applied": after["created"] - before["created"],
+        "faults": after["faults_injected"] - before["faults_injected"],
+        "calls": sum(after["requests"].values()) - sum(before["requests"].values()),
+        "manifests": len(manifests),
+        "seconds": seconds,
+    }
+
+
+def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
+    faulty_service: LocalService, fake_gcs: FakeGcsServer, airflow_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", faulty_service.url)
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", faulty_service.url)
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+    dag = bag.dags["aip_training_pipeline"]
+
+    runs = []
+    for _ in range(RUNS):
+        try:
+            runs.append(one_run(dag, faulty_service))
+        except Exception as exc:  # counted as lost in the report, then failed below
+            runs.append({"state": "error", "error": repr(exc), "jobs": [], "creates_applied": 0, "faults": 0})
+
+    report = {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": stats(faulty_service)}
+    if os.environ.get("AIP_RELIABILITY_REPORT"):
+        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report, indent=1))
+    for number, result in enumerate(runs, 1):
+        where = f"run {number} of {RUNS} (seed {SEED}): {result}"
+        assert result["state"] == "success", where
+        assert len(result["jobs"]) == 1, where
+        assert result["jobs"][0][1] == "SUCCEEDED", where
+        assert result["creates_applied"] == 1, where
+        assert result["manifests"] == 1, where
+    assert sum(result["faults"] for result in runs) > 0  # the runs really met faults

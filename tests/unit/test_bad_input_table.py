@@ -1,0 +1,314 @@
+"""Every kind of bad input, through the operators a DAG author uses, fails before any side effect.
+
+One table: job IDs and prefixes, each trainingInput rule, hyperparameter specs, URIs and bucket
+names, package trees, export destinations and config files that are neither YAML nor JSON.
+Each row must raise ValidationError naming the field (PackagingError where a build fails), and
+the fakes at the HTTP boundary (the ml v1 API, Cloud Storage) must have seen no request, and no
+output directory may have been created.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from airflow_aip.exceptions import PackagingError, ValidationError
+from airflow_aip.hooks.storage import StorageHook
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.operators import (
+    BuildTrainerPackageOperator,
+    ExportArtifactsOperator,
+    StagePackagesOperator,
+    SubmitTrainingJobOperator,
+)
+from tests.unit.ml_fake import FakeMlApi
+
+WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
+TI = "trainingInput"
+HP = "trainingInput.hyperparameters"
+SUBMIT: dict[str, Any] = {
+    "task_id": "train",
+    "project_id": "proj",
+    "region": "us-central1",
+    "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
+    "python_module": "trainer.task",
+    "job_dir": "gs://bucket/out",
+    "api_endpoint": "http://127.0.0.1:8089/",
+    "gcp_conn_id": "aip_missing_conn",
+    "wait_for_completion": False,
+}
+PARAM = {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 1.0}
+Case = Callable[[Path], Any]
+
+
+class FakeTI:
+    dag_id, task_id, run_id, map_index = "dag", "train", "manual__2024-03-09T07:05:01+00:00", -1
+
+    def xcom_push(self, key: str, value: Any) -> None:
+        raise AssertionError(f"XCom {key} pushed for bad input")
+
+
+def context() -> Any:
+    return {"ti": FakeTI(), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+
+
+def submit(**overrides: Any) -> Case:
+    return lambda _: SubmitTrainingJobOperator(**{**SUBMIT, **overrides}).execute(context())
+
+
+def tuned(**spec: Any) -> Case:
+    return submit(hyperparameters={"goal": "MAXIMIZE", "params": [PARAM], **spec})
+
+
+def config_file(name: str, content: bytes) -> Case:
+    def run(tmp: Path) -> Any:
+        (tmp / name).write_bytes(content)
+        return submit(config=str(tmp / name))(tmp)
+
+    return run
+
+
+def stage(packages: Any, staging_uri: str = "gs://bucket/staging") -> Case:
+    def run(tmp: Path) -> Any:
+        resolved = [p.format(tmp=tmp) if isinstance(p, str) else p for p in packages]
+        (tmp / "pkg-1.0.tar.gz").write_bytes(b"sdist")
+        (tmp / "sub").mkdir(exist_ok=True)
+        (tmp / "sub" / "pkg-1.0.tar.gz").write_bytes(b"other sdist")
+        (tmp / "pkg.zip").write_bytes(b"zip")
+        return StagePackagesOperator(task_id="s", packages=resolved, staging_uri=staging_uri).execute(
+            context()
+        )
+
+    return run
+
+
+def build(tree: dict[str, str], package: str = "trainer", symlink: tuple[str, str] | None = None) -> Case:
+    """Write ``tree`` (relative path -> text) under tmp/src and build ``src/<package>``."""
+
+    def run(tmp: Path) -> Any:
+        for relative, text in tree.items():
+            path = tmp / "src" / relative
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+        if symlink:
+            (tmp / "src" / symlink[0]).symlink_to(symlink[1])
+        operator = BuildTrainerPackageOperator(
+            task_id="b", package_path=str(tmp / "src" / package), output_dir=str(tmp / "out")
+        )
+        return operator.execute(context())
+
+    return run
+
+
+def export(**overrides: Any) -> Case:
+    arguments = {"task_id": "e", "job_id": "job_1", "destination_uri": "gs://bucket/models", **overrides}
+    arguments.setdefault("project_id", "proj")
+    return lambda _: ExportArtifactsOperator(**arguments).execute(context())
+
+
+TABLE = [
+    # -- job IDs and prefixes -------------------------------------------------------------
+    pytest.param(submit(job_id="1st_job"), "job_id", id="job id starts with a digit"),
+    pytest.param(submit(job_id="my-job"), "job_id", id="job id with a hyphen"),
+    pytest.param(submit(job_id="j" * 129), "job_id", id="job id over 128 characters"),
+    pytest.param(submit(job_id=42), "job_id", id="job id not a string"),
+    pytest.param(submit(job_id_prefix=["a"]), "job_id_prefix", id="prefix not a string"),
+    pytest.param(submit(if_exists="replace"), "if_exists", id="if_exists unknown"),
+    pytest.param(submit(poll_interval=0), "poll_interval", id="poll interval zero"),
+    pytest.param(submit(wait_timeout=-5), "wait_timeout", id="negative wait timeout"),
+    # -- trainingInput rules --------------------------------------------------------------
+    pytest.param(submit(region=None), f"{TI}.region", id="region missing"),
+    pytest.param(submit(package_uris=None), f"{TI}.packageUris", id="no package"),
+    pytest.param(submit(python_module=None), f"{TI}.pythonModule", id="no module"),
+    pytest.param(submit(python_module="trainer-task"), f"{TI}.pythonModule", id="module not dotted name"),
+    pytest.param(
+        submit(package_uris=[f"gs://bucket/p{i}.tar.gz" for i in range(101)]),
+        f"{TI}.packageUris",
+        id="over 100 packages",
+    ),
+    pytest.param(submit(scale_tier="HUGE"), f"{TI}.scaleTier", id="unknown scale tier"),
+    pytest.param(submit(scale_tier="CUSTOM"), f"{TI}.masterType", id="CUSTOM without masterType"),
+    pytest.param(
+        submit(worker_count=2, worker_type="n1-standard-4"), f"{TI}.workerCount", id="workers outside CUSTOM"
+    ),
+    pytest.param(
+        submit(scale_tier="CUSTOM", master_type="n1-standard-4", worker_count=2),
+        f"{TI}.workerType",
+        id="workers without a type",
+    ),
+    pytest.param(
+        submit(scale_tier="CUSTOM", master_type="m", worker_count=-1),
+        f"{TI}.workerCount",
+        id="negative count",
+    ),
+    pytest.param(
+        submit(scheduling={"maxWaitTime": "60s"}),
+        f"{TI}.scheduling.maxWaitTime",
+        id="maxWaitTime under 1800s",
+    ),
+    pytest.param(
+        submit(scheduling={"maxWaitTime": "1h"}), f"{TI}.scheduling.maxWaitTime", id="duration not in seconds"
+    ),
+    pytest.param(
+        submit(scheduling={"maxRunningTime": "0s"}), f"{TI}.scheduling.maxRunningTime", id="maxRunningTime 0"
+    ),
+    pytest.param(submit(scheduling={"priority": 1001}), f"{TI}.scheduling.priority", id="priority over 1000"),
+    pytest.param(
+        submit(master_config={"imageUri": "gcr.io/p/image"}), f"{TI}.packageUris", id="container and package"
+    ),
+    pytest.param(
+        submit(master_config={"containerArgs": ["--x"]}),
+        f"{TI}.masterConfig.containerArgs",
+        id="container args without image",
+    ),
+    pytest.param(
+        submit(master_config={"acceleratorConfig": {"count": "0", "type": "NVIDIA_TESLA_T4"}}),
+        f"{TI}.masterConfig.acceleratorConfig.count",
+        id="zero accelerators",
+    ),
+    pytest.param(submit(service_account="trainer"), f"{TI}.serviceAccount", id="service account not email"),
+    pytest.param(submit(training_input={"epochs": 3}), f"{TI}.epochs", id="unknown field"),
+    pytest.param(submit(runtime_version=2.1), f"{TI}.runtimeVersion", id="runtime version as a float"),
+    pytest.param(submit(args="--epochs 2"), f"{TI}.args", id="args not a list"),
+    pytest.param(submit(labels={f"k{i}": "v" for i in range(65)}), "labels", id="over 64 labels"),
+    # -- hyperparameter specs -------------------------------------------------------------
+    pytest.param(submit(hyperparameters={"goal": "MAXIMIZE", "params": []}), f"{HP}.params", id="no params"),
+    pytest.param(
+        tuned(params=[{**PARAM, "minValue": 2.0}]), f"{HP}.params[0].minValue", id="min not below max"
+    ),
+    pytest.param(
+        tuned(params=[{**PARAM, "type": "INTEGER", "minValue": 0.5}]),
+        f"{HP}.params[0].minValue",
+        id="INTEGER bound not whole",
+    ),
+    pytest.param(
+        tuned(params=[{**PARAM, "minValue": 0, "scaleType": "UNIT_LOG_SCALE"}]),
+        f"{HP}.params[0].minValue",
+        id="log scale from zero",
+    ),
+    pytest.param(
+        tuned(params=[{"parameterName": "d", "type": "DISCRETE", "discreteValues": [1, 3, 2]}]),
+        f"{HP}.params[0].discreteValues[2]",
+        id="discrete values not increasing",
+    ),
+    pytest.param(
+        tuned(params=[{"parameterName": "c", "type": "CATEGORICAL", "categoricalValues": ["a", "a"]}]),
+        f"{HP}.params[0].categoricalValues[1]",
+        id="duplicate category",
+    ),
+    pytest.param(tuned(params=[PARAM, PARAM]), f"{HP}.params[1].parameterName", id="duplicate parameter"),
+    pytest.param(
+        tuned(params=[{"parameterName": "lr", "minValue": 0, "maxValue": 1}]),
+        f"{HP}.params[0].type",
+        id="parameter without type",
+    ),
+    pytest.param(
+        tuned(maxTrials=2, maxParallelTrials=3), f"{HP}.maxParallelTrials", id="parallel over max trials"
+    ),
+    pytest.param(tuned(maxTrials=0), f"{HP}.maxTrials", id="zero trials"),
+    pytest.param(tuned(algorithm="GRID_SEARCH"), f"{HP}.params[0].type", id="grid search over DOUBLE"),
+    pytest.param(tuned(hyperparameterMetricTag=""), f"{HP}.hyperparameterMetricTag", id="empty metric tag"),
+    pytest.param(tuned(goal="BIGGER"), f"{HP}.goal", id="unknown goal"),
+    # -- URIs and bucket names ------------------------------------------------------------
+    pytest.param(submit(job_dir="/local/out"), f"{TI}.jobDir", id="job dir not gs"),
+    pytest.param(submit(job_dir="gs://my-google-bucket/out"), f"{TI}.jobDir", id="bucket contains google"),
+    pytest.param(submit(package_uris=["gs://bucket"]), f"{TI}.packageUris[0]", id="package URI is a bucket"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "s3://bucket/x"), "staging_uri", id="staging not gs"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://ab/x"), "staging_uri", id="bucket too short"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://Bucket/x"), "staging_uri", id="bucket uppercase"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://goog-ml/x"), "staging_uri", id="bucket starts goog"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://10.0.0.1/x"), "staging_uri", id="bucket is an IP"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://bucket/a/../b"), "staging_uri", id="object with .."),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://bucket/a\x00b"), "staging_uri", id="object with NUL"),
+    pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://bucket//a"), "staging_uri", id="empty segment"),
+    # -- package trees and packages to stage ----------------------------------------------
+    pytest.param(build({}), "package_path", id="package dir missing"),
+    pytest.param(build({"trainer/task.py": ""}), "package_path", id="no __init__.py"),
+    pytest.param(
+        build({"my-trainer/__init__.py": ""}, "my-trainer"), "package_path", id="dir not identifier"
+    ),
+    pytest.param(
+        build({"trainer/__init__.py": ""}, symlink=("trainer/secrets", "/etc")),
+        "package_path",
+        id="symlink escapes the tree",
+    ),
+    pytest.param(
+        build({"trainer/__init__.py": "", "pyproject.toml": "[build-system\n"}),
+        "package_path",
+        id="pyproject not TOML",
+    ),
+    pytest.param(
+        build({"trainer/__init__.py": "", "setup.py": "raise SystemExit('broken setup.py')"}),
+        PackagingError,
+        id="setup.py fails",
+    ),
+    pytest.param(stage([]), "packages", id="no packages"),
+    pytest.param(stage(["{tmp}/pkg.zip"]), "packages[0]", id="package neither sdist nor wheel"),
+    pytest.param(stage(["{tmp}/missing-1.0.tar.gz"]), "packages[0]", id="package file missing"),
+    pytest.param(
+        stage(["{tmp}/pkg-1.0.tar.gz", "{tmp}/sub/pkg-1.0.tar.gz"]), "packages[1]", id="basename repeats"
+    ),
+    pytest.param(
+        stage([{"path": "{tmp}/pkg-1.0.tar.gz", "sha256": "0" * 64}]), "packages[0]", id="changed since built"
+    ),
+    # -- export destinations --------------------------------------------------------------
+    pytest.param(export(destination_uri="/local/models"), "destination_uri", id="destination not gs"),
+    pytest.param(export(destination_uri="gs://bucket/../x"), "destination_uri", id="destination with .."),
+    pytest.param(
+        export(champion_manifest_uri="gs://bucket"), "champion_manifest_uri", id="champion is a bucket"
+    ),
+    pytest.param(export(job_id="job 1"), "job_id", id="export job id with a space"),
+    # -- config files neither YAML nor JSON -----------------------------------------------
+    pytest.param(config_file("config.json", b'{"trainingInput": {'), "config", id="json file not JSON"),
+    pytest.param(config_file("config.yaml", b"trainingInput: [a\n"), "config", id="yaml file not YAML"),
+    pytest.param(config_file("config.yaml", b"\xff\xfe\x00binary"), "config", id="binary file"),
+    pytest.param(config_file("config.txt", b"just some words\n"), "config", id="plain text"),
+    pytest.param(config_file("config.yaml", b"- a\n- b\n"), "config", id="yaml list"),
+    pytest.param(config_file("config.yaml", b"trainingInputs: {}\n"), "config.trainingInputs", id="typo key"),
+    pytest.param(
+        config_file("config.yaml", b"trainingInput: [1, 2]\n"), "config.trainingInput", id="input a list"
+    ),
+    pytest.param(
+        config_file("config.yaml", b"labels: [team, ml]\n"), "config.labels", id="config labels a list"
+    ),
+    pytest.param(lambda tmp: submit(config=str(tmp / "absent.yaml"))(tmp), "config", id="config missing"),
+]
+
+
+class NoStorage:
+    """Cloud Storage at the boundary: any use at all is a failure of the row."""
+
+    def __init__(self) -> None:
+        self.touched: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        self.touched.append(name)
+        raise AssertionError(f"Cloud Storage used ({name}) for bad input")
+
+
+@pytest.mark.parametrize(("case", "expected"), TABLE)
+def test_bad_input_is_refused_before_any_side_effect(
+    case: Case, expected: str | type[Exception], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    api = FakeMlApi()
+    storage = NoStorage()
+    monkeypatch.setattr(TrainingJobHook, "_http", lambda self: api.httplib2())
+    monkeypatch.setattr(StorageHook, "client", property(lambda self: storage))
+
+    if isinstance(expected, str):
+        with pytest.raises(ValidationError) as err:
+            case(tmp_path)
+        assert err.value.field == expected, err.value
+        assert err.value.rule
+    else:
+        with pytest.raises(expected, match=r"broken setup\.py"):
+            case(tmp_path)
+
+    assert api.requests == []
+    assert storage.touched == []
+    assert not (tmp_path / "out").exists()

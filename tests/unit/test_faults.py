@@ -1,0 +1,249 @@
+"""Fault injection: the decisions (pure) and the middleware in front of the real API app.
+
+Requests go through the real ASGI app with FastAPI's TestClient and a service whose runner
+threads are not started, so "applied" means the job record exists in the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.local.api import create_app
+from airflow_aip.local.faults import (
+    ConnectionDropped,
+    Fault,
+    FaultInjection,
+    FaultPlan,
+    api_method,
+    parse_rule,
+)
+from airflow_aip.local.service import ServiceConfig, TrainingService
+
+JOBS = "/v1/projects/proj/jobs"
+
+
+def _body(job_id: str) -> dict[str, Any]:
+    return {
+        "jobId": job_id,
+        "trainingInput": {
+            "region": "us-central1",
+            "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
+            "pythonModule": "trainer.task",
+        },
+    }
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[TrainingService]:
+    svc = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
+    yield svc
+    svc.stop()
+
+
+def _client(service: TrainingService, plan: FaultPlan, admin: bool = True) -> TestClient:
+    return TestClient(FaultInjection(create_app(service), plan, admin=admin))
+
+
+@pytest.mark.parametrize(
+    ("verb", "path", "method"),
+    [
+        ("POST", "/v1/projects/p/jobs", "jobs.create"),
+        ("GET", "/v1/projects/p/jobs", "jobs.list"),
+        ("GET", "/v1/projects/p/jobs/j1", "jobs.get"),
+        ("POST", "/v1/projects/p/jobs/j1:cancel", "jobs.cancel"),
+        ("POST", "/v2/entries:list", "entries.list"),
+        ("GET", "/", None),
+        ("DELETE", "/v1/projects/p/jobs/j1", None),
+    ],
+)
+def test_requests_map_to_api_methods(verb: str, path: str, method: str | None) -> None:
+    assert api_method(verb, path) == method
+
+
+@pytest.mark.parametrize(
+    ("rule", "field"),
+    [
+        ({"method": "jobs.delete", "kind": 503}, "rule.method"),
+        ({"kind": 503, "when": "during"}, "rule.when"),
+        ({"kind": 404}, "rule.kind"),
+        ({"kind": True}, "rule.kind"),
+        ({"kind": 503, "count": 0}, "rule.count"),
+        ({"kind": "delay"}, "rule.seconds"),
+        ({"kind": 503, "colour": "red"}, "rule.colour"),
+        ([], "rule"),
+    ],
+)
+def test_bad_rules_name_the_field(rule: Any, field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        parse_rule(rule)
+    assert err.value.field == field
+
+
+def test_targeted_rules_apply_in_order_then_run_out() -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "jobs.create", "when": "after", "kind": "drop", "count": 2})])
+    plan.add([parse_rule({"kind": "429"})])
+    assert plan.decide("jobs.get") == Fault(429, "before")
+    assert plan.decide("jobs.create") == Fault("drop", "after")
+    assert plan.decide("jobs.create") == Fault("drop", "after")
+    assert plan.decide("jobs.create") is None
+    assert plan.rules() == []
+    stats = plan.stats()
+    assert stats["requests"] == {"jobs.get": 1, "jobs.create": 3}
+    assert stats["faults"] == {"jobs.get": {"before:429": 1}, "jobs.create": {"after:drop": 2}}
+    assert stats["faults_injected"] == 3
+
+
+def test_random_faults_follow_the_rate_and_the_seed() -> None:
+    never, always = FaultPlan(0.0, seed=1), FaultPlan(1.0, seed=1)
+    assert [never.decide("jobs.get") for _ in range(50)] == [None] * 50
+    drawn = [always.decide("jobs.get") for _ in range(200)]
+    assert all(fault is not None for fault in drawn)
+    assert {f.kind for f in drawn if f} == {429, 500, 503, "drop", "reset"}
+    assert {f.when for f in drawn if f} == {"before", "after"}
+    first, again = FaultPlan(0.2, seed=7), FaultPlan(0.2, seed=7)
+    assert [first.decide("jobs.get") for _ in range(50)] == [again.decide("jobs.get") for _ in range(50)]
+    plan = FaultPlan(0.2, seed=11)
+    hits = sum(plan.decide("jobs.get") is not None for _ in range(2000))
+    assert 300 < hits < 500  # binomial(2000, 0.2): mean 400, sd 18
+
+
+def test_rate_outside_zero_one_is_refused() -> None:
+    with pytest.raises(ValidationError) as err:
+        FaultPlan(1.5)
+    assert err.value.field == "fault_rate"
+
+
+def test_fault_before_never_reaches_the_service(service: TrainingService) -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "jobs.create", "when": "before", "kind": 503})])
+    client = _client(service, plan)
+    answer = client.post(JOBS, json=_body("j_before"))
+    assert answer.status_code == 503
+    assert answer.json()["error"]["status"] == "UNAVAILABLE"
+    assert client.get(f"{JOBS}/j_before").status_code == 404
+    assert client.get("/_stats").json()["created"] == 0
+
+
+@pytest.mark.parametrize("kind", [429, 500, 503])
+def test_fault_after_applies_the_create_but_answers_an_error(service: TrainingService, kind: int) -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "jobs.create", "when": "after", "kind": kind})])
+    client = _client(service, plan)
+    answer = client.post(JOBS, json=_body("j_after"))
+    assert answer.status_code == kind
+    assert client.get(f"{JOBS}/j_after").json()["state"] == "QUEUED"
+    retry = client.post(JOBS, json=_body("j_after"))
+    assert retry.status_code == 409
+    stats = client.get("/_stats").json()
+    assert stats["created"] == 1
+    assert stats["answers"]["jobs.create"] == {"200": 1, "409": 1}
+
+
+def test_drop_without_a_server_transport_raises(service: TrainingService) -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "jobs.create", "when": "after", "kind": "drop"})])
+    client = _client(service, plan)
+    with pytest.raises(ConnectionDropped):
+        client.post(JOBS, json=_body("j_drop"))
+    assert client.get(f"{JOBS}/j_drop").status_code == 200
+
+
+def test_delay_after_still_answers(service: TrainingService) -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "jobs.get", "when": "after", "kind": "delay", "seconds": 0.01})])
+    client = _client(service, plan)
+    assert client.post(JOBS, json=_body("j_delay")).status_code == 200
+    assert client.get(f"{JOBS}/j_delay").json()["jobId"] == "j_delay"
+
+
+def test_admin_routes(service: TrainingService) -> None:
+    closed = _client(service, FaultPlan(), admin=False)
+    assert closed.post("/_faults", json={"kind": 503}).status_code == 403
+    assert closed.get("/_faults").json() == {"rules": []}
+    assert closed.get("/_stats").status_code == 200
+
+    client = _client(service, FaultPlan())
+    listed = client.post("/_faults", json={"rules": [{"kind": 503}, {"kind": "reset", "when": "after"}]})
+    assert [r["kind"] for r in listed.json()["rules"]] == [503, "reset"]
+    bad = client.post("/_faults", json={"kind": 404})
+    assert bad.status_code == 400
+    assert "rule.kind" in bad.json()["error"]["message"]
+    assert client.delete("/_faults").json() == {"rules": []}
+    assert client.put("/_faults").status_code == 405
+    # Paths outside the API (the health check) never fail.
+    always = _client(service, FaultPlan(1.0))
+    assert always.get("/").status_code == 200
+
+
+# -- the client side: TrainingJobHook recognises its own create behind a lost answer ------------
+
+
+def _hook_on(api: Any) -> Any:
+    from airflow_aip.hooks.training import TrainingJobHook
+
+    hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint="http://127.0.0.1:9/")
+    hook.retry_max_wait = 0.001
+    hook._http = lambda: api.httplib2()  # type: ignore[method-assign]
+    return hook
+
+
+def _lose_the_answer_of_the_first_create(api: Any, create_time: str) -> None:
+    """The first create is applied (the job exists, created at ``create_time``) but answered 503."""
+
+    def applied_then_503(method: str, path: str) -> None:
+        if method == "POST" and not api.jobs:
+            api.jobs[("proj", "j1")] = {**_body("j1"), "state": "QUEUED", "createTime": create_time}
+            api.errors.append((503, "backend error"))
+
+    api.on_request = applied_then_503
+
+
+def test_hook_returns_its_own_job_when_the_create_answer_was_lost() -> None:
+    from datetime import datetime, timezone
+
+    from tests.unit.ml_fake import FakeMlApi
+
+    api = FakeMlApi()
+    _lose_the_answer_of_the_first_create(api, datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
+    job = _hook_on(api).create_job(_body("j1"))
+    assert job["jobId"] == "j1"
+    assert [m for m, _, _ in api.requests] == ["POST", "POST", "GET"]
+
+
+def test_hook_does_not_take_an_older_identical_job_for_its_own() -> None:
+    from airflow_aip.exceptions import JobAlreadyExistsError
+    from tests.unit.ml_fake import FakeMlApi
+
+    api = FakeMlApi()
+    _lose_the_answer_of_the_first_create(api, "2024-01-01T00:00:00.123456789Z")  # a previous try's job
+    with pytest.raises(JobAlreadyExistsError):
+        _hook_on(api).create_job(_body("j1"))
+    api.on_request = None
+    other = {**_body("j2"), "labels": {"team": "a"}}
+    api.errors.append((503, "backend error"))
+    api.jobs[("proj", "j2")] = {**_body("j2"), "state": "QUEUED"}  # same id, other labels: not ours
+    with pytest.raises(JobAlreadyExistsError):
+        _hook_on(api).create_job(other)
+
+
+def test_serve_flags_and_their_variables(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from airflow_aip.local.cli import build_parser, main
+
+    args = build_parser().parse_args(["serve", "--fault-rate", "0.2", "--fault-seed", "3"])
+    assert (args.fault_rate, args.fault_seed, args.fault_admin) == (0.2, 3, False)
+    assert build_parser().parse_args(["serve"]).fault_rate == 0.0  # off unless asked for
+    monkeypatch.setenv("AIP_LOCAL_FAULT_RATE", "0.5")
+    monkeypatch.setenv("AIP_LOCAL_FAULT_ADMIN", "1")
+    from_env = build_parser().parse_args(["serve"])
+    assert (from_env.fault_rate, from_env.fault_admin) == (0.5, True)
+    assert main(["serve", "--fault-rate", "1.5"]) == 2
+    assert "--fault-rate" in capsys.readouterr().err
