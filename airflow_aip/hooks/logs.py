@@ -30,18 +30,16 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tenacity import AsyncRetrying, Retrying
 
 from airflow_aip.exceptions import AipError, ApiError, ValidationError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID, ConnectionSettings, GoogleCloudBaseHook, load_credentials
+from airflow_aip.hooks.async_auth import AsyncAuthMixin
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, GoogleCloudBaseHook, load_credentials
 from airflow_aip.hooks.ml_http import (
     REQUEST_TIMEOUT,
     borrow_client,
     error_message,
     is_emulator,
-    refresh_lock,
     resolve_api_endpoint,
     resolve_endpoint,
     retry_policy,
-    share_auth,
-    shared_auth,
 )
 from airflow_aip.jobs.logs import MAX_PAGES_PER_POLL, PAGE_SIZE, DrainRule, LogStream
 
@@ -86,7 +84,7 @@ def logging_discovery_document_path() -> Path:
     return base / "discovery_cache" / "documents" / "logging.v2.json"
 
 
-class JobLogsHook(GoogleCloudBaseHook):
+class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
     """Read a training job's log entries, sync and async, and stream them into a logger.
 
     :param gcp_conn_id: Airflow connection (provider-google extras; missing => ADC).
@@ -255,40 +253,8 @@ class JobLogsHook(GoogleCloudBaseHook):
 
     # -- async (triggers) --------------------------------------------------------------------
 
-    async def aprepare(self) -> None:
-        """Connection and credentials without blocking the loop, shared per connection (as the ml hook)."""
-        if "settings" in self.__dict__ and "credentials_and_project" in self.__dict__:
-            return
-        key = (self.gcp_conn_id, f"logging|{self._api_endpoint}|{self._ml_api_endpoint}")
-        shared = shared_auth(key)
-        if shared is not None:
-            self.__dict__["settings"], self.__dict__["credentials_and_project"] = shared
-            return
-        if "settings" not in self.__dict__:
-            from airflow.sdk.exceptions import AirflowNotFoundException
-
-            try:
-                conn = await self.aget_connection(self.gcp_conn_id)
-                settings = ConnectionSettings.from_extras(dict(conn.extra_dejson or {}))
-            except AirflowNotFoundException:
-                settings = ConnectionSettings()
-            self.__dict__["settings"] = settings
-        if "credentials_and_project" not in self.__dict__:
-            found = await asyncio.to_thread(lambda: self.credentials_and_project)
-            self.__dict__["credentials_and_project"] = found
-        share_auth(key, self.__dict__["settings"], self.__dict__["credentials_and_project"])
-
-    async def _auth_headers(self) -> dict[str, str]:
-        if self.is_local:
-            return {}
-        credentials = self.credentials_and_project[0]
-        if not credentials.valid:
-            async with refresh_lock(credentials):
-                if not credentials.valid:
-                    from google.auth.transport.requests import Request
-
-                    await asyncio.to_thread(credentials.refresh, Request())
-        return {"Authorization": f"Bearer {credentials.token}"}
+    def _shared_auth_key(self) -> tuple[str, str | None]:
+        return (self.gcp_conn_id, f"logging|{self._api_endpoint}|{self._ml_api_endpoint}")
 
     def _client_slot(self) -> AbstractAsyncContextManager[httpx.AsyncClient]:
         """Borrow a client of the event loop's pool (tests replace this at the HTTP boundary).

@@ -18,7 +18,6 @@ this module through the operators.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
@@ -29,7 +28,8 @@ from urllib.parse import quote
 from tenacity import AsyncRetrying, Retrying
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, ValidationError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID, ConnectionSettings, GoogleCloudBaseHook, load_credentials
+from airflow_aip.hooks.async_auth import AsyncAuthMixin
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, GoogleCloudBaseHook, load_credentials
 from airflow_aip.hooks.ml_http import (
     DEFAULT_ROOT_URL,
     ENDPOINT_ENV,
@@ -45,11 +45,8 @@ from airflow_aip.hooks.ml_http import (
     is_our_create,
     is_transient,
     job_name,
-    refresh_lock,
     resolve_endpoint,
     retry_policy,
-    share_auth,
-    shared_auth,
     single_send_http,
 )
 from airflow_aip.jobs import JobState, discovery_document_path, validate_job, validate_job_id
@@ -67,7 +64,7 @@ __all__ = [
 ]
 
 
-class TrainingJobHook(GoogleCloudBaseHook):
+class TrainingJobHook(AsyncAuthMixin, GoogleCloudBaseHook):
     """Create, get, cancel and list AI Platform Training jobs, sync and async.
 
     :param gcp_conn_id: Airflow connection (provider-google extras; missing => ADC).
@@ -247,45 +244,8 @@ class TrainingJobHook(GoogleCloudBaseHook):
 
     # -- async path (triggers) ---------------------------------------------------------------
 
-    async def aprepare(self) -> None:
-        """Read the connection and credentials without blocking the event loop.
-
-        Triggers of one process using the same connection share what the first one loaded
-        (for SHARED_AUTH_TTL seconds): one connection read and one token for all of them.
-        """
-        if "settings" in self.__dict__ and "credentials_and_project" in self.__dict__:
-            return
-        key = (self.gcp_conn_id, self._api_endpoint)
-        shared = shared_auth(key)
-        if shared is not None:
-            self.__dict__["settings"], self.__dict__["credentials_and_project"] = shared
-            return
-        if "settings" not in self.__dict__:
-            from airflow.sdk.exceptions import AirflowNotFoundException
-
-            try:
-                conn = await self.aget_connection(self.gcp_conn_id)
-                settings = ConnectionSettings.from_extras(dict(conn.extra_dejson or {}))
-            except AirflowNotFoundException:
-                settings = ConnectionSettings()
-            self.__dict__["settings"] = settings
-        if "credentials_and_project" not in self.__dict__:
-            found = await asyncio.to_thread(lambda: self.credentials_and_project)
-            self.__dict__["credentials_and_project"] = found
-        share_auth(key, self.__dict__["settings"], self.__dict__["credentials_and_project"])
-
-    async def _auth_headers(self) -> dict[str, str]:
-        """A bearer token, refreshed in a thread when it is missing or about to expire."""
-        if self.is_local:
-            return {}
-        credentials = self.credentials_and_project[0]
-        if not credentials.valid:
-            async with refresh_lock(credentials):
-                if not credentials.valid:
-                    from google.auth.transport.requests import Request
-
-                    await asyncio.to_thread(credentials.refresh, Request())
-        return {"Authorization": f"Bearer {credentials.token}"}
+    def _shared_auth_key(self) -> tuple[str, str | None]:
+        return (self.gcp_conn_id, self._api_endpoint)
 
     def _client_slot(self) -> AbstractAsyncContextManager[httpx.AsyncClient]:
         """Borrow a client of the event loop's pool (tests replace this at the HTTP boundary)."""
