@@ -140,7 +140,7 @@ def repeated_row(
 ) -> tuple[list[str], dict[str, Any]]:
     outcome = run_pytest(selection, repeats)
     lost = f"{outcome.lost} failed" if outcome.lost else "nothing"
-    known = f", {outcome.xfailed} known gap (xfail)" if outcome.xfailed else ""
+    known = f", {outcome.xfailed} known-gap case(s) (xfail)" if outcome.xfailed else ""
     row = [
         what,
         f"{outcome.cases} cases ({repeats}x)",

@@ -32,7 +32,7 @@ from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import summarize_job, validate_job_id
-from airflow_aip.uris import GcsUri, parse_gcs_uri
+from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
 class ExportArtifactsOperator(BaseOperator):
@@ -98,6 +98,9 @@ class ExportArtifactsOperator(BaseOperator):
             else None
         )
         job_id = validate_job_id(self.job_id, "job_id")
+        for name in ("source_subdir", "metrics_file"):  # checked before the first request, too
+            if getattr(self, name):
+                validate_object_name(str(getattr(self, name)).strip("/"), name)
         project = self.training.project_id
         job = self.training.get_job(job_id, project)
         source = self._with_metric(export_source(summarize_job(job, project), self.source_subdir))

@@ -20,7 +20,7 @@ What the removed MLEngineStartTrainingJobOperator got wrong, and what this does 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
 from typing import Any, Literal
@@ -273,6 +273,8 @@ class SubmitTrainingJobOperator(BaseOperator):
         loaded = load_job_config(self.config)
         layered = {"trainingInput": deep_merge(loaded.get("trainingInput") or {}, self.training_input or {})}
         training_input = build_training_input(layered, **self._named_arguments())
+        if self.labels is not None and not isinstance(self.labels, Mapping):
+            raise ValidationError("labels", f"must be a mapping of strings, got {type(self.labels).__name__}")
         ti = context["ti"]
         labels = airflow_labels(
             ti.dag_id, ti.task_id, ti.run_id, {**(loaded.get("labels") or {}), **(self.labels or {})}

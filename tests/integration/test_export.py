@@ -99,3 +99,13 @@ def test_bad_input_fails_before_any_request(kwargs: dict[str, Any], field: str) 
     )
     with pytest.raises(ValidationError, match=field):
         op.execute(_context())
+
+
+@pytest.mark.parametrize("field", ["source_subdir", "metrics_file"])
+def test_escaping_paths_fail_before_any_request(field: str) -> None:
+    args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", field: "../elsewhere"}
+    op = ExportArtifactsOperator(
+        task_id="export", project_id=PROJECT, api_endpoint="http://127.0.0.1:9/", **args
+    )
+    with pytest.raises(ValidationError, match=field):
+        op.execute(_context())

@@ -141,6 +141,7 @@ TABLE = [
         f"{TI}.workerType",
         id="workers without a type",
     ),
+    pytest.param(submit(labels=["team", "ml"]), "labels", id="labels not a mapping"),
     pytest.param(
         submit(scale_tier="CUSTOM", master_type="m", worker_count=-1),
         f"{TI}.workerCount",
