@@ -190,7 +190,8 @@ def main() -> int:
     add(
         "kill_worker",
         repeated_row(
-            "SIGTERM to a task waiting in the worker (a `dag.test()` process): job CANCELLED by `on_kill`",
+            "SIGTERM to a task waiting in the worker (a `dag.test()` process), the submit operator and a "
+            "poke-mode sensor (`cancel_on_kill=True`): job CANCELLED by `on_kill`",
             ["tests/integration/test_reliability_kill.py"],
             args.repeats,
             "`pytest tests/integration/test_reliability_kill.py`",
@@ -199,8 +200,10 @@ def main() -> int:
     add(
         "e2e",
         repeated_row(
-            "`airflow standalone`: pipeline deferred to the real triggerer; user marks a worker-waiting "
-            "and a deferred task failed (REST API); secrets in stored task logs",
+            "`airflow standalone`: pipeline deferred to the real triggerer; user marks failed (REST API) "
+            "a task waiting in each mode: submit in the worker and deferred, sensor poke, deferred and "
+            "reschedule (between pokes: the cancelling teardown); secrets in stored task logs, worker "
+            "and triggerer",
             ["tests/e2e"],
             args.repeats,
             "`pytest tests/e2e`",
@@ -264,7 +267,7 @@ def render(rows: list[list[str]], details: dict[str, Any], seconds: float) -> st
         f"- Faults drawn in the pipeline runs, by kind: {pipeline['kinds']} (seed {pipeline['seed']}; "
         f"{pipeline['seconds_per_run']} s per run).",
         f"- Kill to CANCELLED, task waiting in the worker (poll interval 2 s): {kills} s.",
-        f"- Kill to CANCELLED under airflow standalone (poll interval 2 s): {e2e} s.",
+        f"- Kill to CANCELLED under airflow standalone (poll interval 2 s; reschedule sensor 10 s): {e2e} s.",
     ]
     return "\n".join(lines)
 

@@ -43,10 +43,11 @@ def airflow_env(home: Path) -> dict[str, str]:
 
 
 @contextmanager
-def local_service(data_dir: Path, log: Path) -> Iterator[dict[str, str]]:
+def local_service(data_dir: Path, log: Path, max_running_jobs: int = 2) -> Iterator[dict[str, str]]:
     """Run ``aip-local serve`` (training API + fake-gcs-server); yield the variables it prints."""
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir), "--offline"]
+    argv += ["--max-running-jobs", str(max_running_jobs)]
     argv += ["--port", str(free_port()), "--gcs-port", str(free_port())]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=out, start_new_session=True, text=True)

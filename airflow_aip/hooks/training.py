@@ -294,3 +294,18 @@ class TrainingJobHook(AsyncAuthMixin, GoogleCloudBaseHook):
             raise
         self.log.info("Cancellation of training job %s requested", job_id)
         return True
+
+
+def cancel_quietly(
+    job_id: str, project_id: str | None, *, gcp_conn_id: str, api_endpoint: str | None, reason: str, log: Any
+) -> None:
+    """Cancel a job for a task that is being killed or gives up: log, never raise.
+
+    A fresh hook, because ``on_kill`` runs in a signal handler, maybe in the middle of a request
+    on the task's own hook's transport; never raising, because the kill must go on either way.
+    """
+    log.warning("Cancelling training job %s (%s)", job_id, reason)
+    try:
+        TrainingJobHook(gcp_conn_id, project_id=project_id, api_endpoint=api_endpoint).cancel_job(job_id)
+    except Exception:
+        log.exception("Could not cancel training job %s", job_id)

@@ -30,7 +30,7 @@ from airflow.sdk import BaseOperator, Context, conf
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.training import TrainingJobHook, cancel_quietly
 from airflow_aip.jobs import (
     JobState,
     airflow_labels,
@@ -48,6 +48,7 @@ from airflow_aip.jobs import (
 )
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.masking import masked_values_in
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 
 IF_EXISTS = ("adopt", "fail", "new")
@@ -321,6 +322,7 @@ class SubmitTrainingJobOperator(BaseOperator):
                     cancel_on_kill=self.cancel_on_kill,
                     stream_logs=self.stream_logs,
                     max_log_lines_per_minute=self.max_log_lines_per_minute,
+                    masked_values=masked_values_in(body),
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=self.wait_timeout + DEFERRAL_TIMEOUT_MARGIN)
@@ -382,14 +384,14 @@ class SubmitTrainingJobOperator(BaseOperator):
         return summary_from_event(event)
 
     def _cancel(self, job_id: str, project: str, reason: str) -> None:
-        self.log.warning("Cancelling training job %s (%s)", job_id, reason)
-        try:
-            # A fresh hook: on_kill runs in a signal handler, maybe mid-request on self.hook's transport.
-            TrainingJobHook(self.gcp_conn_id, project_id=project, api_endpoint=self.api_endpoint).cancel_job(
-                job_id, project
-            )
-        except Exception:
-            self.log.exception("Could not cancel training job %s", job_id)
+        cancel_quietly(
+            job_id,
+            project,
+            gcp_conn_id=self.gcp_conn_id,
+            api_endpoint=self.api_endpoint,
+            reason=reason,
+            log=self.log,
+        )
 
     def on_kill(self) -> None:
         """Killed while waiting in the worker: cancel the job (deferred kills: the trigger's on_kill)."""

@@ -2,8 +2,14 @@
 
 A FAILED or CANCELLED job never recovers, so the sensor fails without retries
 (AirflowFailException: ``soft_fail`` turns it into a skip, as for any sensor). Deferrable mode
-checks once, then hands the wait to the same TrainingJobTrigger the operator uses. The sensor
-does not own the job, so it never cancels it.
+checks once, then hands the wait to the same TrainingJobTrigger the operator uses.
+
+The sensor may watch a job it does not own (another DAG's, a person's), so it cancels the job
+when it is killed only if ``cancel_on_kill=True``: in poke mode (``on_kill``), in deferrable
+mode (the trigger's ``on_kill``) and in reschedule mode while a poke runs. Between two pokes of
+reschedule mode no process exists to be killed: for that, add a teardown that cancels the job,
+``CancelTrainingJobOperator(...).as_teardown(setups=submit)``; it runs when the sensor ends,
+however it ended, and is a no-op for a job that already ended.
 
 ``stream_logs`` (default) copies the job's log lines into the task log: in poke mode at each
 poke (the cursor lives on the sensor, so each line is shown once), in deferrable mode by the
@@ -26,10 +32,11 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.training import TrainingJobHook, cancel_quietly
 from airflow_aip.jobs import JobState, console_url, validate_job_id
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.masking import masked_values_in
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 
 DEFERRAL_TIMEOUT_MARGIN = 120.0
@@ -41,6 +48,7 @@ class TrainingJobSensor(BaseSensorOperator):
     :param poke_interval: seconds between checks (default ``[aip] poll_interval``).
     :param stream_logs: copy the job's log lines (Cloud Logging) into the task log while waiting.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
+    :param cancel_on_kill: cancel the job when a user kills this task (see the module docstring).
     """
 
     template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
@@ -58,6 +66,7 @@ class TrainingJobSensor(BaseSensorOperator):
         poke_interval: float = conf.getint("aip", "poll_interval", fallback=30),
         stream_logs: bool = True,
         max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
+        cancel_on_kill: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
@@ -68,7 +77,9 @@ class TrainingJobSensor(BaseSensorOperator):
         self.deferrable = deferrable
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
+        self.cancel_on_kill = cancel_on_kill
         self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
+        self._last_seen: dict[str, Any] = {}  # the job as the last poke read it
 
     @cached_property
     def hook(self) -> TrainingJobHook:
@@ -97,10 +108,11 @@ class TrainingJobSensor(BaseSensorOperator):
                 api_endpoint=self.api_endpoint,
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
-                cancel_on_kill=False,
+                cancel_on_kill=self.cancel_on_kill,
                 stream_logs=self.stream_logs,
                 log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
                 max_log_lines_per_minute=self.max_log_lines_per_minute,
+                masked_values=masked_values_in(self._last_seen.get("trainingInput")),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
@@ -108,7 +120,7 @@ class TrainingJobSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         project = self.hook.project_id
-        job = self.hook.get_job(self.job_id, project)
+        job = self._last_seen = self.hook.get_job(self.job_id, project)
         state = JobState.parse(job.get("state"))
         self.log.info("Training job %s is %s", self.job_id, state.value)
         if self.stream_logs and (state.is_terminal or not self.reschedule):
@@ -131,6 +143,19 @@ class TrainingJobSensor(BaseSensorOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         return self._outcome(event)
+
+    def on_kill(self) -> None:
+        """Killed while poking (deferred kills: the trigger's on_kill): cancel the job if asked to."""
+        if not self.cancel_on_kill:
+            return
+        cancel_quietly(
+            self.job_id,
+            self.project_id,
+            gcp_conn_id=self.gcp_conn_id,
+            api_endpoint=self.api_endpoint,
+            reason="task killed",
+            log=self.log,
+        )
 
     @staticmethod
     def _outcome(event: dict[str, Any]) -> dict[str, Any]:

@@ -21,13 +21,16 @@
   deferring, else the job's createTime); a restarted triggerer rebuilds the trigger from its
   kwargs, so it starts there again: nothing is lost, lines already shown may be shown again
   (after a "Streaming logs ... from" line that says where it restarted).
+- ``masked_values``: the secrets the task masked that occur in the job's request (see
+  ``airflow_aip.masking``); registered with the triggerer's masker before any line is logged,
+  so a job echoing its arguments is masked here as it is in the worker.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from functools import cached_property
 from typing import Any
 
@@ -39,6 +42,7 @@ from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import JobState, summarize_job
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, DRAIN_INTERVAL, LogCursor, LogStream
+from airflow_aip.masking import amask_values
 
 CLASSPATH = "airflow_aip.triggers.training.TrainingJobTrigger"
 _STATUS = {
@@ -99,6 +103,7 @@ class TrainingJobTrigger(BaseTrigger):
     :param stream_logs: log the job's log lines while waiting (see the module docstring).
     :param log_cursor: where the log stream starts (``LogCursor.to_json()``; None: createTime).
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
+    :param masked_values: secrets to mask in everything this trigger logs.
     """
 
     def __init__(
@@ -114,6 +119,7 @@ class TrainingJobTrigger(BaseTrigger):
         stream_logs: bool = True,
         log_cursor: dict[str, Any] | None = None,
         max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE,
+        masked_values: Sequence[str] = (),
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.job_id = job_id
@@ -126,6 +132,7 @@ class TrainingJobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.log_cursor = log_cursor
         self.max_log_lines_per_minute = max_log_lines_per_minute
+        self.masked_values = list(masked_values)
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -141,6 +148,7 @@ class TrainingJobTrigger(BaseTrigger):
                 "stream_logs": self.stream_logs,
                 "log_cursor": self.log_cursor,
                 "max_log_lines_per_minute": self.max_log_lines_per_minute,
+                "masked_values": self.masked_values,
             },
         )
 
@@ -170,6 +178,7 @@ class TrainingJobTrigger(BaseTrigger):
         state = JobState.STATE_UNSPECIFIED
         stream: LogStream | None = None
         try:
+            await amask_values(self.masked_values)
             while True:
                 job = await self.hook.aget_job(self.job_id, self.project_id)
                 new_state = JobState.parse(job.get("state"))

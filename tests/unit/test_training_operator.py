@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -183,6 +184,20 @@ def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None
     assert trigger.max_log_lines_per_minute == 7
     assert deferred.value.method_name == "execute_complete"
     assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID  # pushed before deferring
+
+
+def test_deferring_hands_the_masked_values_in_its_job_to_the_trigger(
+    api: FakeMlApi, clock: FakeClock
+) -> None:
+    from airflow.sdk.log import mask_secret
+
+    secret = f"token-{uuid.uuid4().hex}"
+    mask_secret(secret)  # as resolving a Variable named like a token does
+    op = operator(deferrable=True, args=["--auth", f"Bearer {secret}", "--epochs", "2"])
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(make_context())
+    assert deferred.value.trigger.masked_values == [secret]  # the value alone, not the whole arg
+    assert secret not in json.dumps(deferred.value.kwargs or {})  # nor in what execute_complete gets
 
 
 def test_deferrable_adopting_a_finished_job_does_not_defer(api: FakeMlApi, clock: FakeClock) -> None:
@@ -497,6 +512,21 @@ def test_sensor_deferrable(api: FakeMlApi) -> None:
     assert sensor().execute_complete(make_context(), event)["state"] == "SUCCEEDED"
     api.jobs[("proj", "j1")]["state"] = "SUCCEEDED"
     assert sensor(deferrable=True).execute(make_context())["state"] == "SUCCEEDED"
+
+
+def test_sensor_cancels_on_kill_only_when_asked(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    watching = sensor()
+    assert not watching.poke(make_context())
+    watching.on_kill()
+    assert api.cancels == []  # by default the sensor leaves a job it may not own alone
+    owning = sensor(cancel_on_kill=True)
+    owning.on_kill()  # killed before its first poke, too
+    assert api.cancels == ["j1"]
+    api.add_job("proj", "j2", "RUNNING")
+    with pytest.raises(TaskDeferred) as deferred:
+        sensor(job_id="j2", cancel_on_kill=True, deferrable=True, timeout=60).execute(make_context())
+    assert deferred.value.trigger.cancel_on_kill is True
 
 
 # -- link ------------------------------------------------------------------------------------

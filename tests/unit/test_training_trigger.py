@@ -63,6 +63,7 @@ def test_serialize_round_trip() -> None:
         stream_logs=True,
         log_cursor={"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
         max_log_lines_per_minute=50,
+        masked_values=("s3cr3t-value",),
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
@@ -80,6 +81,7 @@ def test_serialize_round_trip() -> None:
         "stream_logs": True,
         "log_cursor": {"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
         "max_log_lines_per_minute": 50,
+        "masked_values": ["s3cr3t-value"],
     }
 
 
