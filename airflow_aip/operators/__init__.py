@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+from airflow_aip.operators.cancel import CancelTrainingJobOperator
 from airflow_aip.operators.export import ExportArtifactsOperator
 from airflow_aip.operators.package import BuildTrainerPackageOperator
 from airflow_aip.operators.staging import StagePackagesOperator
-from airflow_aip.operators.training import CancelTrainingJobOperator, SubmitTrainingJobOperator
+from airflow_aip.operators.training import SubmitTrainingJobOperator
 
 __all__ = [
     "BuildTrainerPackageOperator",

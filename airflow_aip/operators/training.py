@@ -1,4 +1,4 @@
-"""Submit an AI Platform Training job and wait for it; cancel one.
+"""Submit an AI Platform Training job and wait for it.
 
 What the removed MLEngineStartTrainingJobOperator got wrong, and what this does instead:
 
@@ -27,7 +27,7 @@ from typing import Any, Literal
 
 from airflow.sdk import BaseOperator, Context, conf
 
-from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
+from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook, cancel_quietly
@@ -37,7 +37,6 @@ from airflow_aip.jobs import (
     build_training_input,
     console_url,
     deep_merge,
-    diff_training_input,
     load_job_config,
     make_job_id,
     sanitize_prefix,
@@ -49,46 +48,12 @@ from airflow_aip.jobs import (
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
+from airflow_aip.operators.submission import IF_EXISTS, submit_job
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 
-IF_EXISTS = ("adopt", "fail", "new")
-MAX_ATTEMPTS = 100
 # Airflow's own deferral timeout trails the trigger's deadline: the trigger's timeout event
 # (which lets execute_complete cancel the job) should win the race.
 DEFERRAL_TIMEOUT_MARGIN = 120.0
-
-
-def submit_job(
-    hook: TrainingJobHook,
-    body: dict[str, Any],
-    project_id: str,
-    id_for: Callable[[int], str],
-    if_exists: str,
-    log: Any,
-) -> dict[str, Any]:
-    """Create the job, or adopt/skip past an existing one with the same ID; return the job.
-
-    ``id_for(n)`` names attempt ``n`` (1 = the base ID). Creating first and reading on 409 keeps
-    the common path to one request and is race-free: two tries creating at once meet at the 409.
-    """
-    for attempt in range(1, MAX_ATTEMPTS + 1):
-        job_id = id_for(attempt)
-        try:
-            return hook.create_job({**body, "jobId": job_id}, project_id)
-        except JobAlreadyExistsError:
-            if if_exists == "fail":
-                raise
-            existing = hook.get_job(job_id, project_id)
-        state = JobState.parse(existing.get("state"))
-        if if_exists == "new" or state.is_failure:
-            log.info("Training job %s exists (%s): trying the next attempt ID", job_id, state.value)
-            continue
-        differing = diff_training_input(body["trainingInput"], existing.get("trainingInput") or {})
-        if differing:
-            raise JobSpecMismatchError(job_id, differing)
-        log.info("Adopting existing training job %s (%s) with the same trainingInput", job_id, state.value)
-        return existing
-    raise ValidationError("job_id", f"no free attempt ID within {MAX_ATTEMPTS} attempts of {id_for(1)}")
 
 
 class SubmitTrainingJobOperator(BaseOperator):
@@ -398,35 +363,3 @@ class SubmitTrainingJobOperator(BaseOperator):
         if self.cancel_on_kill and self._watched:
             watched, self._watched = self._watched, None
             self._cancel(*watched, reason="task killed")
-
-
-class CancelTrainingJobOperator(BaseOperator):
-    """Cancel a training job; a job that already ended is a no-op success (the API answers 400)."""
-
-    template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
-    ui_color = "#fce8e6"
-
-    def __init__(
-        self,
-        *,
-        job_id: str,
-        project_id: str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        **kwargs: Any,
-    ) -> None:
-        super().__init__(**kwargs)
-        self.job_id = job_id
-        self.project_id = project_id
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-
-    @cached_property
-    def hook(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
-
-    def execute(self, context: Context) -> dict[str, Any]:
-        job_id = validate_job_id(self.job_id)
-        project = self.hook.project_id
-        requested = self.hook.cancel_job(job_id, project)
-        return {"job_id": job_id, "project_id": project, "cancel_requested": requested}

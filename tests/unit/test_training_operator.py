@@ -25,8 +25,8 @@ from airflow_aip.exceptions import (
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.operators import training as training_module
-from airflow_aip.operators.training import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
 from tests.unit.ml_fake import FakeHttp, FakeMlApi

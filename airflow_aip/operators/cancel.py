@@ -1,0 +1,50 @@
+"""Cancel a training job: on its own, or as the teardown that makes sure a job does not outlive its run."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator, Context
+
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.jobs import validate_job_id
+
+
+class CancelTrainingJobOperator(BaseOperator):
+    """Cancel a training job; a job that already ended is a no-op success (the API answers 400).
+
+    As a teardown (``.as_teardown(setups=submit)``) it runs once the tasks between it and the
+    submit ended, however they ended: a job outlives its run only if it already ended. Its result
+    says whether a cancel was needed (``cancel_requested``).
+    """
+
+    template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
+    ui_color = "#fce8e6"
+
+    def __init__(
+        self,
+        *,
+        job_id: str,
+        project_id: str | None = None,
+        gcp_conn_id: str = DEFAULT_CONN_ID,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.job_id = job_id
+        self.project_id = project_id
+        self.gcp_conn_id = gcp_conn_id
+        self.api_endpoint = api_endpoint
+
+    @cached_property
+    def hook(self) -> TrainingJobHook:
+        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+
+    def execute(self, context: Context) -> dict[str, Any]:
+        job_id = validate_job_id(self.job_id)
+        project = self.hook.project_id
+        requested = self.hook.cancel_job(job_id, project)
+        return {"job_id": job_id, "project_id": project, "cancel_requested": requested}
