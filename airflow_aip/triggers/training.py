@@ -152,6 +152,11 @@ class TrainingJobTrigger(BaseTrigger):
             },
         )
 
+    def __repr__(self) -> str:
+        """BaseTrigger's repr shows every kwarg: the masked values are shown as what they are."""
+        classpath, kwargs = self.serialize()
+        return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
+
     @cached_property
     def hook(self) -> TrainingJobHook:
         return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)

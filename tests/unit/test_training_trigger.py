@@ -85,6 +85,13 @@ def test_serialize_round_trip() -> None:
     }
 
 
+def test_repr_never_shows_the_masked_values() -> None:
+    trigger = TrainingJobTrigger(job_id="j1", project_id="proj", masked_values=["s3cr3t-value"])
+    assert "s3cr3t-value" not in repr(trigger)
+    assert "masked_values=['***']" in repr(trigger)
+    assert "job_id=j1" in repr(trigger)
+
+
 async def test_success_after_every_waiting_state(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "QUEUED", trainingInput={"jobDir": "gs://b/out"})
     api.play("j1", ["QUEUED", "PREPARING", "RUNNING", "CANCELLING", "RUNNING", "SUCCEEDED"])
