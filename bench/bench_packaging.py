@@ -16,10 +16,12 @@ import subprocess
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 from bench.common import Figure, Series, sample
 
@@ -105,19 +107,16 @@ def wire_bytes() -> Iterator[list[int]]:
     """Count request-body bytes sent to Cloud Storage (the HTTP boundary), whatever the caller claims."""
     from google.auth.transport.requests import AuthorizedSession
 
-    original = AuthorizedSession.request
+    original: Callable[..., Any] = AuthorizedSession.request
     sent = [0]
 
-    def request(self: Any, method: str, url: str, data: Any = None, **kwargs: Any) -> Any:
+    def request(self: AuthorizedSession, method: str, url: str, data: Any = None, **kwargs: Any) -> Any:
         if isinstance(data, (bytes, bytearray)):
             sent[0] += len(data)
         return original(self, method, url, data=data, **kwargs)
 
-    AuthorizedSession.request = request  # type: ignore[method-assign]
-    try:
+    with mock.patch.object(AuthorizedSession, "request", request):
         yield sent
-    finally:
-        AuthorizedSession.request = original  # type: ignore[method-assign]
 
 
 def staging_figures(work: Path, repeats: int) -> list[Figure]:
@@ -139,13 +138,19 @@ def staging_figures(work: Path, repeats: int) -> list[Figure]:
         def fresh(prefix: str) -> str:
             return f"{prefix}/{uuid.uuid4().hex}/{wheel.name}"
 
+        def stage(name: str) -> None:
+            hook.stage_file(wheel, f"gs://{bucket.name}/{name}")
+
+        def upload(name: str) -> None:
+            bucket.blob(name).upload_from_filename(str(wheel))
+
         ours_s, base_s = [], []
         for _ in range(repeats):  # interleaved, so drift in the emulator's disk hits both alike
             name = fresh("ours")
-            ours_s += sample(lambda n=name: hook.stage_file(wheel, f"gs://{bucket.name}/{n}"), 1)
+            ours_s += sample(partial(stage, name), 1)
             bucket.blob(name).delete()
             name = fresh("plain")
-            base_s += sample(lambda n=name: bucket.blob(n).upload_from_filename(str(wheel)), 1)
+            base_s += sample(partial(upload, name), 1)
             bucket.blob(name).delete()
 
         staged_uri = f"gs://{bucket.name}/{fresh('rerun')}"
@@ -157,7 +162,7 @@ def staging_figures(work: Path, repeats: int) -> list[Figure]:
             rerun_bytes.append(float(sent[0]))
             name = fresh("again")
             with wire_bytes() as sent:
-                again_s += sample(lambda n=name: bucket.blob(n).upload_from_filename(str(wheel)), 1)
+                again_s += sample(partial(upload, name), 1)
             again_bytes.append(float(sent[0]))
             bucket.blob(name).delete()
 

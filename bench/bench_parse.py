@@ -53,7 +53,10 @@ def measure(code: str, repeats: int, python: str = sys.executable) -> tuple[list
 
 def run(repeats: int) -> list[Figure]:
     measure(OURS, 1)  # warm the page cache and bytecode for both, so neither pays first-run costs
-    base_s, base_m, ours_s, ours_m = [], [], [], []
+    base_s: list[float] = []
+    base_m: list[float] = []
+    ours_s: list[float] = []
+    ours_m: list[float] = []
     for _ in range(max(repeats, 10)):  # interleaved, so a busy moment hits both sides alike
         for code, secs, rss in ((BASE, base_s, base_m), (OURS, ours_s, ours_m)):
             t, m = measure(code, 1)

@@ -68,8 +68,8 @@ async def _serve(delays: dict[str, float]) -> None:
         nonlocal served
         try:
             while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                lines = head.decode("latin-1").split("\r\n")
+                request = await reader.readuntil(b"\r\n\r\n")
+                lines = request.decode("latin-1").split("\r\n")
                 method, path, _ = lines[0].split(" ", 2)
                 length = next(
                     (

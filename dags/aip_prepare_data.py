@@ -24,11 +24,13 @@ with DAG(
 ) as dag:
 
     @task(outlets=[IRIS_DATA])
-    def land_new_data(params: dict[str, float]) -> dict[str, str]:
+    def land_new_data() -> dict[str, str]:
+        context = get_current_context()
         stamp = run_stamp()
         seed = int(stamp.replace("T", "")) % 10_000
-        uris = write_split(EXAMPLE_BUCKET, f"data/iris/{stamp}", seed, float(params["eval_fraction"]))
-        get_current_context()["outlet_events"][IRIS_DATA].extra = {**uris, "seed": seed}
+        eval_fraction = float(context["params"]["eval_fraction"])
+        uris = write_split(EXAMPLE_BUCKET, f"data/iris/{stamp}", seed, eval_fraction)
+        context["outlet_events"][IRIS_DATA].extra = {**uris, "seed": seed}
         return uris
 
     land_new_data()

@@ -51,19 +51,22 @@ with DAG(
 ) as dag:
 
     @task(multiple_outputs=True)
-    def new_data(params: dict[str, Any]) -> dict[str, str]:
+    def new_data() -> dict[str, str]:
         """The CSVs of the Asset event that triggered this run (or the Params, when given)."""
+        context = get_current_context()
+        params = context["params"]
         if params.get("train_data") and params.get("eval_data"):
             return {"train": params["train_data"], "eval": params["eval_data"]}
-        events = get_current_context()["triggering_asset_events"].get(IRIS_DATA) or []
+        events = context["triggering_asset_events"].get(IRIS_DATA) or []
         if not events:
             raise ValueError("train_data/eval_data: no iris_training_data event; pass both as Params")
         extra = events[-1].extra
         return {"train": extra["train"], "eval": extra["eval"]}
 
     @task(multiple_outputs=True)
-    def hyperparameters(params: dict[str, Any]) -> dict[str, str]:
+    def hyperparameters() -> dict[str, str]:
         """The champion's hyperparameters when asked and available; otherwise the Params."""
+        params = get_current_context()["params"]
         chosen = {"C": params["C"], "max_iter": params["max_iter"]}
         if params["reuse_champion_hyperparameters"]:
             from airflow_aip.hooks import StorageHook
@@ -76,18 +79,22 @@ with DAG(
         # The API takes args as strings.
         return {"C": str(float(chosen["C"])), "max_iter": str(int(float(chosen["max_iter"])))}
 
-    data = new_data()
-    hp = hyperparameters()
+    # Task outputs are XComArgs that the operators' templated fields resolve when the task runs.
+    # They stand in for those values here, so they are typed Any (as Airflow's own mypy plugin types
+    # task outputs): data["train"] is a CSV's URI, hp["C"] a string, staged_uris the staged URIs.
+    data: Any = new_data()
+    hp: Any = hyperparameters()
     build = BuildTrainerPackageOperator(task_id="build_trainer", package_path=TRAINER_PACKAGE)
     stage = StagePackagesOperator(
         task_id="stage_trainer", packages=[build.output], staging_uri=f"gs://{BUCKET}/staging"
     )
+    staged_uris: Any = stage.output
     train = SubmitTrainingJobOperator(
         task_id="train",
         project_id="{{ params.project_id }}",
         region="{{ params.region }}",
         job_id_prefix="iris_retrain",
-        package_uris=stage.output,
+        package_uris=staged_uris,
         python_module=TRAINER_MODULE,
         job_dir=f"gs://{BUCKET}/jobs/retrain/" + "{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}",
         args=[

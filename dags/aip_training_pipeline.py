@@ -7,6 +7,8 @@ service; pointed at Google (no endpoint override), the same DAG runs on AI Platf
 
 from __future__ import annotations
 
+from typing import Any
+
 import pendulum
 from aip_examples import (
     BUCKET_PATTERN,
@@ -55,7 +57,10 @@ with DAG(
         """Split the dataset into train/eval CSVs in the bucket, in a folder of this run's own."""
         return write_split(bucket, f"data/{run_stamp()}", seed=0, eval_fraction=float(eval_fraction))
 
-    data = prepare_data("{{ params.bucket }}", "{{ params.eval_fraction }}")
+    # Task outputs are XComArgs that the operators' templated fields resolve when the task runs.
+    # They stand in for those values here, so they are typed Any (as Airflow's own mypy plugin types
+    # task outputs): data["train"] is a CSV's URI, staged_uris the list of staged gs:// URIs.
+    data: Any = prepare_data("{{ params.bucket }}", "{{ params.eval_fraction }}")
 
     build = BuildTrainerPackageOperator(task_id="build_trainer", package_path=TRAINER_PACKAGE)
 
@@ -64,13 +69,14 @@ with DAG(
         packages=[build.output],
         staging_uri="gs://{{ params.bucket }}/staging",
     )
+    staged_uris: Any = stage.output
 
     tune = SubmitTrainingJobOperator(
         task_id="tune",
         project_id="{{ params.project_id }}",
         region="{{ params.region }}",
         job_id_prefix="iris_tuning",
-        package_uris=stage.output,
+        package_uris=staged_uris,
         python_module=TRAINER_MODULE,
         job_dir="gs://{{ params.bucket }}/jobs/{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}",
         args=["--train-data", data["train"], "--eval-data", data["eval"], "--metric-tag", METRIC_TAG],

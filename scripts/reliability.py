@@ -147,7 +147,7 @@ def repeated_row(
         f"{outcome.passed}/{outcome.cases} passed{known}; lost: {lost}",
         command,
     ]
-    detail = {
+    detail: dict[str, Any] = {
         "cases": outcome.cases,
         "passed": outcome.passed,
         "failed": outcome.failed,

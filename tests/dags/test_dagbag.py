@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
+
+if TYPE_CHECKING:
+    from airflow.dag_processing.dagbag import BundleDagBag
 
 pytestmark = pytest.mark.dags
 
@@ -12,16 +16,16 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 
 @pytest.fixture(scope="module")
-def dagbag() -> object:
+def dagbag() -> BundleDagBag:
     from airflow.dag_processing.dagbag import BundleDagBag
 
     return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
 
 
-def test_no_import_errors(dagbag: object) -> None:
+def test_no_import_errors(dagbag: BundleDagBag) -> None:
     assert dagbag.import_errors == {}
 
 
-def test_trainers_are_kept_out_of_parsing(dagbag: object) -> None:
+def test_trainers_are_kept_out_of_parsing(dagbag: BundleDagBag) -> None:
     files = {Path(d.fileloc).parent for d in dagbag.dags.values()}
     assert files == {DAGS}

@@ -46,12 +46,14 @@ REQUIRED_ENV = {
 
 @pytest.fixture(scope="module")
 def compose() -> dict[str, Any]:
-    return yaml.safe_load(COMPOSE_FILE.read_text())
+    loaded: dict[str, Any] = yaml.safe_load(COMPOSE_FILE.read_text())
+    return loaded
 
 
 @pytest.fixture(scope="module")
 def services(compose: dict[str, Any]) -> dict[str, Any]:
-    return compose["services"]
+    found: dict[str, Any] = compose["services"]
+    return found
 
 
 def interpolate(value: str) -> str:

@@ -11,6 +11,7 @@ import asyncio
 import re
 import time
 import uuid
+from collections.abc import Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
 
@@ -49,7 +50,7 @@ def no_logging_override(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", raising=False)
 
 
-def job_lines(captured: list[dict[str, Any]]) -> list[str]:
+def job_lines(captured: Sequence[Mapping[str, Any]]) -> list[str]:
     """The job's log lines among everything logged, in the order logged."""
     return [str(e["event"]) for e in captured if JOB_LINE.match(str(e.get("event")))]
 

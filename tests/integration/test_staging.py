@@ -30,7 +30,7 @@ Intercept = Callable[[Any, str, str, Any, dict[str, Any]], Any]
 @pytest.fixture
 def http(monkeypatch: pytest.MonkeyPatch) -> Callable[[Intercept | None], list[tuple[str, str]]]:
     """Record every storage request; optionally pass it through an interceptor first."""
-    original = AuthorizedSession.request
+    original: Callable[..., Any] = AuthorizedSession.request
     seen: list[tuple[str, str]] = []
 
     def install(intercept: Intercept | None = None) -> list[tuple[str, str]]:
@@ -85,7 +85,7 @@ def logs(capfd: pytest.CaptureFixture[str]) -> str:
 
 def stage(packages: Any, staging_uri: str) -> list[str]:
     operator = StagePackagesOperator(task_id="stage", packages=packages, staging_uri=staging_uri)
-    return operator.execute({})  # type: ignore[arg-type]
+    return operator.execute({})
 
 
 # -- first upload, then a free re-run -----------------------------------------------------------

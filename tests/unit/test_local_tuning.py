@@ -17,7 +17,7 @@ def _spec(params: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
     return {"goal": "MAXIMIZE", "maxTrials": 10, "params": params, **extra}
 
 
-GRID = [
+GRID: list[dict[str, Any]] = [
     {"parameterName": "layers", "type": "INTEGER", "minValue": 1, "maxValue": 3},
     {"parameterName": "opt", "type": "CATEGORICAL", "categoricalValues": ["adam", "sgd"]},
 ]
@@ -55,7 +55,7 @@ def test_algorithm_picks_the_sampler(algorithm: str, sampler: type) -> None:
 
 
 def test_values_are_formatted_as_the_trainer_parses_them() -> None:
-    params = [
+    params: list[dict[str, Any]] = [
         {"parameterName": "batch", "type": "DISCRETE", "discreteValues": [64]},
         {"parameterName": "drop", "type": "DISCRETE", "discreteValues": [0.25]},
         {"parameterName": "units", "type": "INTEGER", "minValue": 8, "maxValue": 8.0},

@@ -314,7 +314,9 @@ async def test_async_bearer_token_refreshed_off_loop(api: FakeMlApi) -> None:
 
     def handler(request: httpx.Request) -> httpx.Response:
         seen.append(request.headers.get("authorization"))
-        return transport.handler(request)  # type: ignore[no-any-return]
+        response = transport.handler(request)  # FakeMlApi's handler is synchronous
+        assert isinstance(response, httpx.Response)
+        return response
 
     hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint="https://ml.example.com/")
     creds = FakeCredentials()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
@@ -143,9 +144,12 @@ def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
 @pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])
 def test_only_succeeded_succeeds(api: FakeMlApi, clock: FakeClock, final: str) -> None:
     api.play(JOB_ID, ["RUNNING", final])
-    api.on_request = lambda m, p: (
-        m == "GET" and api.jobs[("proj", JOB_ID)].update(errorMessage="OOM in master")
-    )
+
+    def fail_on_get(method: str, path: str) -> None:
+        if method == "GET":
+            api.jobs[("proj", JOB_ID)].update(errorMessage="OOM in master")
+
+    api.on_request = fail_on_get
     with pytest.raises(JobFailedError, match="OOM in master") as err:
         operator().execute(make_context())
     assert err.value.state == final
@@ -268,7 +272,7 @@ def logs(monkeypatch: pytest.MonkeyPatch) -> FakeLoggingApi:
     return fake
 
 
-def job_lines(captured: list[dict[str, Any]]) -> list[str]:
+def job_lines(captured: Sequence[Mapping[str, Any]]) -> list[str]:
     return [str(e["event"]).rsplit(" ", 1)[-1] for e in captured if "[master-replica-0]" in str(e["event"])]
 
 
@@ -453,7 +457,7 @@ def test_sensor_poke(api: FakeMlApi) -> None:
     api.play("j1", ["RUNNING", "SUCCEEDED"])
     assert not sensor().poke(make_context())
     done = sensor().poke(make_context())
-    assert done.xcom_value["state"] == "SUCCEEDED"
+    assert cast(dict[str, Any], done.xcom_value)["state"] == "SUCCEEDED"
 
 
 @pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer import model, util
+from . import model, util
 
 MODEL_FILE = "model.joblib"
 METRICS_FILE = "metrics.json"

@@ -29,7 +29,7 @@ def environment_report(**extra: Any) -> dict[str, Any]:
         "AIP_CHECKPOINT_DIR",
         "AIP_TENSORBOARD_LOG_DIR",
     ]
-    report = {name: os.environ.get(name) for name in names}
+    report: dict[str, Any] = {name: os.environ.get(name) for name in names}
     report.update(cwd=os.getcwd(), prefix=sys.prefix, pid=os.getpid(), argv=sys.argv[1:], **extra)
     return report
 
