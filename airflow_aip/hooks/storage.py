@@ -8,6 +8,13 @@ Staging is content-addressed and safe under concurrency:
 - our md5/crc32c travel with the upload (GCS rejects a mismatch server-side) and the checksums
   of what landed are compared again; a mismatch is deleted (that generation only) and raised.
 
+Retries are google-cloud-storage's own (``DEFAULT_RETRY``: 429, 5xx, dropped connections), which
+it applies to writes only when they carry a generation precondition, so every write here that
+must survive a lost answer carries one. The retry of a conditional write whose first attempt
+landed meets 412: when the object then holds exactly the bytes we meant, that is our own write
+(staging, :meth:`StorageHook.write_bytes`, :meth:`StorageHook.copy` all check). An
+unconditional :meth:`~StorageHook.write_bytes` puts the same bytes again, so it is retried too.
+
 ``STORAGE_EMULATOR_HOST`` switches to the emulator with anonymous credentials. Nothing derived
 from credentials is ever logged or returned. google.* is imported inside functions: this module
 is on the DAG-parse path of every DAG that uses a staging operator.
@@ -21,7 +28,7 @@ import hashlib
 import importlib
 import io
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import cached_property
@@ -66,6 +73,11 @@ class ObjectInfo:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def same_object(self, other: ObjectInfo) -> bool:
+        """Same size and every checksum both report matches (a copy of it)."""
+        pairs = [(a, b) for a, b in ((self.md5_hash, other.md5_hash), (self.crc32c, other.crc32c)) if a and b]
+        return self.size == other.size and bool(pairs) and all(a == b for a, b in pairs)
+
     def same_content(self, local: Checksums) -> bool:
         """Same size and every checksum GCS reports (composite objects have no md5) matches."""
         if self.size != local.size or (self.md5_hash is None and self.crc32c is None):
@@ -84,14 +96,18 @@ class StagedObject:
 
 def file_checksums(path: str | os.PathLike[str]) -> Checksums:
     """md5 and crc32c of a file in one read."""
+    with open(path, "rb") as fh:
+        return _checksums(iter(lambda: fh.read(1 << 20), b""))
+
+
+def _checksums(blocks: Iterable[bytes]) -> Checksums:
     # google_crc32c ships no type hints; through import_module its calls are typed Any.
     crc: Any = importlib.import_module("google_crc32c").Checksum()
     md5, size = hashlib.md5(usedforsecurity=False), 0
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            md5.update(block)
-            crc.update(block)
-            size += len(block)
+    for block in blocks:
+        md5.update(block)
+        crc.update(block)
+        size += len(block)
     return Checksums(size, _b64(md5.digest()), _b64(crc.digest()))
 
 
@@ -223,27 +239,56 @@ class StorageHook(GoogleCloudBaseHook):
         if_generation_match: int | None = None,
         content_type: str = "application/octet-stream",
     ) -> ObjectInfo:
-        """Write ``data``; ``if_generation_match=0`` creates only, N replaces generation N only."""
+        """Write ``data``; ``if_generation_match=0`` creates only, N replaces generation N only.
+
+        A 412 while the object holds exactly ``data`` is success: an earlier attempt of this
+        write landed and its answer was lost (or someone wrote the very same bytes).
+        """
+        from google.cloud.storage.retry import DEFAULT_RETRY, DEFAULT_RETRY_IF_GENERATION_SPECIFIED
+
         target = parse_gcs_uri(uri, "uri", require_object=True)
         blob = self._blob(target)
-        with _gcs_errors("writing", target.uri):
-            blob.upload_from_string(data, content_type=content_type, if_generation_match=if_generation_match)
+        # Unconditional: putting the same bytes twice ends the same, so a retry is safe.
+        retry = DEFAULT_RETRY if if_generation_match is None else DEFAULT_RETRY_IF_GENERATION_SPECIFIED
+        try:
+            with _gcs_errors("writing", target.uri):
+                blob.upload_from_string(
+                    data, content_type=content_type, if_generation_match=if_generation_match, retry=retry
+                )
+        except PreconditionFailedError:
+            landed = self.get_metadata(target.uri)
+            if landed is None or not landed.same_content(_checksums([data])):
+                raise
+            self.log.info("%s already holds these bytes (generation %d)", target.uri, landed.generation)
+            return landed
         return _info(target.bucket, blob)
 
     def copy(self, src_uri: str, dst_uri: str, if_generation_match: int | None = None) -> ObjectInfo:
-        """Server-side copy (rewrite): no byte passes through this machine, whatever the size."""
+        """Server-side copy (rewrite): no byte passes through this machine, whatever the size.
+
+        With ``if_generation_match`` (0: create only) the copy is retried on transient errors; a
+        412 while the destination already holds the source's bytes is success (our earlier
+        attempt landed, its answer was lost).
+        """
         src = parse_gcs_uri(src_uri, "src_uri", require_object=True)
         dst = parse_gcs_uri(dst_uri, "dst_uri", require_object=True)
         source, destination = self._blob(src), self._blob(dst)
         token: str | None = None
-        with _gcs_errors(f"copying {src.uri} to", dst.uri):
-            while True:
-                token, written, total = destination.rewrite(
-                    source, token=token, if_generation_match=if_generation_match
-                )
-                if token is None:
-                    break
-                self.log.info("Copying %s -> %s: %d / %d bytes", src.uri, dst.uri, written, total)
+        try:
+            with _gcs_errors(f"copying {src.uri} to", dst.uri):
+                while True:
+                    token, written, total = destination.rewrite(
+                        source, token=token, if_generation_match=if_generation_match
+                    )
+                    if token is None:
+                        break
+                    self.log.info("Copying %s -> %s: %d / %d bytes", src.uri, dst.uri, written, total)
+        except PreconditionFailedError:
+            original, landed = self.get_metadata(src.uri), self.get_metadata(dst.uri)
+            if original is None or landed is None or not landed.same_object(original):
+                raise
+            self.log.info("%s already holds the bytes of %s", dst.uri, src.uri)
+            return landed
         return _info(dst.bucket, destination)
 
     def delete(self, uri: str, if_generation_match: int | None = None) -> bool:

@@ -4,7 +4,8 @@
 unless told otherwise with ``--allow-remote``: the API runs submitted code) and prints the
 variables that point clients at them. ``aip-local jobs list|describe|logs|cancel`` talk to a
 running service over its HTTP API, like ``gcloud ai-platform jobs`` does to Google.
-``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults).
+``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults),
+Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.gcs_proxy).
 
 The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
 """
@@ -52,6 +53,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="training API port (0: any free port)")
     serve.add_argument("--gcs-port", type=int, default=DEFAULT_GCS_PORT, help="fake-gcs-server port (0: any)")
     serve.add_argument("--gcs-url", help="use this running Cloud Storage emulator instead of starting one")
+    serve.add_argument(
+        "--gcs-proxy-port",
+        type=int,
+        default=0,
+        help="with fault flags: port of the fault-injecting Cloud Storage proxy (default: any free port)",
+    )
     serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
     serve.add_argument("--max-running-jobs", type=int, default=2, help="jobs run at once; the rest queue")
     serve.add_argument("--offline", action="store_true", help="pip --no-index: never reach a package index")
@@ -119,18 +126,29 @@ def serve(args: argparse.Namespace) -> int:
     else:
         gcs = FakeGcsServer(data_dir / "gcs", host=args.host, port=args.gcs_port or None).start()
         storage_url = gcs.url
+    proxy = None
     try:
+        # The service reads staged packages from fake-gcs-server directly: faults are for clients.
         config = ServiceConfig(data_dir, storage_url, max(1, args.max_running_jobs), offline=args.offline)
         service = TrainingService(config).start()
         try:
             endpoint = f"http://{args.host}:{port}/"
-            print(f"export STORAGE_EMULATOR_HOST={storage_url}")
+            app: Any = create_app(service)
+            client_storage_url = storage_url
+            if args.fault_rate or args.fault_admin:
+                from airflow_aip.local.gcs_proxy import StorageProxyServer
+
+                plan = FaultPlan(args.fault_rate, args.fault_seed)
+                app = FaultInjection(app, plan, admin=args.fault_admin)
+                proxy_port = args.gcs_proxy_port or free_port(args.host)
+                proxy = StorageProxyServer(storage_url, plan, args.host, proxy_port, admin=args.fault_admin)
+                client_storage_url = proxy.start().url
+            print(f"export STORAGE_EMULATOR_HOST={client_storage_url}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
-            app: Any = create_app(service)
-            if args.fault_rate or args.fault_admin:
-                app = FaultInjection(app, FaultPlan(args.fault_rate, args.fault_seed), admin=args.fault_admin)
+            if proxy is not None:
                 print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
+                print(f"# Cloud Storage through the fault proxy {proxy.url} to {storage_url}")
             print(f"# aip-local {os.getpid()} serving {data_dir}", flush=True)
             server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning"))
             # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
@@ -138,6 +156,8 @@ def serve(args: argparse.Namespace) -> int:
             signal.signal(signal.SIGTERM, _exit_on_signal)
             server.run()
         finally:
+            if proxy is not None:
+                proxy.stop()
             service.stop()
     finally:
         if gcs is not None:

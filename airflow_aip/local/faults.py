@@ -12,8 +12,12 @@ without a byte of answer), ``"reset"`` (TCP reset), ``"delay"`` (the answer wait
 for killing a client between a create and its answer). ``GET /_stats`` counts requests, the
 service's own answers (``created`` = creates it applied) and the faults injected.
 
+The same middleware, with the same plan, wraps the proxy ``aip-local serve`` then puts in front
+of fake-gcs-server (:mod:`airflow_aip.local.gcs_proxy`): Cloud Storage calls (``storage.*``
+methods) fail the same ways, and ``/_faults``/``/_stats`` on the ml port cover them too.
+
 Nothing here is on unless ``aip-local serve`` was asked for it: without fault flags the
-middleware is not installed at all.
+middleware is not installed at all (nor the proxy).
 """
 
 from __future__ import annotations
@@ -51,15 +55,37 @@ _ROUTES = (
     ("GET", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+"), "jobs.get"),
     ("POST", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+:cancel"), "jobs.cancel"),
     ("POST", re.compile(r"/v2/entries:list"), "entries.list"),
+    # Cloud Storage JSON API, as the proxy in front of fake-gcs-server sees it (airflow_aip.local.
+    # gcs_proxy). Paths are percent-decoded, so an object name may hold slashes: first match wins.
+    # Uploads (multipart, resumable initiation, resumable data) are all objects.insert; media
+    # downloads (objects.get with alt=media) are named apart, so a test can aim at either.
+    ("POST", re.compile(r"/upload/storage/v1/b/[^/]+/o"), "storage.objects.insert"),
+    ("PUT", re.compile(r"/upload/storage/v1/b/[^/]+/o"), "storage.objects.insert"),
+    ("POST", re.compile(r"/storage/v1/b/[^/]+/o/.+/rewriteTo/b/[^/]+/o/.+"), "storage.objects.rewrite"),
+    ("POST", re.compile(r"/storage/v1/b/[^/]+/o/.+/copyTo/b/[^/]+/o/.+"), "storage.objects.copy"),
+    ("POST", re.compile(r"/storage/v1/b/[^/]+/o/.+/compose"), "storage.objects.compose"),
+    ("GET", re.compile(r"/download/storage/v1/b/[^/]+/o/.+"), "storage.objects.download"),
+    ("GET", re.compile(r"/storage/v1/b/[^/]+/o/.+"), "storage.objects.get"),
+    ("PATCH", re.compile(r"/storage/v1/b/[^/]+/o/.+"), "storage.objects.patch"),
+    ("DELETE", re.compile(r"/storage/v1/b/[^/]+/o/.+"), "storage.objects.delete"),
+    ("GET", re.compile(r"/storage/v1/b/[^/]+/o"), "storage.objects.list"),
+    ("POST", re.compile(r"/storage/v1/b/[^/]+/o"), "storage.objects.insert"),
+    ("GET", re.compile(r"/storage/v1/b/[^/]+"), "storage.buckets.get"),
+    ("DELETE", re.compile(r"/storage/v1/b/[^/]+"), "storage.buckets.delete"),
+    ("GET", re.compile(r"/storage/v1/b"), "storage.buckets.list"),
+    ("POST", re.compile(r"/storage/v1/b"), "storage.buckets.insert"),
 )
-METHODS = tuple(name for _, _, name in _ROUTES)
+METHODS = tuple(dict.fromkeys(name for _, _, name in _ROUTES))
+_MEDIA = re.compile(r"(^|&)alt=media(&|$)")
 _GOOGLE_STATUS = {429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE"}
 
 
-def api_method(verb: str, path: str) -> str | None:
+def api_method(verb: str, path: str, query: str = "") -> str | None:
     """The API method a request calls (``jobs.create``...), None for anything else (health checks)."""
     for route_verb, pattern, name in _ROUTES:
         if verb == route_verb and pattern.fullmatch(path):
+            if name == "storage.objects.get" and _MEDIA.search(query):
+                return "storage.objects.download"
             return name
     return None
 
@@ -79,13 +105,17 @@ class Fault:
 
 @dataclass
 class FaultRule:
-    """A targeted fault: the next ``count`` calls of ``method`` get ``kind``, ``when``."""
+    """A targeted fault: the next ``count`` calls of ``method`` get ``kind``, ``when``.
+
+    ``skip`` lets that many calls of ``method`` through first (a resumable upload's second chunk).
+    """
 
     method: str
     when: str
     kind: int | str
     count: int = 1
     seconds: float = 0.0
+    skip: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -95,7 +125,7 @@ def parse_rule(data: Any) -> FaultRule:
     """A rule from its JSON form; ValidationError naming the field otherwise."""
     if not isinstance(data, Mapping):
         raise ValidationError("rule", "must be a JSON object")
-    unknown = set(data) - {"method", "when", "kind", "count", "seconds"}
+    unknown = set(data) - {"method", "when", "kind", "count", "seconds", "skip"}
     if unknown:
         raise ValidationError(f"rule.{sorted(unknown)[0]}", "unknown field")
     method = data.get("method", ANY_METHOD)
@@ -117,7 +147,10 @@ def parse_rule(data: Any) -> FaultRule:
         raise ValidationError("rule.seconds", f"must be a number of seconds in [0, 3600]; got {seconds!r}")
     if kind == "delay" and not seconds:
         raise ValidationError("rule.seconds", "a delay needs a positive number of seconds")
-    return FaultRule(method, when, kind, count, float(seconds))
+    skip = data.get("skip", 0)
+    if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
+        raise ValidationError("rule.skip", f"must be a non-negative integer; got {skip!r}")
+    return FaultRule(method, when, kind, count, float(seconds), skip)
 
 
 class FaultPlan:
@@ -163,6 +196,9 @@ class FaultPlan:
     def _targeted(self, method: str) -> Fault | None:
         for rule in self._rules:
             if rule.method in (ANY_METHOD, method):
+                if rule.skip:
+                    rule.skip -= 1
+                    return None
                 rule.count -= 1
                 if rule.count == 0:
                     self._rules.remove(rule)
@@ -215,7 +251,7 @@ class FaultInjection:
         if path in ("/_faults", "/_stats"):
             await self._admin(verb, path, receive, send)
             return
-        method = api_method(verb, path)
+        method = api_method(verb, path, scope.get("query_string", b"").decode("latin-1"))
         if method is None:
             await self.app(scope, receive, send)
             return
@@ -316,7 +352,7 @@ class ConnectionDropped(Exception):
 
 async def _inject(fault: Fault, send: Send) -> None:
     if isinstance(fault.kind, int):
-        message = f"Injected fault ({fault.label}): the local training service answers {fault.kind}."
+        message = f"Injected fault ({fault.label}): aip-local answers {fault.kind}."
         await _error(send, fault.kind, message)
         return
     # ASGI has no message for "close without answering"; uvicorn's send is a bound method of its

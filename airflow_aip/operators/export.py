@@ -173,7 +173,9 @@ class ExportArtifactsOperator(BaseOperator):
             dst_uri = destination.join(name).uri
             existing = self.storage.get_metadata(dst_uri)
             if existing is None or (existing.size, existing.crc32c) != (src.size, src.crc32c):
-                self.storage.copy(src.uri, dst_uri)
+                # Conditional (create, or replace what we just saw): retried when an answer is lost.
+                generation = existing.generation if existing else 0
+                self.storage.copy(src.uri, dst_uri, if_generation_match=generation)
                 copied += src.size
             objects.append({"name": name, "size": src.size, "crc32c": src.crc32c, "md5_hash": src.md5_hash})
         manifest = build_manifest(
@@ -189,7 +191,12 @@ class ExportArtifactsOperator(BaseOperator):
         if previous and same_export(json.loads(self.storage.read_bytes(manifest_uri)), manifest):
             self.log.info("%s already holds this export: nothing rewritten", destination.uri)
         else:
-            self.storage.write_bytes(manifest_uri, _json(manifest), content_type="application/json")
+            self.storage.write_bytes(
+                manifest_uri,
+                _json(manifest),
+                if_generation_match=previous.generation if previous else 0,
+                content_type="application/json",
+            )
         self.log.info("Exported %d objects (%d bytes copied) to %s", len(objects), copied, destination.uri)
         return manifest, copied
 

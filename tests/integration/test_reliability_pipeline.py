@@ -1,9 +1,10 @@
 """The example pipeline against ``aip-local serve --fault-rate 0.2``: it succeeds, and creates one job.
 
-One in five ml v1 calls (create, get, list, cancel, logs) fails with 429, 500 or 503, or its
-connection drops or resets, before or after the service applied it. Each run uses its own
-project, so "exactly one job" is the project's job list, checked against the service's own
-count of applied creates.
+One in five ml v1 calls (create, get, list, cancel, logs) and Cloud Storage calls (the tasks'
+uploads, copies, reads and listings, through the service's proxy in front of fake-gcs-server)
+fails with 429, 500 or 503, or its connection drops or resets, before or after it was applied.
+Each run uses its own project, so "exactly one job" is the project's job list, checked against
+the service's own count of applied creates; the run's bucket is read on fake-gcs-server itself.
 
 ``AIP_RELIABILITY_RUNS`` sets the number of runs (3 here; ``make reliability`` runs 20) and
 ``AIP_RELIABILITY_REPORT`` a JSON file the measured figures are written to.
@@ -53,6 +54,11 @@ def stats(service: LocalService) -> dict[str, Any]:
         return loaded
 
 
+def storage_faults(stats: dict[str, Any]) -> int:
+    faults: dict[str, dict[str, int]] = stats["faults"]
+    return sum(sum(kinds.values()) for method, kinds in faults.items() if method.startswith("storage."))
+
+
 def through_faults(request: Callable[[], Any], attempts: int = 20) -> Any:
     """The test's own reads meet the injected faults too: retry them (googleapiclient's retries
     cover 5xx and 429 but not every dropped connection)."""
@@ -87,6 +93,7 @@ def one_run(dag: Any, service: LocalService) -> dict[str, Any]:
         "jobs": [(job["jobId"], job["state"]) for job in listed.get("jobs", [])],
         "creates_applied": after["created"] - before["created"],
         "faults": after["faults_injected"] - before["faults_injected"],
+        "storage_faults": storage_faults(after) - storage_faults(before),
         "calls": sum(after["requests"].values()) - sum(before["requests"].values()),
         "manifests": len(manifests),
         "seconds": seconds,
@@ -98,7 +105,8 @@ def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
 ) -> None:
     from airflow.dag_processing.dagbag import BundleDagBag
 
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
+    assert faulty_service.storage_url != fake_gcs.url  # the tasks' storage calls meet faults too
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", faulty_service.storage_url)
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", faulty_service.url)
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", faulty_service.url)
     monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
@@ -110,7 +118,8 @@ def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
         try:
             runs.append(one_run(dag, faulty_service))
         except Exception as exc:  # counted as lost in the report, then failed below
-            runs.append({"state": "error", "error": repr(exc), "jobs": [], "creates_applied": 0, "faults": 0})
+            lost = {"state": "error", "error": repr(exc), "jobs": [], "creates_applied": 0}
+            runs.append({**lost, "faults": 0, "storage_faults": 0})
 
     report = {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": stats(faulty_service)}
     if os.environ.get("AIP_RELIABILITY_REPORT"):
@@ -123,3 +132,4 @@ def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
         assert result["creates_applied"] == 1, where
         assert result["manifests"] == 1, where
     assert sum(result["faults"] for result in runs) > 0  # the runs really met faults
+    assert sum(result["storage_faults"] for result in runs) > 0  # Cloud Storage calls too

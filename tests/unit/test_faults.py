@@ -67,6 +67,42 @@ def test_requests_map_to_api_methods(verb: str, path: str, method: str | None) -
 
 
 @pytest.mark.parametrize(
+    ("verb", "path", "query", "method"),
+    [
+        ("POST", "/upload/storage/v1/b/bk/o", "uploadType=multipart", "storage.objects.insert"),
+        ("POST", "/upload/storage/v1/b/bk/o", "uploadType=resumable&name=a/b", "storage.objects.insert"),
+        ("PUT", "/upload/storage/v1/b/bk/o", "uploadType=resumable&upload_id=u1", "storage.objects.insert"),
+        ("GET", "/storage/v1/b/bk/o/a/b/c.txt", "", "storage.objects.get"),
+        ("GET", "/storage/v1/b/bk/o/a/b/c.txt", "alt=media", "storage.objects.download"),
+        ("GET", "/storage/v1/b/bk/o/a.txt", "generation=3&alt=media", "storage.objects.download"),
+        ("GET", "/download/storage/v1/b/bk/o/a/b.txt", "alt=media", "storage.objects.download"),
+        ("GET", "/storage/v1/b/bk/o", "prefix=a/", "storage.objects.list"),
+        ("POST", "/storage/v1/b/bk/o/a/b/rewriteTo/b/b2/o/c/d", "", "storage.objects.rewrite"),
+        ("POST", "/storage/v1/b/bk/o/a/copyTo/b/b2/o/c", "", "storage.objects.copy"),
+        ("DELETE", "/storage/v1/b/bk/o/a/b", "ifGenerationMatch=5", "storage.objects.delete"),
+        ("PATCH", "/storage/v1/b/bk/o/a", "", "storage.objects.patch"),
+        ("GET", "/storage/v1/b/bk", "", "storage.buckets.get"),
+        ("POST", "/storage/v1/b", "project=p", "storage.buckets.insert"),
+        ("GET", "/storage/v1/b", "project=p", "storage.buckets.list"),
+        ("PUT", "/storage/v1/b/bk/o/a", "", None),
+    ],
+)
+def test_storage_requests_map_to_storage_methods(
+    verb: str, path: str, query: str, method: str | None
+) -> None:
+    assert api_method(verb, path, query) == method
+
+
+def test_a_rule_can_skip_calls_before_it_applies() -> None:
+    plan = FaultPlan()
+    plan.add([parse_rule({"method": "storage.objects.insert", "when": "after", "kind": 503, "skip": 2})])
+    decided = [plan.decide("storage.objects.insert") for _ in range(4)]
+    assert decided == [None, None, Fault(503, "after"), None]
+    assert plan.decide("jobs.create") is None
+    assert plan.rules() == []
+
+
+@pytest.mark.parametrize(
     ("rule", "field"),
     [
         ({"method": "jobs.delete", "kind": 503}, "rule.method"),
@@ -76,6 +112,8 @@ def test_requests_map_to_api_methods(verb: str, path: str, method: str | None) -
         ({"kind": 503, "count": 0}, "rule.count"),
         ({"kind": "delay"}, "rule.seconds"),
         ({"kind": 503, "colour": "red"}, "rule.colour"),
+        ({"kind": 503, "skip": -1}, "rule.skip"),
+        ({"method": "storage.objects.remove", "kind": 503}, "rule.method"),
         ([], "rule"),
     ],
 )
