@@ -108,6 +108,7 @@ def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
         n for label, n in (faults.get("jobs.create") or {}).items() if label.startswith("after")
     )
     calls = sum(r.get("calls", 0) for r in results)
+    on_storage = sum(sum(n.values()) for method, n in faults.items() if method.startswith("storage."))
     detail = {
         "runs": runs,
         "succeeded": succeeded,
@@ -118,14 +119,16 @@ def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
         "faults": sum(kinds.values()),
         "faults_on_create": on_creates,
         "faults_after_create": after_creates,
+        "faults_on_storage": on_storage,
         "kinds": dict(sorted(kinds.items())),
         "seed": report["seed"],
         "seconds_per_run": round(sum(r.get("seconds", 0) for r in results) / max(1, len(results)), 1),
     }
     row = [
         "Example pipeline (`dag.test()`) against `aip-local serve --fault-rate 0.2`: "
-        f"{detail['faults']} faults injected in {calls} ml v1 calls ({on_creates} on creates, "
-        f"{after_creates} of them after the create was applied)",
+        f"{detail['faults']} faults injected in {calls} ml v1, logging and Cloud Storage calls "
+        f"({on_creates} on creates, {after_creates} of them after the create was applied; "
+        f"{on_storage} on Cloud Storage)",
         f"{runs} runs",
         f"{succeeded}/{runs} succeeded; {creates} jobs for {runs} submits; "
         f"duplicates {duplicates}, missing {missing}",
@@ -185,6 +188,17 @@ def main() -> int:
             ["tests/integration/test_reliability_faults.py"],
             args.repeats,
             "`pytest tests/integration/test_reliability_faults.py`",
+        ),
+    )
+    add(
+        "storage_faults",
+        repeated_row(
+            "Faulty Cloud Storage calls (429/500/503/drop/reset, before or after applied) aimed at "
+            "staging (one-request and resumable uploads), export (list, get, copy, manifest write) "
+            "and an export re-run; streaming through the fault proxy",
+            ["tests/integration/test_reliability_gcs_faults.py"],
+            1,
+            "`pytest tests/integration/test_reliability_gcs_faults.py`",
         ),
     )
     add(
