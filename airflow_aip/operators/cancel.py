@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs import validate_job_id
 
 
-class CancelTrainingJobOperator(BaseOperator):
+class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     """Cancel a training job; a job that already ended is a no-op success (the API answers 400).
 
     As a teardown (``.as_teardown(setups=submit)``) it runs once the tasks between it and the
@@ -38,10 +37,6 @@ class CancelTrainingJobOperator(BaseOperator):
         self.project_id = project_id
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
-
-    @cached_property
-    def hook(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
 
     def execute(self, context: Context) -> dict[str, Any]:
         job_id = validate_job_id(self.job_id)

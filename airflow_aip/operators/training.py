@@ -22,15 +22,14 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from functools import cached_property
 from typing import Any, Literal
 
 from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import TrainingJobHook, cancel_quietly
+from airflow_aip.hooks.job_reference import JobHooksMixin
+from airflow_aip.hooks.training import cancel_quietly
 from airflow_aip.jobs import (
     JobState,
     airflow_labels,
@@ -56,7 +55,7 @@ from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary
 DEFERRAL_TIMEOUT_MARGIN = 120.0
 
 
-class SubmitTrainingJobOperator(BaseOperator):
+class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     """Submit a training job (``projects.jobs.create``) and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
@@ -191,14 +190,6 @@ class SubmitTrainingJobOperator(BaseOperator):
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self._watched: tuple[str, str] | None = None  # (job_id, project) while waiting, for on_kill
-
-    @cached_property
-    def hook(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
-
-    @cached_property
-    def logs_hook(self) -> JobLogsHook:
-        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
 
     # -- building the request (pure; every check before any side effect) --------------------
 

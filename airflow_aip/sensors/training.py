@@ -23,7 +23,6 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
@@ -31,8 +30,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import TrainingJobHook, cancel_quietly
+from airflow_aip.hooks.job_reference import JobHooksMixin
+from airflow_aip.hooks.training import cancel_quietly
 from airflow_aip.jobs import JobState, console_url, validate_job_id
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
@@ -42,7 +41,7 @@ from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary
 DEFERRAL_TIMEOUT_MARGIN = 120.0
 
 
-class TrainingJobSensor(BaseSensorOperator):
+class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     """Succeeds when the job is SUCCEEDED and returns its summary; fails when it ends otherwise.
 
     :param poke_interval: seconds between checks (default ``[aip] poll_interval``).
@@ -80,14 +79,6 @@ class TrainingJobSensor(BaseSensorOperator):
         self.cancel_on_kill = cancel_on_kill
         self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
         self._last_seen: dict[str, Any] = {}  # the job as the last poke read it
-
-    @cached_property
-    def hook(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
-
-    @cached_property
-    def logs_hook(self) -> JobLogsHook:
-        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
 
     def execute(self, context: Context) -> Any:
         job_id = validate_job_id(self.job_id)

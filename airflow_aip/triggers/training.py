@@ -31,15 +31,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Mapping, Sequence
-from functools import cached_property
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs import JobState, summarize_job
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, DRAIN_INTERVAL, LogCursor, LogStream
 from airflow_aip.masking import amask_values
@@ -90,7 +88,7 @@ def summary_from_event(event: Mapping[str, Any]) -> dict[str, Any]:
     raise AipError(f"Waiting for training job {job_id} failed: {event.get('message') or event!r}")
 
 
-class TrainingJobTrigger(BaseTrigger):
+class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     """Poll one training job until it ends, the deadline passes, or the API cannot be read.
 
     :param job_id: the job to watch.
@@ -105,6 +103,8 @@ class TrainingJobTrigger(BaseTrigger):
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     :param masked_values: secrets to mask in everything this trigger logs.
     """
+
+    project_id: str  # always resolved: the task resolves it before deferring
 
     def __init__(
         self,
@@ -156,14 +156,6 @@ class TrainingJobTrigger(BaseTrigger):
         """BaseTrigger's repr shows every kwarg: the masked values are shown as what they are."""
         classpath, kwargs = self.serialize()
         return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
-
-    @cached_property
-    def hook(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
-
-    @cached_property
-    def logs_hook(self) -> JobLogsHook:
-        return JobLogsHook(self.gcp_conn_id, project_id=self.project_id, ml_api_endpoint=self.api_endpoint)
 
     def _event(self, status: str, message: str, state: JobState, **extra: Any) -> TriggerEvent:
         return trigger_event(
