@@ -34,6 +34,14 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "30",
                         "default": "30",
                     },
+                    "max_log_lines_per_minute": {
+                        "description": "Training-job log lines copied into the task log per minute while "
+                        "waiting (stream_logs); beyond it, one line says how many were dropped.",
+                        "version_added": "0.1.0",
+                        "type": "integer",
+                        "example": "1000",
+                        "default": "1000",
+                    },
                 },
             }
         },

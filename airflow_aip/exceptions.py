@@ -44,7 +44,17 @@ class JobNotFoundError(ApiError):
 
 
 class JobAlreadyExistsError(ApiError):
-    """409: a job with that id exists already."""
+    """409: a job with that id exists already.
+
+    ``first_sent`` is set (a UNIX time) when the 409 answered a re-send of a create whose first
+    send went out at that time: the existing job may then be this very call's, applied by an
+    attempt whose answer was lost. It is None when the first send already met the 409. Whether
+    the job is ours is the model's decision (``airflow_aip.jobs.adoption``), not the hook's.
+    """
+
+    def __init__(self, status: int, message: str, *, method: str = "", first_sent: float | None = None) -> None:
+        super().__init__(status, message, method=method)
+        self.first_sent = first_sent
 
 
 class JobFailedError(AipError):

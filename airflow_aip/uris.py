@@ -9,8 +9,10 @@ A broken name fails here, naming the field, instead of as a 400 half-way through
 from __future__ import annotations
 
 import ipaddress
+import os
 import re
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from airflow_aip.exceptions import ValidationError
 
@@ -122,3 +124,31 @@ def _is_dotted_ip(name: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+STORAGE_EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
+
+
+def storage_emulator_host() -> str | None:
+    """``STORAGE_EMULATOR_HOST`` when set: every Cloud Storage client then talks to that emulator."""
+    return os.environ.get(STORAGE_EMULATOR_ENV, "").strip() or None
+
+
+def is_loopback(address: str) -> bool:
+    """A URL or host on this machine (localhost, 127.0.0.0/8, ::1): never Google, never remote."""
+    host = urlsplit(address).hostname if "://" in address else address.strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host or "").is_loopback
+    except ValueError:
+        return False
+
+
+def is_emulator(url: str) -> bool:
+    """An endpoint that gets anonymous credentials: loopback, or any plain-http URL.
+
+    Google's APIs are https-only, so a plain-http endpoint is an emulator (the local training
+    service on a compose network, say); and a bearer token must never travel over plain http.
+    """
+    return is_loopback(url) or urlsplit(url).scheme == "http"

@@ -1,8 +1,8 @@
 """A training job's log lines from Cloud Logging v2 ``entries.list``: the only place that reads them.
 
-- Sync path (operator, sensor): google-api-python-client built from the static ``logging`` v2
-  discovery document it ships, so no discovery fetch. Async path (trigger): httpx through the
-  event loop's shared client pool, connection and credentials read without blocking.
+- Requests go through the shared HTTP core (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`),
+  sync for the operator and sensor, async for the trigger: the same credentials, signing,
+  retries and typed errors as the ml hook.
 - Endpoint: the hook argument, the connection extra ``logging_api_endpoint``, gcloud's
   ``CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING``; failing those, the ml endpoint when it is an
   emulator (the local training service serves both APIs on one URL), else Google's.
@@ -20,35 +20,22 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import time
-from collections.abc import Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from tenacity import AsyncRetrying, Retrying
-
-from airflow_aip.exceptions import AipError, ApiError, ValidationError
-from airflow_aip.hooks.async_auth import AsyncAuthMixin
-from airflow_aip.hooks.base import DEFAULT_CONN_ID, GoogleCloudBaseHook, load_credentials
-from airflow_aip.hooks.ml_http import (
-    REQUEST_TIMEOUT,
-    borrow_client,
-    error_message,
-    is_emulator,
-    resolve_api_endpoint,
-    resolve_endpoint,
-    retry_policy,
-)
+from airflow_aip.exceptions import AipError, ValidationError
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.google_api import GoogleApiHook
+from airflow_aip.hooks.ml_http import resolve_api_endpoint
+from airflow_aip.hooks.training import ENDPOINT_ENV, ENDPOINT_EXTRA
 from airflow_aip.jobs.logs import MAX_PAGES_PER_POLL, PAGE_SIZE, DrainRule, LogStream
-
-if TYPE_CHECKING:
-    import httpx
+from airflow_aip.uris import is_emulator
 
 LOGGING_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING"
 LOGGING_ENDPOINT_EXTRA = "logging_api_endpoint"
-DEFAULT_LOGGING_ROOT_URL = "https://logging.googleapis.com/"
 LOG_RETRY_ATTEMPTS = 3
 LOG_RETRY_MAX_WAIT = 10.0
 LOG_REQUEST_TIMEOUT = 30.0  # a hung logging endpoint must not hold up the job's own polling for long
@@ -84,16 +71,21 @@ def logging_discovery_document_path() -> Path:
     return base / "discovery_cache" / "documents" / "logging.v2.json"
 
 
-class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
+class JobLogsHook(GoogleApiHook):
     """Read a training job's log entries, sync and async, and stream them into a logger.
 
     :param gcp_conn_id: Airflow connection (provider-google extras; missing => ADC).
     :param project_id: the project whose logs are read (default: connection, then credentials).
     :param api_endpoint: logging root URL override, e.g. ``http://127.0.0.1:8080/``.
     :param ml_api_endpoint: the ml endpoint of the job: when it is an emulator, logs come from it too.
+    :param impersonation_chain: account (or chain) to impersonate; wins over the connection's.
     """
 
     hook_name = "AI Platform Training logs (airflow_aip)"
+    api_label = "logging v2"
+    default_host = "logging"
+    endpoint_extra = LOGGING_ENDPOINT_EXTRA
+    endpoint_env = LOGGING_ENDPOINT_ENV
 
     def __init__(
         self,
@@ -102,6 +94,7 @@ class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
         project_id: str | None = None,
         api_endpoint: str | None = None,
         ml_api_endpoint: str | None = None,
+        impersonation_chain: str | Sequence[str] | None = None,
         retry_attempts: int = LOG_RETRY_ATTEMPTS,
         retry_max_wait: float = LOG_RETRY_MAX_WAIT,
         request_timeout: float = LOG_REQUEST_TIMEOUT,
@@ -109,44 +102,33 @@ class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
         max_pages: int = MAX_PAGES_PER_POLL,
         **kwargs: Any,
     ) -> None:
-        super().__init__(gcp_conn_id, **kwargs)
-        self._project_id = project_id
-        self._api_endpoint = api_endpoint
+        super().__init__(
+            gcp_conn_id,
+            project_id=project_id,
+            api_endpoint=api_endpoint,
+            impersonation_chain=impersonation_chain,
+            retry_attempts=retry_attempts,
+            retry_max_wait=retry_max_wait,
+            request_timeout=request_timeout,
+            **kwargs,
+        )
         self._ml_api_endpoint = ml_api_endpoint
-        self.retry_attempts = retry_attempts
-        self.retry_max_wait = retry_max_wait
-        self.request_timeout = request_timeout
         self.page_size = page_size
         self.max_pages = max_pages
 
-    # -- where and as whom -------------------------------------------------------------------
-
     @cached_property
     def endpoint(self) -> str | None:
-        """The logging root URL override, or None for Google's own endpoint."""
-        own = resolve_api_endpoint(
-            self._api_endpoint, self.settings, extra=LOGGING_ENDPOINT_EXTRA, env=LOGGING_ENDPOINT_ENV
-        )
+        """The logging root URL override; else the ml endpoint when it is an emulator, else Google's."""
+        own = super().endpoint
         if own:
             return own
-        ml = resolve_endpoint(self._ml_api_endpoint, self.settings)
+        ml = resolve_api_endpoint(
+            self._ml_api_endpoint, self.settings, extra=ENDPOINT_EXTRA, env=ENDPOINT_ENV
+        )
         return ml if ml and is_emulator(ml) else None
 
-    @property
-    def root_url(self) -> str:
-        return self.endpoint or DEFAULT_LOGGING_ROOT_URL
-
-    @property
-    def is_local(self) -> bool:
-        return self.endpoint is not None and is_emulator(self.endpoint)
-
-    @cached_property
-    def credentials_and_project(self) -> tuple[Any, str | None]:
-        if self.is_local:
-            from google.auth.credentials import AnonymousCredentials
-
-            return AnonymousCredentials(), self.settings.project_id
-        return load_credentials(self.settings)
+    def _shared_auth_key(self) -> tuple[str, ...]:
+        return (*super()._shared_auth_key(), str(self._ml_api_endpoint))
 
     def resolve_project(self, project_id: str | None = None) -> str:
         project = (
@@ -166,44 +148,9 @@ class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
 
     # -- sync --------------------------------------------------------------------------------
 
-    def _http(self) -> Any:
-        """The HTTP transport: authorised httplib2 (tests replace this at the HTTP boundary)."""
-        import httplib2
-
-        raw = httplib2.Http(timeout=self.request_timeout)
-        if self.is_local:
-            return raw
-        import google_auth_httplib2
-
-        return google_auth_httplib2.AuthorizedHttp(self.credentials_and_project[0], http=raw)
-
-    @cached_property
-    def entries(self) -> Any:
-        """The logging v2 ``entries`` resource, from the static discovery document."""
-        from googleapiclient.discovery import build_from_document
-
-        service = build_from_document(
-            logging_discovery_document_path().read_text(encoding="utf-8"),
-            http=self._http(),
-            client_options={"api_endpoint": self.endpoint} if self.endpoint else None,
-        )
-        return service.entries()
-
     def list_entries(self, body: dict[str, Any]) -> dict[str, Any]:
         """One ``entries.list`` page, with the retry policy; HTTP errors become typed errors."""
-        from googleapiclient.errors import HttpError
-
-        for attempt in Retrying(
-            **retry_policy(self.retry_attempts, self.retry_max_wait, self.log, "logging v2")
-        ):
-            with attempt:
-                try:
-                    return dict(self.entries.list(body=body).execute(num_retries=0) or {})
-                except HttpError as err:
-                    status = int(err.resp.status)
-                    message = error_message(err.content, str(err.reason))
-                    raise ApiError(status, message, method="entries.list") from None
-        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+        return self.request("entries.list", "POST", "v2/entries:list", body=body)
 
     def fetch(self, stream: LogStream, project_id: str | None = None) -> Batch:
         """The entries after the stream's cursor, at most ``max_pages`` pages."""
@@ -253,34 +200,9 @@ class JobLogsHook(AsyncAuthMixin, GoogleCloudBaseHook):
 
     # -- async (triggers) --------------------------------------------------------------------
 
-    def _shared_auth_key(self) -> tuple[str, str | None]:
-        return (self.gcp_conn_id, f"logging|{self._api_endpoint}|{self._ml_api_endpoint}")
-
-    def _client_slot(self) -> AbstractAsyncContextManager[httpx.AsyncClient]:
-        """Borrow a client of the event loop's pool (tests replace this at the HTTP boundary).
-
-        The pool's clients are shared with the ml hook and keep its timeout; ours is per request.
-        """
-        return borrow_client(REQUEST_TIMEOUT)
-
     async def alist_entries(self, body: dict[str, Any]) -> dict[str, Any]:
         """As :meth:`list_entries`, without blocking the event loop."""
-        await self.aprepare()
-        url = self.root_url + "v2/entries:list"
-        async for attempt in AsyncRetrying(
-            **retry_policy(self.retry_attempts, self.retry_max_wait, self.log, "logging v2")
-        ):
-            with attempt:
-                headers = await self._auth_headers()
-                async with self._client_slot() as client:
-                    response = await client.post(
-                        url, json=body, headers=headers, timeout=self.request_timeout
-                    )
-                if response.status_code >= 400:
-                    message = error_message(response.content, response.reason_phrase)
-                    raise ApiError(response.status_code, message, method="entries.list")
-                return dict(response.json() or {}) if response.content else {}
-        raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
+        return await self.arequest("entries.list", "POST", "v2/entries:list", body=body)
 
     async def afetch(self, stream: LogStream, project_id: str | None = None) -> Batch:
         await self.aprepare()

@@ -1,26 +1,23 @@
-"""HTTP plumbing of the ml v1 API shared by the sync and async paths of TrainingJobHook.
+"""The HTTP rules every Google API hook shares (see :class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
 
 One place for: which errors are retried (429, 5xx, connection errors) and how (exponential
-backoff with jitter, via tenacity); how an error answer becomes a typed error; where the
-endpoint is and whether it is local; and the per-event-loop resources every trigger in a
-triggerer shares (one pooled httpx client, a cap on in-flight requests, one set of
-credentials per connection, so 1,000 triggers do not refresh 1,000 tokens).
+backoff with jitter, via tenacity); how an error answer becomes a typed error; how an endpoint
+override is read; and the per-event-loop resources every trigger in a triggerer shares (a pool
+of httpx clients, a cap on in-flight requests, one set of credentials per connection and
+identity, so 1,000 triggers do not refresh 1,000 tokens).
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import http.client
-import ipaddress
 import json
-import re
+import socket
 import time
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -28,16 +25,12 @@ from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wai
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.base import ConnectionSettings, env_flag
-from airflow_aip.jobs import diff_training_input
 
 if TYPE_CHECKING:
     import ssl
 
     import httpx
 
-ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
-ENDPOINT_EXTRA = "api_endpoint"
-DEFAULT_ROOT_URL = "https://ml.googleapis.com/"
 RETRY_ATTEMPTS = 6
 RETRY_INITIAL_WAIT = 1.0
 RETRY_MAX_WAIT = 60.0
@@ -46,9 +39,6 @@ REQUEST_TIMEOUT = 60.0
 # to one request at a time. Not one client with many connections: httpcore's pool scans every
 # queued request against every connection, which costs quadratic CPU with 1,000 triggers.
 MAX_CONCURRENT_REQUESTS = 16
-# How far the API's clock may run behind ours when telling our own create from an earlier one.
-CLOCK_SKEW = 60.0
-_FRACTION = re.compile(r"(\.[0-9]{6})[0-9]+")  # RFC 3339 nanoseconds; datetime keeps microseconds
 
 
 @dataclass
@@ -91,7 +81,8 @@ async def borrow_client(timeout: float) -> AsyncIterator[httpx.AsyncClient]:
 
 def api_error(status: int, message: str, method: str) -> ApiError:
     """The typed error for an HTTP error answer."""
-    kind = {404: JobNotFoundError, 409: JobAlreadyExistsError}.get(status, ApiError)
+    kinds: dict[int, type[ApiError]] = {404: JobNotFoundError, 409: JobAlreadyExistsError}
+    kind = kinds.get(status, ApiError)
     return kind(status, message, method=method)
 
 
@@ -112,16 +103,14 @@ def is_transient(exc: BaseException) -> bool:
     """Worth retrying: throttling, server errors, and the connection failing under us."""
     if isinstance(exc, ApiError):
         return exc.status in (408, 429) or exc.status >= 500
-    if isinstance(exc, OSError | http.client.HTTPException):  # refused, reset, timed out
-        return True
+    if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | http.client.HTTPException):
+        return True  # refused, reset, timed out, name lookup failed: not a missing file or a bad path
     module = type(exc).__module__
     name = type(exc).__name__
     if module.startswith("httpx") and name != "InvalidURL":
         import httpx
 
         return isinstance(exc, httpx.TransportError)
-    if module.startswith("httplib2"):
-        return name == "ServerNotFoundError"
     if module.startswith("google.auth"):
         return name == "TransportError"
     return False
@@ -150,97 +139,6 @@ def retry_policy(attempts: int, max_wait: float, log: Any = None, api: str = "ml
     }
 
 
-def is_our_create(body: Mapping[str, Any], existing: Mapping[str, Any], sent_at: float) -> bool:
-    """The job the API holds is the one a create of ``body`` first sent at ``sent_at`` made.
-
-    Same trainingInput and labels, and created no earlier than the first send (less
-    CLOCK_SKEW): an identical job an earlier task try made (and maybe saw fail) is not ours.
-    """
-    same_input = not diff_training_input(body.get("trainingInput") or {}, existing.get("trainingInput") or {})
-    if not same_input or dict(body.get("labels") or {}) != dict(existing.get("labels") or {}):
-        return False
-    created = existing.get("createTime")
-    try:
-        moment = datetime.fromisoformat(_FRACTION.sub(r"\1", str(created)).replace("Z", "+00:00"))
-    except ValueError:
-        return True  # no readable createTime: the spec is all there is to go by
-    return moment.timestamp() >= sent_at - CLOCK_SKEW
-
-
-@functools.cache
-def _single_send_http_class() -> type:
-    import httplib2
-
-    class SingleSendHttp(httplib2.Http):  # type: ignore[misc]  # httplib2 is untyped
-        """httplib2 that never re-sends a POST on its own.
-
-        When a connection closes before any byte of answer, httplib2 silently sends the request
-        again (it assumes a stale keep-alive connection). For a create the server may already
-        have applied, that second send is invisible to our retry policy, which alone knows how
-        to recognise our own job in the 409 that follows. So anything but GET/HEAD goes out on
-        a fresh connection (never a stale one), and a connection closed before any answer is
-        raised (as ConnectionResetError: transient, retried by tenacity).
-        """
-
-        def _conn_request(self, conn: Any, request_uri: str, method: str, body: Any, headers: Any) -> Any:
-            if method in ("GET", "HEAD"):
-                return super()._conn_request(conn, request_uri, method, body, headers)
-            conn.close()  # httplib2 reconnects: the POST never meets a keep-alive the server dropped
-            getresponse = conn.getresponse
-
-            def answer_or_raise() -> Any:
-                try:
-                    return getresponse()
-                except http.client.BadStatusLine as exc:  # RemoteDisconnected among them
-                    raise ConnectionResetError(f"connection closed before any answer to {method}") from exc
-
-            conn.getresponse = answer_or_raise
-            try:
-                return super()._conn_request(conn, request_uri, method, body, headers)
-            finally:
-                conn.__dict__.pop("getresponse", None)
-
-    return SingleSendHttp
-
-
-def single_send_http(timeout: float) -> Any:
-    """An ``httplib2.Http`` that leaves every re-send of a non-idempotent request to our retry policy."""
-    return _single_send_http_class()(timeout=timeout)
-
-
-def is_loopback(url: str) -> bool:
-    """A URL on this machine: the local training service, never Google."""
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def is_emulator(url: str) -> bool:
-    """An endpoint that gets anonymous credentials: loopback, or any plain-http URL.
-
-    Google's APIs are https-only, so a plain-http endpoint is an emulator (the local training
-    service on a compose network, say); and a bearer token must never travel over plain http.
-    """
-    return is_loopback(url) or urlsplit(url).scheme == "http"
-
-
-def resolve_endpoint(explicit: str | None, settings: ConnectionSettings) -> str | None:
-    """The root URL override: hook argument, then connection extra, then gcloud's variable."""
-    root = explicit or settings.extras.get(ENDPOINT_EXTRA) or env_flag(ENDPOINT_ENV)
-    if not root:
-        return None
-    root = str(root).strip()
-    if urlsplit(root).scheme not in ("http", "https"):
-        raise ValidationError(
-            ENDPOINT_EXTRA, f"must be an http(s) root URL like http://127.0.0.1:8080/, got {root!r}"
-        )
-    return root if root.endswith("/") else root + "/"
-
-
 def resolve_api_endpoint(
     explicit: str | None, settings: ConnectionSettings, *, extra: str, env: str
 ) -> str | None:
@@ -262,13 +160,13 @@ def job_name(project_id: str, job_id: str) -> str:
 # -- what every trigger of one process shares --------------------------------------------------
 
 SHARED_AUTH_TTL = 300.0  # seconds a connection's settings are reused before being read again
-_SHARED_AUTH: dict[tuple[str, str | None], tuple[float, ConnectionSettings, tuple[Any, str | None]]] = {}
+_SHARED_AUTH: dict[tuple[str, ...], tuple[float, ConnectionSettings, tuple[Any, str | None]]] = {}
 _REFRESH_LOCKS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[int, asyncio.Lock]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def shared_auth(key: tuple[str, str | None]) -> tuple[ConnectionSettings, tuple[Any, str | None]] | None:
+def shared_auth(key: tuple[str, ...]) -> tuple[ConnectionSettings, tuple[Any, str | None]] | None:
     """Settings and credentials another hook of this process loaded for the same connection."""
     hit = _SHARED_AUTH.get(key)
     if hit is None or time.monotonic() - hit[0] > SHARED_AUTH_TTL:
@@ -277,7 +175,7 @@ def shared_auth(key: tuple[str, str | None]) -> tuple[ConnectionSettings, tuple[
 
 
 def share_auth(
-    key: tuple[str, str | None], settings: ConnectionSettings, credentials: tuple[Any, str | None]
+    key: tuple[str, ...], settings: ConnectionSettings, credentials: tuple[Any, str | None]
 ) -> None:
     _SHARED_AUTH[key] = (time.monotonic(), settings, credentials)
 

@@ -36,10 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import PreconditionFailedError, StagingError, StorageError, ValidationError
-from airflow_aip.hooks.base import GoogleCloudBaseHook, anonymous_credentials, env_flag, load_credentials
-from airflow_aip.uris import GcsUri, parse_gcs_uri
+from airflow_aip.hooks.base import GoogleCloudBaseHook, anonymous_credentials
+from airflow_aip.uris import GcsUri, parse_gcs_uri, storage_emulator_host
 
-EMULATOR_ENV = "STORAGE_EMULATOR_HOST"
 EMULATOR_PROJECT = "local-emulator"
 PROGRESS_MIN_BYTES = 8 * 1024 * 1024  # smaller files go in one request: no progress to report
 _CHUNK_QUANTUM = 256 * 1024  # resumable chunks must be multiples of 256 KiB
@@ -132,10 +131,10 @@ class StorageHook(GoogleCloudBaseHook):
         """A google.cloud.storage.Client, built once per hook."""
         from google.cloud import storage
 
-        if env_flag(EMULATOR_ENV):
+        if storage_emulator_host():
             # The client reads STORAGE_EMULATOR_HOST itself for its endpoint.
             return storage.Client(project=EMULATOR_PROJECT, credentials=anonymous_credentials())
-        credentials, project = load_credentials(self.settings)
+        credentials, project = self.load_credentials()
         return storage.Client(project=project, credentials=credentials)
 
     def get_conn(self) -> Any:

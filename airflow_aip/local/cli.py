@@ -107,8 +107,9 @@ def serve(args: argparse.Namespace) -> int:
 
     from airflow_aip.local.api import create_app
     from airflow_aip.local.faults import FaultInjection, FaultPlan
-    from airflow_aip.local.gcs import FakeGcsServer, free_port, is_loopback
+    from airflow_aip.local.gcs import FakeGcsServer, free_port
     from airflow_aip.local.service import ServiceConfig, TrainingService
+    from airflow_aip.uris import is_loopback
 
     if not is_loopback(args.host) and not args.allow_remote:
         print(

@@ -6,7 +6,6 @@ PID and always stopped by the same object that started it.
 
 from __future__ import annotations
 
-import os
 import platform
 import socket
 import subprocess
@@ -120,13 +119,3 @@ class FakeGcsServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
-
-
-def is_loopback(host: str) -> bool:
-    """True for addresses that never leave this machine."""
-    return host in {"localhost", "::1"} or host.startswith("127.")
-
-
-def emulator_host() -> str | None:
-    """STORAGE_EMULATOR_HOST, if set: then every storage client talks to the emulator."""
-    return os.environ.get("STORAGE_EMULATOR_HOST") or None

@@ -2,8 +2,8 @@
 
 It answers the four job methods like Google (status codes, error bodies, 409 on a taken ID,
 400 when cancelling an ended job) and plays a script of states per job, one per GET. It plugs
-in as the httplib2 transport of google-api-python-client and as an httpx MockTransport, so the
-sync and async paths of the hook see the same server.
+in as an httpx MockTransport under the hooks' sync client and their async client pool, so the
+sync and async paths see the same server.
 """
 
 from __future__ import annotations
@@ -12,10 +12,9 @@ import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, urlsplit
 
-import httplib2
 import httpx
 
 _JOB = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs/(?P<job>[^/:]+)(?P<cancel>:cancel)?$")
@@ -115,33 +114,37 @@ class FakeMlApi:
 
     # -- transports --------------------------------------------------------------------------
 
-    def httplib2(self) -> FakeHttp:
-        return FakeHttp(self)
-
     def httpx_transport(self) -> httpx.MockTransport:
-        def handler(request: httpx.Request) -> httpx.Response:
-            body = json.loads(request.content) if request.content else None
-            status, payload = self.handle(request.method, str(request.url), body)
-            return httpx.Response(status, json=payload)
-
-        return httpx.MockTransport(handler)
+        return mock_transport(self)
 
 
-class FakeHttp:
-    """The httplib2.Http interface google-api-python-client calls."""
+class _Handles(Protocol):
+    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]: ...
 
-    def __init__(self, api: FakeMlApi) -> None:
-        self.api = api
 
-    def request(
-        self,
-        uri: str,
-        method: str = "GET",
-        body: Any = None,
-        headers: Any = None,
-        redirections: int = 1,
-        connection_type: Any = None,
-    ) -> tuple[httplib2.Response, bytes]:
-        parsed = json.loads(body) if body else None
-        status, payload = self.api.handle(method, uri, parsed)
-        return httplib2.Response({"status": str(status)}), json.dumps(payload).encode()
+def mock_transport(api: _Handles) -> httpx.MockTransport:
+    """An httpx transport answered by ``api.handle`` (a fake API at the HTTP boundary)."""
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        body = json.loads(request.content) if request.content else None
+        status, payload = api.handle(request.method, str(request.url), body)
+        return httpx.Response(status, json=payload)
+
+    return httpx.MockTransport(handler)
+
+
+def sync_client(api: _Handles) -> httpx.Client:
+    """The sync hooks' client, served by ``api``."""
+    return httpx.Client(transport=mock_transport(api))
+
+
+class Scripted:
+    """Answers requests in order from a script of ``(status, payload)``; records each URL sent."""
+
+    def __init__(self, answers: Iterable[tuple[int, Any]]) -> None:
+        self.answers = deque(answers)
+        self.request_sequence: list[tuple[str, str]] = []
+
+    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:
+        self.request_sequence.append((url, method))
+        return self.answers.popleft()

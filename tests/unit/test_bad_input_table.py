@@ -9,11 +9,14 @@ output directory may have been created.
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
+from unittest import mock
 
 import pytest
 
@@ -26,7 +29,7 @@ from airflow_aip.operators import (
     StagePackagesOperator,
     SubmitTrainingJobOperator,
 )
-from tests.unit.ml_fake import FakeMlApi
+from tests.unit.ml_fake import FakeMlApi, sync_client
 
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 TI = "trainingInput"
@@ -110,6 +113,21 @@ def export(**overrides: Any) -> Case:
     arguments.setdefault("project_id", "proj")
     return lambda _: ExportArtifactsOperator(**arguments).execute(context())
 
+
+def connection(extra: dict[str, Any], **overrides: Any) -> Case:
+    """Submit through a connection with these extras (an https endpoint: credentials are loaded)."""
+
+    def run(tmp: Path) -> Any:
+        filled = {k: v.replace("{tmp}", str(tmp)) if isinstance(v, str) else v for k, v in extra.items()}
+        conn = json.dumps({"conn_type": "google_cloud_platform", "extra": filled})
+        with mock.patch.dict(os.environ, {"AIRFLOW_CONN_AIP_BAD_CREDENTIALS": conn}):
+            arguments = {"gcp_conn_id": "aip_bad_credentials", "api_endpoint": "https://ml.example.com/"}
+            return submit(**{**arguments, **overrides})(tmp)
+
+    return run
+
+
+KEY = '{"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com"}'
 
 TABLE = [
     # -- job IDs and prefixes -------------------------------------------------------------
@@ -278,6 +296,37 @@ TABLE = [
         config_file("config.yaml", b"labels: [team, ml]\n"), "config.labels", id="config labels a list"
     ),
     pytest.param(lambda tmp: submit(config=str(tmp / "absent.yaml"))(tmp), "config", id="config missing"),
+    # -- credentials: never a silent fall back to another identity ------------------------
+    pytest.param(connection({"key_secret_name": "k"}), "extra.key_secret_name", id="key in Secret Manager"),
+    pytest.param(
+        connection({"extra__google_cloud_platform__idp_issuer_url": "https://idp"}),
+        "extra.idp_issuer_url",
+        id="IdP token flow (prefixed extra)",
+    ),
+    pytest.param(
+        connection({"keyfile_dict": KEY, "key_path": "/k.json"}), "extra.key_path", id="two key sources"
+    ),
+    pytest.param(
+        connection({"is_anonymous": True, "key_path": "/k.json"}), "extra.is_anonymous", id="anonymous, key"
+    ),
+    pytest.param(connection({"keyfile_dict": "{not json"}), "extra.keyfile_dict", id="key not JSON"),
+    pytest.param(connection({"key_path": "{tmp}/absent.json"}), "extra.key_path", id="key file missing"),
+    pytest.param(
+        connection({"credential_config_file": "{tmp}/absent.json"}),
+        "extra.credential_config_file",
+        id="credential config file missing",
+    ),
+    pytest.param(
+        connection({"credential_config_file": "{not json"}),
+        "extra.credential_config_file",
+        id="credential config not JSON",
+    ),
+    pytest.param(
+        connection({"impersonation_chain": "not-an-email"}),
+        "extra.impersonation_chain",
+        id="impersonation chain not accounts",
+    ),
+    pytest.param(connection({"quota_project_id": 7}), "extra.quota_project_id", id="quota project a number"),
 ]
 
 
@@ -298,7 +347,8 @@ def test_bad_input_is_refused_before_any_side_effect(
 ) -> None:
     api = FakeMlApi()
     storage = NoStorage()
-    monkeypatch.setattr(TrainingJobHook, "_http", lambda self: api.httplib2())
+    client = sync_client(api)
+    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
     monkeypatch.setattr(StorageHook, "client", property(lambda self: storage))
 
     if isinstance(expected, str):

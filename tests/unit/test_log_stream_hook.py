@@ -1,4 +1,4 @@
-"""JobLogsHook against a fake logging v2 API at the HTTP boundary (httplib2 and httpx).
+"""JobLogsHook against a fake logging v2 API at the HTTP boundary (httpx, sync and async).
 
 The fake filters with the local service's own filter parser, so ``timestamp>=`` cursors behave
 as on the server; it adds what no server produces on demand: errors, page caps, late entries.
@@ -18,10 +18,11 @@ import pytest
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
-from airflow_aip.hooks.ml_http import ENDPOINT_ENV, clear_shared_auth
+from airflow_aip.hooks.ml_http import clear_shared_auth
+from airflow_aip.hooks.training import ENDPOINT_ENV
 from airflow_aip.jobs.logs import LogStream
 from airflow_aip.local.filters import parse_filter
-from tests.unit.ml_fake import FakeHttp
+from tests.unit.ml_fake import sync_client
 
 LOCAL = "http://127.0.0.1:8089/"
 
@@ -98,7 +99,8 @@ def _fresh(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def sync_hook(api: FakeLoggingApi, **kwargs: Any) -> JobLogsHook:
     args: dict[str, Any] = {"project_id": "proj", "api_endpoint": LOCAL, "retry_max_wait": 0.001, **kwargs}
     hook = JobLogsHook("aip_missing_conn", **args)
-    hook._http = lambda: FakeHttp(api)  # type: ignore[method-assign, arg-type]
+    client = sync_client(api)
+    hook._sync_client = lambda: client  # type: ignore[method-assign]
     return hook
 
 
@@ -139,6 +141,9 @@ def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     # A real (https) ml endpoint, e.g. a regional one, says nothing about logging: Google's.
     google = JobLogsHook("aip_missing_conn", ml_api_endpoint="https://us-central1-ml.googleapis.com/")
     assert google.endpoint is None
+    from google.auth.credentials import AnonymousCredentials
+
+    google.__dict__["credentials_and_project"] = (AnonymousCredentials(), None)  # no ADC lookup
     assert google.root_url == "https://logging.googleapis.com/"
     assert not google.is_local
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
-from googleapiclient.http import HttpMockSequence
+from google.auth.credentials import Credentials
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.ml_http import clear_shared_auth
@@ -20,7 +20,7 @@ from airflow_aip.hooks.training import (
     is_loopback,
     is_transient,
 )
-from tests.unit.ml_fake import FakeMlApi
+from tests.unit.ml_fake import FakeMlApi, Scripted, sync_client
 
 LOCAL = "http://127.0.0.1:8089/"
 TRAINING_INPUT = {
@@ -30,19 +30,21 @@ TRAINING_INPUT = {
 }
 
 
-def error(status: int, message: str) -> tuple[dict[str, str], str]:
-    return {"status": str(status)}, json.dumps({"error": {"code": status, "message": message}})
+def error(status: int, message: str) -> tuple[int, Any]:
+    return status, {"error": {"code": status, "message": message}}
 
 
-def ok(payload: dict[str, Any]) -> tuple[dict[str, str], str]:
-    return {"status": "200"}, json.dumps(payload)
+def ok(payload: dict[str, Any]) -> tuple[int, Any]:
+    return 200, payload
 
 
-def make_hook(http: Any, **kwargs: Any) -> TrainingJobHook:
+def make_hook(api: Any, **kwargs: Any) -> TrainingJobHook:
+    """A hook whose sync client is served by ``api`` (a FakeMlApi, a Scripted, a FlakyApi)."""
     hook = TrainingJobHook(
         "aip_missing_conn", project_id="proj", api_endpoint=LOCAL, retry_max_wait=0.001, **kwargs
     )
-    hook._http = lambda: http  # type: ignore[method-assign]
+    client = sync_client(api)
+    hook._sync_client = lambda: client  # type: ignore[method-assign]
     return hook
 
 
@@ -77,7 +79,15 @@ def test_endpoint_precedence(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.delenv(ENDPOINT_ENV)
     assert TrainingJobHook("aip_missing_conn").endpoint is None
-    assert TrainingJobHook("aip_missing_conn").root_url == "https://ml.googleapis.com/"
+    hook = TrainingJobHook("aip_missing_conn")
+    hook.__dict__["credentials_and_project"] = (FakeCredentials(), None)
+    assert hook.root_url == "https://ml.googleapis.com/"
+
+
+def test_google_endpoint_follows_the_credentials_universe() -> None:
+    hook = TrainingJobHook("aip_missing_conn")
+    hook.__dict__["credentials_and_project"] = (FakeCredentials(universe="example-universe.goog"), None)
+    assert hook.root_url == "https://ml.example-universe.goog/"
 
 
 def test_bad_endpoint_is_a_validation_error() -> None:
@@ -143,14 +153,14 @@ def test_project_from_connection(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_get_goes_to_the_endpoint_root() -> None:
-    http = HttpMockSequence([ok({"jobId": "j1", "state": "RUNNING"})])
+    http = Scripted([ok({"jobId": "j1", "state": "RUNNING"})])
     assert make_hook(http).get_job("j1")["state"] == "RUNNING"
     assert http.request_sequence[0][0].startswith(LOCAL + "v1/projects/proj/jobs/j1")
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
 def test_transient_statuses_are_retried(status: int) -> None:
-    http = HttpMockSequence([error(status, "try later"), ok({"jobId": "j1", "state": "QUEUED"})])
+    http = Scripted([error(status, "try later"), ok({"jobId": "j1", "state": "QUEUED"})])
     assert make_hook(http).get_job("j1")["state"] == "QUEUED"
     assert len(http.request_sequence) == 2
 
@@ -166,7 +176,7 @@ def test_transient_statuses_are_retried(status: int) -> None:
     ],
 )
 def test_other_4xx_fail_at_once_with_the_api_message(status: int, kind: type[ApiError]) -> None:
-    http = HttpMockSequence([error(status, f"the API says {status}"), ok({})])
+    http = Scripted([error(status, f"the API says {status}"), ok({})])
     with pytest.raises(kind) as err:
         make_hook(http).get_job("j1")
     assert type(err.value) is kind
@@ -177,36 +187,36 @@ def test_other_4xx_fail_at_once_with_the_api_message(status: int, kind: type[Api
 
 
 def test_retries_are_bounded() -> None:
-    http = HttpMockSequence([error(503, "down")] * 3 + [ok({"jobId": "j1"})])
+    http = Scripted([error(503, "down")] * 3 + [ok({"jobId": "j1"})])
     with pytest.raises(ApiError) as err:
         make_hook(http, retry_attempts=3).get_job("j1")
     assert err.value.status == 503
     assert len(http.request_sequence) == 3
 
 
-class FlakyHttp:
-    """Refuses the first connection, then serves ``api``."""
+class FlakyApi:
+    """Refuses the first connections, then serves ``api``."""
 
     def __init__(self, api: FakeMlApi, failures: int) -> None:
-        self.inner = api.httplib2()
+        self.inner = api
         self.failures = failures
 
-    def request(self, *args: Any, **kwargs: Any) -> Any:
+    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:
         if self.failures:
             self.failures -= 1
-            raise ConnectionRefusedError("refused")
-        return self.inner.request(*args, **kwargs)
+            raise httpx.ConnectError("refused")
+        return self.inner.handle(method, url, body)
 
 
 def test_connection_errors_are_retried(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "RUNNING")
-    http = FlakyHttp(api, failures=2)
+    http = FlakyApi(api, failures=2)
     assert make_hook(http).get_job("j1")["state"] == "RUNNING"
     assert http.failures == 0
 
 
 def test_create_validates_before_sending(api: FakeMlApi) -> None:
-    hook = make_hook(api.httplib2())
+    hook = make_hook(api)
     with pytest.raises(ValidationError) as err:
         hook.create_job({"jobId": "j1", "trainingInput": {**TRAINING_INPUT, "scaleTier": "HUGE"}})
     assert err.value.field == "trainingInput.scaleTier"
@@ -214,7 +224,7 @@ def test_create_validates_before_sending(api: FakeMlApi) -> None:
 
 
 def test_create_then_conflict(api: FakeMlApi) -> None:
-    hook = make_hook(api.httplib2())
+    hook = make_hook(api)
     created = hook.create_job({"jobId": "j1", "trainingInput": TRAINING_INPUT, "labels": {"a": "b"}})
     assert created["state"] == "QUEUED"
     assert api.calls("POST", "/v1/projects/proj/jobs")[0][2]["labels"] == {"a": "b"}
@@ -225,7 +235,7 @@ def test_create_then_conflict(api: FakeMlApi) -> None:
 def test_cancel(api: FakeMlApi) -> None:
     api.add_job("proj", "running", "RUNNING")
     api.add_job("proj", "done", "SUCCEEDED")
-    hook = make_hook(api.httplib2())
+    hook = make_hook(api)
     assert hook.cancel_job("running") is True
     assert api.jobs[("proj", "running")]["state"] == "CANCELLING"
     assert hook.cancel_job("done") is False
@@ -237,14 +247,14 @@ def test_cancel_400_on_a_live_job_is_raised(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "RUNNING")
     api.errors.append((400, "bad request"))
     with pytest.raises(ApiError, match="bad request"):
-        make_hook(api.httplib2()).cancel_job("j1")
+        make_hook(api).cancel_job("j1")
 
 
 def test_list_follows_pages(api: FakeMlApi) -> None:
     for i in range(5):
         api.add_job("proj", f"j{i}", "SUCCEEDED")
     api.add_job("other", "x", "SUCCEEDED")
-    jobs = make_hook(api.httplib2()).list_jobs(page_size=2)
+    jobs = make_hook(api).list_jobs(page_size=2)
     assert [j["jobId"] for j in jobs] == ["j0", "j1", "j2", "j3", "j4"]
     assert len(api.calls("GET", "/jobs")) == 3
 
@@ -270,18 +280,17 @@ def test_is_transient() -> None:
 # -- async path ------------------------------------------------------------------------------
 
 
-class FakeCredentials:
-    """Expired until refreshed; counts refreshes."""
+class FakeCredentials(Credentials):
+    """google-auth credentials with no token until refreshed; counts refreshes (no token server)."""
 
-    def __init__(self) -> None:
-        self.valid = False
-        self.token: str | None = None
+    def __init__(self, universe: str = "googleapis.com") -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._universe_domain = universe
         self.refreshes = 0
 
     def refresh(self, request: Any) -> None:
         self.refreshes += 1
         self.token = f"token-{self.refreshes}"
-        self.valid = True
 
 
 def async_hook(api: FakeMlApi, endpoint: str = LOCAL, **kwargs: Any) -> TrainingJobHook:

@@ -1,0 +1,169 @@
+"""The runners of the one wait step: read the job, apply the step, sleep, stream its logs.
+
+The decisions are the pure step's (``airflow_aip.jobs.waiting``); what is left is I/O, once for
+each world: :class:`SyncWait` (the operator in the worker, the sensor's poke and reschedule
+modes) sleeps with ``time.sleep`` and calls the sync hooks, :class:`AsyncWait` (the trigger)
+awaits ``asyncio.sleep`` and the async hooks, never blocking the event loop.
+
+Why here, beside the hooks: a runner calls the hooks, so it cannot live in the pure model
+(``jobs/``), and the operator, the sensor and the trigger all use it, so it belongs to none of
+their folders (a sensor importing from ``operators/`` would be a sideways dependency). It
+imports nothing of Airflow: like the hooks, it is below the adapters.
+
+Log streaming is the adapters' own (``stream_for`` builds the stream from the first job read:
+the trigger starts at its serialized cursor, the sensor keeps the stream to hand it over); the
+runners follow it after each read of a running job and, once the job ended, drain it before
+the event, as each adapter did before it used a runner. Reads that failed stream nothing.
+
+The hook given should try each request once (``JobHooksMixin.wait_hook``): the step owns the
+outage policy (backoff up to the deadline, one log line when an outage starts and one when it
+ends); a hook retrying on its own would log every retry and could outlast the deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_aip.hooks.training import is_transient
+from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream
+from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event
+
+if TYPE_CHECKING:
+    from airflow_aip.hooks.logs import JobLogsHook
+    from airflow_aip.hooks.training import TrainingJobHook
+
+StreamFor = Callable[[Mapping[str, Any]], LogStream]
+
+
+class _Wait:
+    """What both runners share: the step's state, its log lines, the log stream."""
+
+    def __init__(
+        self,
+        hook: TrainingJobHook,
+        logs_hook: JobLogsHook,
+        job_id: str,
+        project_id: str,
+        *,
+        poll_interval: float,
+        deadline: float | None,
+        log: Any,
+        stream_for: StreamFor | None = None,
+        follow_while_running: bool = True,
+        jitter: Callable[[], float] | None = None,
+    ) -> None:
+        self.hook = hook
+        self.logs_hook = logs_hook
+        self.job_id = job_id
+        self.project_id = project_id
+        self.poll_interval = poll_interval
+        self.deadline = deadline
+        self.log = log
+        self.stream_for = stream_for
+        self.follow_while_running = follow_while_running
+        self.jitter = jitter or random.random
+        self.state = WaitState.begin(job_id, time.time())
+        self.stream: LogStream | None = None
+        self.last_job: Mapping[str, Any] = {}  # the job as the last successful read showed it
+
+    @staticmethod
+    def failed_read(err: Exception) -> Seen:
+        return Seen.failure(err, transient=is_transient(err))
+
+    def decide(self, seen: Seen) -> Step:
+        """Apply the step to one read: remember its state, log its lines."""
+        if seen.job is not None:
+            self.last_job = seen.job
+        decided = step(
+            self.state,
+            seen,
+            now=time.time(),
+            deadline=self.deadline,
+            poll_interval=self.poll_interval,
+            jitter=self.jitter(),
+        )
+        self.state = decided.state
+        for level, message in decided.logs:
+            getattr(self.log, level)("%s", message)
+        return decided
+
+    def event(self, decided: Step) -> dict[str, Any]:
+        return step_event(decided, self.project_id, time.time())
+
+    def stream_of(self, seen: Seen, decided: Step) -> LogStream | None:
+        """The stream to follow (running) or drain (ended) after this read, if any."""
+        if seen.job is None or self.stream_for is None:
+            return None
+        if self.stream is None:
+            self.stream = self.stream_for(seen.job)
+        if decided.action == "ended" or (not decided.done and self.follow_while_running):
+            return self.stream
+        return None
+
+    @property
+    def drain_interval(self) -> float:
+        return min(self.poll_interval, DRAIN_INTERVAL)
+
+
+class SyncWait(_Wait):
+    """Wait in a worker process."""
+
+    def observe(self, job: Mapping[str, Any] | None = None) -> Step:
+        """One read (or ``job``, a read made already), decided and logged; logs streamed."""
+        if job is not None:
+            seen = Seen(job)
+        else:
+            try:
+                seen = Seen(self.hook.get_job(self.job_id, self.project_id))
+            except Exception as err:
+                seen = self.failed_read(err)
+        decided = self.decide(seen)
+        stream = self.stream_of(seen, decided)
+        if stream is not None and decided.action == "ended":
+            self.logs_hook.drain(
+                stream,
+                self.log,
+                self.project_id,
+                interval=self.drain_interval,
+                sleep=time.sleep,
+                clock=time.monotonic,
+            )
+        elif stream is not None:
+            self.logs_hook.follow(stream, self.log, self.project_id, time.monotonic)
+        return decided
+
+    def run(self, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """Until the step stops: the one event the wait ends with."""
+        decided = self.observe(job)
+        while not decided.done:
+            time.sleep(decided.seconds)
+            decided = self.observe()
+        return self.event(decided)
+
+
+class AsyncWait(_Wait):
+    """Wait in the triggerer's event loop."""
+
+    async def observe(self) -> Step:
+        try:
+            seen = Seen(await self.hook.aget_job(self.job_id, self.project_id))
+        except Exception as err:  # the step tells transient from not; cancellation passes
+            seen = self.failed_read(err)
+        decided = self.decide(seen)
+        stream = self.stream_of(seen, decided)
+        if stream is not None and decided.action == "ended":
+            await self.logs_hook.adrain(stream, self.log, self.project_id, interval=self.drain_interval)
+        elif stream is not None:
+            await self.logs_hook.afollow(stream, self.log, self.project_id)
+        return decided
+
+    async def run(self) -> dict[str, Any]:
+        decided = await self.observe()
+        while not decided.done:
+            await asyncio.sleep(decided.seconds)
+            decided = await self.observe()
+        return self.event(decided)
