@@ -20,7 +20,13 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     says whether a cancel was needed (``cancel_requested``).
     """
 
-    template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
+    template_fields: Sequence[str] = (
+        "job_id",
+        "project_id",
+        "gcp_conn_id",
+        "api_endpoint",
+        "impersonation_chain",
+    )
     ui_color = "#fce8e6"
 
     def __init__(
@@ -30,6 +36,7 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         project_id: str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -37,6 +44,7 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.project_id = project_id
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
+        self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Context) -> dict[str, Any]:
         job_id = validate_job_id(self.job_id)

@@ -26,20 +26,27 @@ class StagePackagesOperator(BaseOperator):
     limit) before the first byte is uploaded.
     """
 
-    template_fields: Sequence[str] = ("packages", "staging_uri", "gcp_conn_id")
+    template_fields: Sequence[str] = ("packages", "staging_uri", "gcp_conn_id", "impersonation_chain")
     ui_color = "#e8f0fe"
 
     def __init__(
-        self, *, packages: Any, staging_uri: str, gcp_conn_id: str = DEFAULT_CONN_ID, **kwargs: Any
+        self,
+        *,
+        packages: Any,
+        staging_uri: str,
+        gcp_conn_id: str = DEFAULT_CONN_ID,
+        impersonation_chain: str | list[str] | None = None,
+        **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.packages = packages
         self.staging_uri = staging_uri
         self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
 
     @cached_property
     def hook(self) -> StorageHook:
-        return StorageHook(gcp_conn_id=self.gcp_conn_id)
+        return StorageHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
 
     def execute(self, context: Context) -> list[str]:
         plan = plan_staging(self.packages, self.staging_uri)
