@@ -67,6 +67,12 @@ def validate_object_name(name: str, field: str = "object") -> str:
         raise ValidationError(field, f"object name {name!r} must not be absolute (leading '/')")
     if name.startswith(_ACME_PREFIX):
         raise ValidationError(field, f"object name must not start with {_ACME_PREFIX!r}")
+    _check_segments(name, field)
+    return name
+
+
+def _check_segments(name: str, field: str) -> None:
+    """No ``.``/``..`` and no empty segments: one object, one spelling, never outside its prefix."""
     segments = name.split("/")
     if name.endswith("/"):
         segments.pop()  # a trailing slash marks a prefix ("directory"), not an empty segment
@@ -75,7 +81,6 @@ def validate_object_name(name: str, field: str = "object") -> str:
             raise ValidationError(field, f"object name {name!r} must not contain '.' or '..' segments")
         if not segment:
             raise ValidationError(field, f"object name {name!r} must not contain empty segments ('//')")
-    return name
 
 
 @dataclass(frozen=True)

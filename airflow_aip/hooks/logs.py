@@ -18,15 +18,13 @@
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
-from pathlib import Path
 from typing import Any, Protocol
 
-from airflow_aip.exceptions import AipError, ValidationError
+from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.ml_http import resolve_api_endpoint
@@ -60,15 +58,6 @@ class PollOutcome:
     new: int
     more: bool
     failed: bool
-
-
-def logging_discovery_document_path() -> Path:
-    """The static ``logging`` v2 discovery document google-api-python-client ships."""
-    spec = importlib.util.find_spec("googleapiclient")
-    if spec is None or not spec.submodule_search_locations:
-        raise AipError("google-api-python-client is not installed: the logging v2 schema is unavailable")
-    base = Path(next(iter(spec.submodule_search_locations)))
-    return base / "discovery_cache" / "documents" / "logging.v2.json"
 
 
 class JobLogsHook(GoogleApiHook):

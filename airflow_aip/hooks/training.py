@@ -40,11 +40,7 @@ ENDPOINT_EXTRA = "api_endpoint"
 class TrainingJobHook(GoogleApiHook):
     """Create, get, cancel and list AI Platform Training jobs, sync and async.
 
-    :param gcp_conn_id: Airflow connection (provider-google extras; missing => ADC).
-    :param project_id: overrides the connection's and the credentials' project.
-    :param api_endpoint: root URL override, e.g. ``http://127.0.0.1:8080/``.
-    :param impersonation_chain: account (or chain) to impersonate; wins over the connection's.
-    :param retry_attempts: total tries of a request on transient errors.
+    Its arguments are the core's (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
     """
 
     hook_name = "AI Platform Training (airflow_aip)"

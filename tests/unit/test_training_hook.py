@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 from contextlib import nullcontext
 from typing import Any
 
@@ -275,6 +276,11 @@ def test_is_transient() -> None:
     assert is_transient(httpx.ConnectError("refused"))
     assert is_transient(httpx.ReadTimeout("slow"))
     assert not is_transient(ValueError("bug"))
+    # An OSError that is not the network (a missing key file, a bad path) is not an outage.
+    assert not is_transient(FileNotFoundError(2, "No such file", "/keys/sa.json"))
+    assert not is_transient(PermissionError(13, "Permission denied"))
+    assert is_transient(ConnectionAbortedError())
+    assert is_transient(socket.gaierror(-2, "Name or service not known"))  # DNS, mid-outage
 
 
 # -- async path ------------------------------------------------------------------------------
