@@ -52,7 +52,9 @@ class JobAlreadyExistsError(ApiError):
     the job is ours is the model's decision (``airflow_aip.jobs.adoption``), not the hook's.
     """
 
-    def __init__(self, status: int, message: str, *, method: str = "", first_sent: float | None = None) -> None:
+    def __init__(
+        self, status: int, message: str, *, method: str = "", first_sent: float | None = None
+    ) -> None:
         super().__init__(status, message, method=method)
         self.first_sent = first_sent
 
@@ -68,13 +70,13 @@ class JobFailedError(AipError):
 
 
 class JobSpecMismatchError(AipError):
-    """An existing job with the requested id has a different trainingInput."""
+    """An existing job of this task instance, with the requested id, has another spec (input or labels)."""
 
     def __init__(self, job_id: str, differing_fields: list[str]) -> None:
         self.job_id = job_id
         self.differing_fields = differing_fields
         super().__init__(
-            f"Job {job_id} already exists with a different trainingInput; differing fields: "
+            f"Job {job_id} already exists with a different spec; differing fields: "
             + ", ".join(differing_fields)
         )
 

@@ -102,10 +102,16 @@ def champion_metric(manifest: Mapping[str, Any]) -> float | None:
 
 
 def relative_names(prefix: GcsUri, object_uris: Sequence[str]) -> list[str]:
-    """Object names below ``prefix``, relative to it, leaving out any manifest a previous export left."""
+    """Object names below ``prefix``, relative to it; all but the root ``manifest.json``.
+
+    Only the root one is left out: the export writes its own manifest there, last, as the mark
+    of a complete copy, so a copied one would claim completeness too early and then be replaced.
+    A ``manifest.json`` deeper down is part of the model (a tokenizer's, a saved model's) and
+    is copied like any other file.
+    """
     base = prefix.uri.rstrip("/") + "/"
     names = sorted(uri[len(base) :] for uri in object_uris if uri.startswith(base))
-    return [name for name in names if name and name.rsplit("/", 1)[-1] != MANIFEST_NAME]
+    return [name for name in names if name and name != MANIFEST_NAME]
 
 
 def build_manifest(

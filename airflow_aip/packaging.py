@@ -34,13 +34,13 @@ from pathlib import Path
 from typing import IO, Any
 
 from airflow_aip.exceptions import PackagingError, ValidationError
+from airflow_aip.jobs.training_input import MAX_PACKAGE_URIS  # the API's packageUris limit
 from airflow_aip.uris import GcsUri, parse_gcs_uri
 
 DEFAULT_EPOCH = 946684800  # 2000-01-01T00:00:00Z: after 1980, so wheels built from the sdist accept it
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 BUILD_TIMEOUT_SECONDS = 600
 _OUTPUT_TAIL = 8000
-MAX_PACKAGE_URIS = 100  # trainingInput.packageUris limit
 PACKAGE_SUFFIXES = (".tar.gz", ".whl")  # what AI Platform Training pip-installs
 # Never copied into the build (nor checked for symlinks): VCS data, caches, virtualenvs, old builds.
 _SKIP_NAMES = frozenset(
@@ -222,13 +222,7 @@ def _scan_tree(root: Path, *, project_root: bool) -> list[tuple[Path, bool]]:
             if _skipped(entry.name, project_root and directory == root):
                 continue
             if entry.is_symlink():
-                target = path.resolve()
-                if not target.exists():
-                    raise ValidationError("package_path", f"symlink {path} points to nothing")
-                if not target.is_relative_to(root):
-                    raise ValidationError(
-                        "package_path", f"symlink {path} -> {target} escapes the package tree {root}"
-                    )
+                _check_symlink(path, root)
             if entry.is_dir():
                 if (path / "pyvenv.cfg").exists():
                     continue  # a virtualenv inside the project is never part of the package
@@ -242,6 +236,15 @@ def _scan_tree(root: Path, *, project_root: bool) -> list[tuple[Path, bool]]:
 
     walk(root, frozenset({root}))
     return found
+
+
+def _check_symlink(path: Path, root: Path) -> None:
+    """A symlink is copied as what it points to: that must exist, inside the package tree."""
+    target = path.resolve()
+    if not target.exists():
+        raise ValidationError("package_path", f"symlink {path} points to nothing")
+    if not target.is_relative_to(root):
+        raise ValidationError("package_path", f"symlink {path} -> {target} escapes the package tree {root}")
 
 
 def _copy_tree(root: Path, dest: Path, files: list[tuple[Path, bool]]) -> None:

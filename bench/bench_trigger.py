@@ -193,7 +193,7 @@ def _prepare_threads(url: str, job_ids: list[str]) -> list[Any]:
     hooks = []
     for _ in job_ids:
         hook = TrainingJobHook(CONN_ID, project_id=PROJECT, api_endpoint=url)
-        _ = hook.ml  # built before the clock starts
+        _ = hook._sync_client()  # built before the clock starts
         hooks.append(hook)
     return hooks
 
@@ -238,7 +238,7 @@ def _watch_main(mode: str, url: str, n: int, poll: float, logs: bool) -> None:
     import airflow_aip.triggers.training  # noqa: F401
 
     asyncio.run(BaseHook.aget_connection(CONN_ID))
-    _prepare_threads(url, job_ids[:1])  # imports googleapiclient and friends
+    _prepare_threads(url, job_ids[:1])  # imports httpx and friends
     rss_before_clients = _rss_mib()
     hooks = _prepare_threads(url, job_ids) if mode == "threads" else []
     # RSS counts the baseline's clients (each sensor has one); CPU does not count building them.

@@ -167,6 +167,9 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of every other selection")
     parser.add_argument("--staging-repeats", type=int, default=10, help="repetitions of the staging races")
     parser.add_argument(
+        "--outage-repeats", type=int, default=2, help="repetitions of the 60 s outage (about 3 min each)"
+    )
+    parser.add_argument(
         "--write", action="store_true", help=f"rewrite the measured table in {RELIABILITY_MD.name}"
     )
     args = parser.parse_args()
@@ -199,6 +202,18 @@ def main() -> int:
             ["tests/integration/test_reliability_gcs_faults.py"],
             1,
             "`pytest tests/integration/test_reliability_gcs_faults.py`",
+        ),
+    )
+    add(
+        "outage",
+        repeated_row(
+            "An API outage while waiting: every `jobs.get` answers 503 for 60 s while five `dag.test()` "
+            "runs wait at once, the submit operator in the worker and deferred, the sensor in poke, "
+            "reschedule and deferrable mode (`retries=0`): each task succeeds after it, its job never "
+            "cancelled, one job each",
+            ["tests/integration/test_reliability_outage.py"],
+            args.outage_repeats,
+            "`pytest tests/integration/test_reliability_outage.py`",
         ),
     )
     add(
@@ -274,12 +289,16 @@ def render(rows: list[list[str]], details: dict[str, Any], seconds: float) -> st
     kills = [r.get("kill_to_cancelled_seconds") for r in details["kill_worker"].get("reports", [])]
     e2e = [r.get("kill_to_cancelled_seconds") for r in details["e2e"].get("reports", [])]
     pipeline = details["pipeline_faults"]
+    outages = [r.get("modes") for r in details["outage"].get("reports", [])]
     lines += [
         "",
         f"Measured {time.strftime('%Y-%m-%d')} in {seconds / 60:.0f} min on this machine "
         f"(`python scripts/reliability.py --runs {pipeline['runs']}`).",
         f"- Faults drawn in the pipeline runs, by kind: {pipeline['kinds']} (seed {pipeline['seed']}; "
         f"{pipeline['seconds_per_run']} s per run).",
+        "- API outage of 60 s while waiting (poll interval 2 s), per run and mode: the outage as the task "
+        "logged it (seconds, failed reads; a reschedule sensor logs one line per poke that met it) and "
+        f"how long after the outage's end the task ended (its job's own remaining run included): {outages}.",
         f"- Kill to CANCELLED, task waiting in the worker (poll interval 2 s): {kills} s.",
         f"- Kill to CANCELLED under airflow standalone (poll interval 2 s; reschedule sensor 10 s): {e2e} s.",
     ]

@@ -113,7 +113,7 @@ class SyncWait(_Wait):
     """Wait in a worker process."""
 
     def observe(self, job: Mapping[str, Any] | None = None) -> Step:
-        """One read (or ``job``, a read made already), decided and logged; logs streamed."""
+        """One read (or ``job``, as submitting read it), decided and logged; logs streamed."""
         if job is not None:
             seen = Seen(job)
         else:
@@ -132,7 +132,7 @@ class SyncWait(_Wait):
                 sleep=time.sleep,
                 clock=time.monotonic,
             )
-        elif stream is not None:
+        elif stream is not None and job is None:  # a job just created or adopted: nothing to show yet
             self.logs_hook.follow(stream, self.log, self.project_id, time.monotonic)
         return decided
 

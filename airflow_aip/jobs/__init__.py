@@ -1,4 +1,4 @@
-"""The pure job model: IDs, states, trainingInput, hyperparameter rules, best trial, summary.
+"""The pure job model: IDs, states, trainingInput, hyperparameter rules, adoption, best trial, summary.
 
 Imports neither Airflow nor Google: the operators and the local training service both use it,
 so each rule exists once.
@@ -6,18 +6,34 @@ so each rule exists once.
 
 from __future__ import annotations
 
+from airflow_aip.jobs.adoption import (
+    CLOCK_SKEW,
+    IF_EXISTS,
+    Action,
+    Adoption,
+    Owner,
+    check_if_exists,
+    decide_adoption,
+    spec_differences,
+)
 from airflow_aip.jobs.diff import diff_training_input
+from airflow_aip.jobs.hashing import short_hash, shorten
 from airflow_aip.jobs.hyperparameters import check_hyperparameters, check_param
 from airflow_aip.jobs.ids import (
     JOB_ID_MAX_LENGTH,
+    MAX_ATTEMPTS,
     attempt_of,
+    job_id_for_task,
     make_job_id,
     sanitize_prefix,
     validate_job_id,
+    validate_pinned_job_id,
     with_attempt,
 )
 from airflow_aip.jobs.labels import (
     DAG_ID_LABEL,
+    MAP_INDEX_LABEL,
+    OWNER_LABELS,
     RUN_ID_LABEL,
     TASK_ID_LABEL,
     airflow_labels,
@@ -39,35 +55,50 @@ from airflow_aip.jobs.training_input import (
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, best_trial, objective_value
 
 __all__ = [
+    "CLOCK_SKEW",
     "DAG_ID_LABEL",
     "DEFAULT_METRIC_TAG",
+    "IF_EXISTS",
     "JOB_ID_MAX_LENGTH",
+    "MAP_INDEX_LABEL",
+    "MAX_ATTEMPTS",
+    "OWNER_LABELS",
     "RUN_ID_LABEL",
     "TASK_ID_LABEL",
     "TERMINAL_STATES",
+    "Action",
+    "Adoption",
     "JobState",
+    "Owner",
     "airflow_labels",
     "attempt_of",
     "best_trial",
     "build_training_input",
     "check_hyperparameters",
+    "check_if_exists",
     "check_param",
     "console_url",
+    "decide_adoption",
     "deep_merge",
     "diff_training_input",
     "discovery_document",
     "discovery_document_path",
     "duration_seconds",
+    "job_id_for_task",
     "load_job_config",
     "make_job_id",
     "objective_value",
     "sanitize_label_key",
     "sanitize_label_value",
     "sanitize_prefix",
+    "short_hash",
+    "shorten",
+    "spec_differences",
     "summarize_job",
     "validate_job",
     "validate_job_id",
     "validate_labels",
+    "validate_pinned_job_id",
     "validate_training_input",
     "with_attempt",
 ]

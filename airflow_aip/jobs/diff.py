@@ -14,10 +14,9 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.schema import TRAINING_INPUT_SCHEMA, check_object
+from airflow_aip.jobs.schema import DURATION, TRAINING_INPUT_SCHEMA, check_object
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
 
-_DURATION = re.compile(r"-?[0-9]+(\.[0-9]+)?s")
 _INDEX = re.compile(r"\[[0-9]+\]")
 DEFAULTS: dict[str, Any] = {
     "scaleTier": "BASIC",
@@ -54,7 +53,7 @@ def _canonical(value: Any, path: str) -> Any:
         return out
     if isinstance(value, list | tuple):
         return [_canonical(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    if isinstance(value, str) and _DURATION.fullmatch(value):
+    if isinstance(value, str) and DURATION.fullmatch(value):
         try:
             return f"{Decimal(value[:-1]).normalize():f}s"
         except InvalidOperation:

@@ -3,16 +3,16 @@
 Rule: at most 64 labels; keys 1-63 characters, values 0-63, both made of lowercase letters,
 digits, ``_`` and ``-``; keys start with a letter. Airflow identifiers (``manual__2024-01-01T00:00:00+00:00``)
 break it, so they are sanitised; a value cut to 63 characters keeps a short hash of the
-original so two long run ids do not collapse into one label.
+original (see :mod:`.hashing`) so two long run ids do not collapse into one label.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 from collections.abc import Mapping
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.hashing import shorten
 
 MAX_LABELS = 64
 MAX_LABEL_LENGTH = 63
@@ -23,15 +23,15 @@ _KEY = re.compile(r"[a-z][a-z0-9_-]{0,62}")
 DAG_ID_LABEL = "airflow-dag-id"
 TASK_ID_LABEL = "airflow-task-id"
 RUN_ID_LABEL = "airflow-run-id"
+MAP_INDEX_LABEL = "airflow-map-index"
+# Together they name the task instance that made a job: the adoption rule's owner.
+OWNER_LABELS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
 
 
 def sanitize_label_value(value: str) -> str:
     """Lowercase; any run of other characters becomes ``-``; long values end in a hash of the original."""
     cleaned = _FORBIDDEN_RUN.sub("-", str(value).lower()).strip("-")
-    if len(cleaned) <= MAX_LABEL_LENGTH:
-        return cleaned
-    digest = hashlib.sha256(str(value).encode()).hexdigest()[:8]
-    return cleaned[: MAX_LABEL_LENGTH - 9].rstrip("-") + "-" + digest
+    return shorten(cleaned, MAX_LABEL_LENGTH, sep="-", original=str(value))
 
 
 def sanitize_label_key(key: str) -> str:
@@ -64,12 +64,22 @@ def validate_labels(labels: object, field: str = "labels") -> dict[str, str]:
 
 
 def airflow_labels(
-    dag_id: str, task_id: str, run_id: str | None, user_labels: Mapping[str, str] | None = None
+    dag_id: str,
+    task_id: str,
+    run_id: str | None,
+    user_labels: Mapping[str, str] | None = None,
+    map_index: int | None = None,
 ) -> dict[str, str]:
-    """The user's labels (sanitised) plus the dag id, task id and run id; ours win on a clash."""
+    """The user's labels (sanitised) plus the task instance's identity; ours win on a clash.
+
+    The identity (dag id, task id, run id, and the map index of a mapped task) is what the
+    adoption rule reads to tell an earlier try's job from another run's.
+    """
     labels = {sanitize_label_key(k): sanitize_label_value(v) for k, v in (user_labels or {}).items()}
     labels[DAG_ID_LABEL] = sanitize_label_value(dag_id)
     labels[TASK_ID_LABEL] = sanitize_label_value(task_id)
     if run_id:
         labels[RUN_ID_LABEL] = sanitize_label_value(run_id)
+    if map_index is not None and map_index >= 0:
+        labels[MAP_INDEX_LABEL] = str(map_index)
     return validate_labels(labels)

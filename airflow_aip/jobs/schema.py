@@ -24,7 +24,8 @@ from airflow_aip.exceptions import AipError, ValidationError
 
 JOB_SCHEMA = "GoogleCloudMlV1__Job"
 TRAINING_INPUT_SCHEMA = "GoogleCloudMlV1__TrainingInput"
-_DURATION = re.compile(r"-?[0-9]+(\.[0-9]{1,9})?s")
+# The API's google-duration (proto3 JSON Duration): seconds, up to 9 fractional digits, then "s".
+DURATION = re.compile(r"-?[0-9]+(\.[0-9]{1,9})?s")
 _DATETIME = re.compile(
     r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?(Z|[+-][0-9]{2}:[0-9]{2})"
 )
@@ -87,7 +88,7 @@ def _string(value: object, prop: Mapping[str, Any], path: str) -> Any:
         raise _type_error(path, "a string", value)
     if "enum" in prop and value not in prop["enum"]:
         raise ValidationError(path, f"must be one of {', '.join(prop['enum'])}; got {value!r}")
-    if fmt == "google-duration" and not _DURATION.fullmatch(value):
+    if fmt == "google-duration" and not DURATION.fullmatch(value):
         raise ValidationError(
             path, f"must be a duration in seconds ending in 's', e.g. '3600s'; got {value!r}"
         )
@@ -119,6 +120,12 @@ def check_value(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_
         if not isinstance(value, bool):
             raise _type_error(path, "true or false", value)
         return value
+    return _collection(value, prop, path, allow_output_only=allow_output_only)
+
+
+def _collection(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_only: bool) -> Any:
+    """Arrays and maps checked item by item; free-form objects as they are."""
+    kind = prop.get("type")
     if kind == "array":
         if not isinstance(value, list | tuple):
             raise _type_error(path, "a list", value)

@@ -26,7 +26,7 @@ from airflow_aip.uris import parse_gcs_uri
 
 TI = "trainingInput"
 MIN_MAX_WAIT_SECONDS = 1800
-MAX_PACKAGE_URIS = 100
+MAX_PACKAGE_URIS = 100  # the API's limit on trainingInput.packageUris (staging checks it too)
 REPLICAS = ("master", "worker", "parameterServer", "evaluator")
 # Set by the server on a job it returns; never part of what a client sends.
 SERVER_SET_JOB_FIELDS = frozenset({"trainingOutput", "predictionOutput", "etag"})
@@ -38,67 +38,79 @@ def duration_seconds(value: str) -> Decimal:
     return Decimal(value[:-1])
 
 
-def _check_program(ti: Mapping[str, Any]) -> None:
+def _check_program(spec: Mapping[str, Any]) -> None:
     """Python package + module, or a custom container image: exactly one of the two."""
-    image = (ti.get("masterConfig") or {}).get("imageUri")
+    image = (spec.get("masterConfig") or {}).get("imageUri")
     if image:
-        for name in ("packageUris", "pythonModule", "runtimeVersion"):
-            if ti.get(name):
-                raise ValidationError(
-                    f"{TI}.{name}", "must be unset when masterConfig.imageUri (a custom container) is set"
-                )
+        _check_container_only(spec)
     else:
-        if not ti.get("packageUris"):
-            raise ValidationError(f"{TI}.packageUris", "is required unless masterConfig.imageUri is set")
-        if not ti.get("pythonModule"):
-            raise ValidationError(f"{TI}.pythonModule", "is required unless masterConfig.imageUri is set")
-    uris = ti.get("packageUris") or []
+        _check_python_program(spec)
+    for replica in REPLICAS:
+        _check_replica(spec, replica, has_image=bool(image))
+
+
+def _check_container_only(spec: Mapping[str, Any]) -> None:
+    for name in ("packageUris", "pythonModule", "runtimeVersion"):
+        if spec.get(name):
+            raise ValidationError(
+                f"{TI}.{name}", "must be unset when masterConfig.imageUri (a custom container) is set"
+            )
+
+
+def _check_python_program(spec: Mapping[str, Any]) -> None:
+    for name in ("packageUris", "pythonModule"):
+        if not spec.get(name):
+            raise ValidationError(f"{TI}.{name}", "is required unless masterConfig.imageUri is set")
+    _check_package_uris(spec["packageUris"])
+    module = spec["pythonModule"]
+    if not _MODULE.fullmatch(module):
+        raise ValidationError(f"{TI}.pythonModule", f"must be a dotted Python module name, got {module!r}")
+
+
+def _check_package_uris(uris: list[str]) -> None:
     if len(uris) > MAX_PACKAGE_URIS:
         raise ValidationError(f"{TI}.packageUris", f"at most {MAX_PACKAGE_URIS} URIs, got {len(uris)}")
     for i, uri in enumerate(uris):
         parse_gcs_uri(uri, f"{TI}.packageUris[{i}]", require_object=True)
-    module = ti.get("pythonModule")
-    if module and not _MODULE.fullmatch(module):
-        raise ValidationError(f"{TI}.pythonModule", f"must be a dotted Python module name, got {module!r}")
-    for replica in REPLICAS:
-        config = ti.get(f"{replica}Config") or {}
-        has_image = bool(config.get("imageUri") or image)
-        for name in ("containerCommand", "containerArgs"):
-            if config.get(name) and not has_image:
-                raise ValidationError(f"{TI}.{replica}Config.{name}", "needs a custom container (imageUri)")
-            if config.get(name) and ti.get("args"):
-                raise ValidationError(
-                    f"{TI}.{replica}Config.{name}", "and trainingInput.args are mutually exclusive"
-                )
-        accelerator = config.get("acceleratorConfig") or {}
-        if accelerator and int(accelerator.get("count", "0")) < 1:
-            raise ValidationError(f"{TI}.{replica}Config.acceleratorConfig.count", "must be at least 1")
-        if (
-            accelerator.get("type", "ACCELERATOR_TYPE_UNSPECIFIED") == "ACCELERATOR_TYPE_UNSPECIFIED"
-            and accelerator
-        ):
-            raise ValidationError(f"{TI}.{replica}Config.acceleratorConfig.type", "is required")
 
 
-def _check_cluster(ti: Mapping[str, Any]) -> None:
+def _check_replica(spec: Mapping[str, Any], replica: str, *, has_image: bool) -> None:
+    """A replica's container command/args need an image and exclude ``args``; accelerators are complete."""
+    config = spec.get(f"{replica}Config") or {}
+    where = f"{TI}.{replica}Config"
+    for name in ("containerCommand", "containerArgs"):
+        if config.get(name) and not (has_image or config.get("imageUri")):
+            raise ValidationError(f"{where}.{name}", "needs a custom container (imageUri)")
+        if config.get(name) and spec.get("args"):
+            raise ValidationError(f"{where}.{name}", "and trainingInput.args are mutually exclusive")
+    accelerator = config.get("acceleratorConfig") or {}
+    if not accelerator:
+        return
+    if int(accelerator.get("count", "0")) < 1:
+        raise ValidationError(f"{where}.acceleratorConfig.count", "must be at least 1")
+    if accelerator.get("type", "ACCELERATOR_TYPE_UNSPECIFIED") == "ACCELERATOR_TYPE_UNSPECIFIED":
+        raise ValidationError(f"{where}.acceleratorConfig.type", "is required")
+
+
+def _check_cluster(spec: Mapping[str, Any]) -> None:
     """scaleTier CUSTOM names its machines; replica counts exist only in CUSTOM."""
-    tier = ti.get("scaleTier", "BASIC")
-    if tier == "CUSTOM" and not ti.get("masterType"):
+    tier = spec.get("scaleTier", "BASIC")
+    if tier == "CUSTOM" and not spec.get("masterType"):
         raise ValidationError(f"{TI}.masterType", "is required when scaleTier is CUSTOM")
     for replica in ("worker", "parameterServer", "evaluator"):
-        count = int(ti.get(f"{replica}Count", "0"))
+        count = int(spec.get(f"{replica}Count", "0"))
         if count < 0:
             raise ValidationError(f"{TI}.{replica}Count", f"must not be negative, got {count}")
         if count and tier != "CUSTOM":
             raise ValidationError(
                 f"{TI}.{replica}Count", f"can only be set when scaleTier is CUSTOM, not {tier}"
             )
-        if count and not ti.get(f"{replica}Type"):
+        if count and not spec.get(f"{replica}Type"):
             raise ValidationError(f"{TI}.{replica}Type", f"is required when {replica}Count is {count}")
 
 
-def _check_scheduling(ti: Mapping[str, Any]) -> None:
-    scheduling = ti.get("scheduling") or {}
+def _check_scheduling(spec: Mapping[str, Any]) -> None:
+    scheduling = spec.get("scheduling") or {}
     wait = scheduling.get("maxWaitTime")
     if wait is not None and duration_seconds(wait) < MIN_MAX_WAIT_SECONDS:
         raise ValidationError(
@@ -114,21 +126,21 @@ def _check_scheduling(ti: Mapping[str, Any]) -> None:
 
 def validate_training_input(training_input: Mapping[str, Any]) -> dict[str, Any]:
     """A complete ``trainingInput``, checked; returned in canonical form (int64 as strings)."""
-    ti = check_object(training_input, TRAINING_INPUT_SCHEMA, TI)
-    if not ti.get("region"):
+    spec = check_object(training_input, TRAINING_INPUT_SCHEMA, TI)
+    if not spec.get("region"):
         raise ValidationError(f"{TI}.region", "is required (e.g. us-central1)")
-    _check_program(ti)
-    _check_cluster(ti)
-    _check_scheduling(ti)
-    if ti.get("jobDir"):
-        parse_gcs_uri(ti["jobDir"], f"{TI}.jobDir")
-    if "serviceAccount" in ti and "@" not in ti["serviceAccount"]:
+    _check_program(spec)
+    _check_cluster(spec)
+    _check_scheduling(spec)
+    if spec.get("jobDir"):
+        parse_gcs_uri(spec["jobDir"], f"{TI}.jobDir")
+    if "serviceAccount" in spec and "@" not in spec["serviceAccount"]:
         raise ValidationError(
-            f"{TI}.serviceAccount", f"must be a service account email, got {ti['serviceAccount']!r}"
+            f"{TI}.serviceAccount", f"must be a service account email, got {spec['serviceAccount']!r}"
         )
-    if "hyperparameters" in ti:
-        check_hyperparameters(ti["hyperparameters"], f"{TI}.hyperparameters")
-    return ti
+    if "hyperparameters" in spec:
+        check_hyperparameters(spec["hyperparameters"], f"{TI}.hyperparameters")
+    return spec
 
 
 def validate_job(job: Mapping[str, Any], *, allow_output_only: bool = False) -> dict[str, Any]:
@@ -184,26 +196,7 @@ def load_job_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -
     if config is None:
         return {}
     if isinstance(config, str | os.PathLike):
-        path = Path(config)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as err:
-            raise ValidationError("config", f"cannot read {str(path)!r}: {err.strerror}") from None
-        except UnicodeDecodeError:
-            raise ValidationError("config", f"{str(path)!r} is not UTF-8 text (YAML or JSON)") from None
-        if path.suffix == ".json":
-            try:
-                loaded = json.loads(text)
-            except ValueError as err:
-                raise ValidationError("config", f"{str(path)!r} is not valid JSON: {err}") from None
-        else:
-            import yaml  # a JSON document is YAML too
-
-            try:
-                loaded = yaml.safe_load(text)
-            except yaml.YAMLError as err:
-                raise ValidationError("config", f"{str(path)!r} is not valid YAML: {err}") from None
-        config = loaded if loaded is not None else {}
+        config = _read_config_file(Path(config))
     if not isinstance(config, Mapping):
         raise ValidationError(
             "config", f"must be a mapping like {{'trainingInput': {{...}}}}, got {type(config).__name__}"
@@ -218,6 +211,34 @@ def load_job_config(config: Mapping[str, Any] | str | os.PathLike[str] | None) -
         if name in config and not isinstance(config[name], Mapping):
             raise ValidationError(f"config.{name}", "must be a mapping")
     return dict(config)
+
+
+def _read_config_file(path: Path) -> Any:
+    """The parsed content of a config file (JSON for ``.json``, else YAML); ``{}`` when empty."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as err:
+        raise ValidationError("config", f"cannot read {str(path)!r}: {err.strerror}") from None
+    except UnicodeDecodeError:
+        raise ValidationError("config", f"{str(path)!r} is not UTF-8 text (YAML or JSON)") from None
+    loaded = _parse_json(text, path) if path.suffix == ".json" else _parse_yaml(text, path)
+    return loaded if loaded is not None else {}
+
+
+def _parse_json(text: str, path: Path) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError as err:
+        raise ValidationError("config", f"{str(path)!r} is not valid JSON: {err}") from None
+
+
+def _parse_yaml(text: str, path: Path) -> Any:
+    import yaml  # a JSON document is YAML too
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ValidationError("config", f"{str(path)!r} is not valid YAML: {err}") from None
 
 
 def build_training_input(

@@ -3,9 +3,10 @@
 Retraining pipelines run unattended, and Google answers 429 and 503, and connections drop. To
 prove that no job is lost or created twice when that happens, ``aip-local serve --fault-rate
 0.2`` makes a share of API calls fail, and ``--fault-admin`` lets a test aim faults at one method
-(``POST /_faults``). Every fault comes either **before** the request reaches the service, or
-**after** the service applied it (the job exists) while the client gets an error or no answer:
-the client cannot know which, which is the point.
+(``POST /_faults``), for a number of calls or for a time (``for_seconds``: an outage). Every
+fault comes either **before** the request reaches the service, or **after** the service applied
+it (the job exists) while the client gets an error or no answer: the client cannot know which,
+which is the point.
 
 Kinds: ``429``, ``500``, ``503`` (Google-shaped error bodies), ``"drop"`` (the connection closes
 without a byte of answer), ``"reset"`` (TCP reset), ``"delay"`` (the answer waits ``seconds``;
@@ -29,9 +30,10 @@ import re
 import socket
 import struct
 import threading
+import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, MutableMapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
@@ -108,6 +110,9 @@ class FaultRule:
     """A targeted fault: the next ``count`` calls of ``method`` get ``kind``, ``when``.
 
     ``skip`` lets that many calls of ``method`` through first (a resumable upload's second chunk).
+    ``for_seconds`` makes it an outage instead: every call of ``method`` gets the fault for that
+    many seconds from when the rule was added, however many calls come (no ``count``); then the
+    rule is gone. An outage is a time, not a number of calls: a waiter backing off makes fewer.
     """
 
     method: str
@@ -116,16 +121,23 @@ class FaultRule:
     count: int = 1
     seconds: float = 0.0
     skip: int = 0
+    for_seconds: float = 0.0
+    ends_at: float | None = field(default=None, repr=False)  # monotonic; set when added
 
     def to_json(self) -> dict[str, Any]:
-        return asdict(self)
+        data = asdict(self)
+        del data["ends_at"]
+        return data
+
+    def expired(self, now: float) -> bool:
+        return self.ends_at is not None and now >= self.ends_at
 
 
 def parse_rule(data: Any) -> FaultRule:
     """A rule from its JSON form; ValidationError naming the field otherwise."""
     if not isinstance(data, Mapping):
         raise ValidationError("rule", "must be a JSON object")
-    unknown = set(data) - {"method", "when", "kind", "count", "seconds", "skip"}
+    unknown = set(data) - {"method", "when", "kind", "count", "seconds", "skip", "for_seconds"}
     if unknown:
         raise ValidationError(f"rule.{sorted(unknown)[0]}", "unknown field")
     method = data.get("method", ANY_METHOD)
@@ -142,15 +154,23 @@ def parse_rule(data: Any) -> FaultRule:
     count = data.get("count", 1)
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValidationError("rule.count", f"must be a positive integer; got {count!r}")
-    seconds = data.get("seconds", 0.0)
-    if not isinstance(seconds, int | float) or isinstance(seconds, bool) or not 0 <= seconds <= 3600:
-        raise ValidationError("rule.seconds", f"must be a number of seconds in [0, 3600]; got {seconds!r}")
+    seconds = _seconds(data, "seconds")
     if kind == "delay" and not seconds:
         raise ValidationError("rule.seconds", "a delay needs a positive number of seconds")
     skip = data.get("skip", 0)
     if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
         raise ValidationError("rule.skip", f"must be a non-negative integer; got {skip!r}")
-    return FaultRule(method, when, kind, count, float(seconds), skip)
+    for_seconds = _seconds(data, "for_seconds")
+    if for_seconds and "count" in data:
+        raise ValidationError("rule.count", "a rule with for_seconds has no count: it lasts that long")
+    return FaultRule(method, when, kind, count, seconds, skip, for_seconds)
+
+
+def _seconds(data: Mapping[str, Any], name: str) -> float:
+    value = data.get(name, 0.0)
+    if not isinstance(value, int | float) or isinstance(value, bool) or not 0 <= value <= 3600:
+        raise ValidationError(f"rule.{name}", f"must be a number of seconds in [0, 3600]; got {value!r}")
+    return float(value)
 
 
 class FaultPlan:
@@ -160,12 +180,15 @@ class FaultPlan:
     with probability ``rate`` (``seed`` makes the draws repeatable for one request order).
     """
 
-    def __init__(self, rate: float = 0.0, seed: int | None = None) -> None:
+    def __init__(
+        self, rate: float = 0.0, seed: int | None = None, clock: Callable[[], float] = time.monotonic
+    ) -> None:
         if not 0.0 <= rate <= 1.0:
             raise ValidationError("fault_rate", f"must be within [0, 1]; got {rate}")
         self.rate = rate
         self.seed = seed
         self._random = random.Random(seed)
+        self._clock = clock
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._requests: Counter[str] = Counter()
@@ -174,7 +197,11 @@ class FaultPlan:
 
     def add(self, rules: Iterable[FaultRule]) -> None:
         with self._lock:
-            self._rules.extend(rules)
+            now = self._clock()
+            for rule in rules:
+                if rule.for_seconds:
+                    rule.ends_at = now + rule.for_seconds
+                self._rules.append(rule)
 
     def clear(self) -> None:
         with self._lock:
@@ -182,7 +209,13 @@ class FaultPlan:
 
     def rules(self) -> list[dict[str, Any]]:
         with self._lock:
-            return [rule.to_json() for rule in self._rules]
+            return [rule.to_json() for rule in self._live()]
+
+    def _live(self) -> list[FaultRule]:
+        """The rules, timed rules that ended dropped (called with the lock held)."""
+        now = self._clock()
+        self._rules[:] = [rule for rule in self._rules if not rule.expired(now)]
+        return self._rules
 
     def decide(self, method: str) -> Fault | None:
         """Count the request and say what happens to it (None: nothing)."""
@@ -194,11 +227,13 @@ class FaultPlan:
             return fault
 
     def _targeted(self, method: str) -> Fault | None:
-        for rule in self._rules:
+        for rule in self._live():
             if rule.method in (ANY_METHOD, method):
                 if rule.skip:
                     rule.skip -= 1
                     return None
+                if rule.for_seconds:
+                    return Fault(rule.kind, rule.when, rule.seconds)
                 rule.count -= 1
                 if rule.count == 0:
                     self._rules.remove(rule)
@@ -227,7 +262,7 @@ class FaultPlan:
                 "answers": {method: dict(counts) for method, counts in self._answers.items() if counts},
                 "faults": {method: dict(counts) for method, counts in self._faults.items() if counts},
                 "faults_injected": sum(sum(counts.values()) for counts in self._faults.values()),
-                "rules": [rule.to_json() for rule in self._rules],
+                "rules": [rule.to_json() for rule in self._live()],
             }
 
 

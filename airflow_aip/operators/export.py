@@ -42,6 +42,8 @@ class ExportArtifactsOperator(BaseOperator):
     :param metrics_file: for jobs that are not tuned, a JSON file below the source whose
         ``metric_key`` is the model's metric (tuning jobs use the best trial's final metric).
     :param champion_manifest_uri: the current model's manifest; export only if we beat it.
+    :param impersonation_chain: account (or chain) to impersonate for both APIs, as in the
+        Google provider's operators.
     """
 
     template_fields: Sequence[str] = (
@@ -54,6 +56,7 @@ class ExportArtifactsOperator(BaseOperator):
         "champion_manifest_uri",
         "gcp_conn_id",
         "api_endpoint",
+        "impersonation_chain",
     )
     ui_color = "#e6f4ea"
 
@@ -69,6 +72,7 @@ class ExportArtifactsOperator(BaseOperator):
         champion_manifest_uri: str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -81,14 +85,20 @@ class ExportArtifactsOperator(BaseOperator):
         self.champion_manifest_uri = champion_manifest_uri
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
+        self.impersonation_chain = impersonation_chain
 
     @cached_property
     def training(self) -> TrainingJobHook:
-        return TrainingJobHook(self.gcp_conn_id, project_id=self.project_id, api_endpoint=self.api_endpoint)
+        return TrainingJobHook(
+            self.gcp_conn_id,
+            project_id=self.project_id,
+            api_endpoint=self.api_endpoint,
+            impersonation_chain=self.impersonation_chain,
+        )
 
     @cached_property
     def storage(self) -> StorageHook:
-        return StorageHook(self.gcp_conn_id)
+        return StorageHook(self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
 
     def execute(self, context: Context) -> dict[str, Any]:
         destination_root = parse_gcs_uri(self.destination_uri, "destination_uri")

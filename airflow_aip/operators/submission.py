@@ -1,12 +1,10 @@
-"""Create a job under its run-derived ID, or decide what an existing job with that ID means.
+"""Create a job under its task-derived ID, or do what the model's adoption rule says.
 
-The job ID comes from the run, so every try of a task asks for the same ID; what happens when it
-is taken is the whole of "retries never duplicate a job and never re-attach to a failed one":
-
-- ``adopt`` (default): the same trainingInput is our own earlier try's job, and we wait on it;
-  a different one is JobSpecMismatchError, listing the differing fields;
-- a job that ended FAILED or CANCELLED is never re-adopted: the next attempt ID (``_r2``...);
-- ``new``: always the next free attempt ID; ``fail``: JobAlreadyExistsError.
+Every try of a task instance asks for the same ID, so what happens when it is taken is the
+whole of "retries never duplicate a job and never re-attach to a failed one". Who made the
+existing job and what to do about it is decided once, by
+:func:`airflow_aip.jobs.decide_adoption` (its module has the table); this only fetches, asks
+and acts: adopt, try the next attempt ID (``_r2``...), or raise.
 """
 
 from __future__ import annotations
@@ -16,10 +14,9 @@ from typing import Any
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
 from airflow_aip.hooks.training import TrainingJobHook
-from airflow_aip.jobs import JobState, diff_training_input
+from airflow_aip.jobs import IF_EXISTS, MAX_ATTEMPTS, Action, decide_adoption
 
-IF_EXISTS = ("adopt", "fail", "new")
-MAX_ATTEMPTS = 100
+__all__ = ["IF_EXISTS", "submit_job"]
 
 
 def submit_job(
@@ -39,17 +36,14 @@ def submit_job(
         job_id = id_for(attempt)
         try:
             return hook.create_job({**body, "jobId": job_id}, project_id)
-        except JobAlreadyExistsError:
-            if if_exists == "fail":
-                raise
+        except JobAlreadyExistsError as taken:
             existing = hook.get_job(job_id, project_id)
-        state = JobState.parse(existing.get("state"))
-        if if_exists == "new" or state.is_failure:
-            log.info("Training job %s exists (%s): trying the next attempt ID", job_id, state.value)
-            continue
-        differing = diff_training_input(body["trainingInput"], existing.get("trainingInput") or {})
-        if differing:
-            raise JobSpecMismatchError(job_id, differing)
-        log.info("Adopting existing training job %s (%s) with the same trainingInput", job_id, state.value)
-        return existing
+            decision = decide_adoption(body, existing, if_exists=if_exists, first_sent=taken.first_sent)
+            log.info("%s", decision.describe(job_id, str(existing.get("state"))))
+            if decision.action is Action.ADOPT:
+                return existing
+            if decision.action is Action.FAIL_EXISTS:
+                raise
+            if decision.action is Action.FAIL_MISMATCH:
+                raise JobSpecMismatchError(job_id, list(decision.differing)) from None
     raise ValidationError("job_id", f"no free attempt ID within {MAX_ATTEMPTS} attempts of {id_for(1)}")

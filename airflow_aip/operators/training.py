@@ -2,15 +2,21 @@
 
 What the removed MLEngineStartTrainingJobOperator got wrong, and what this does instead:
 
-- Job IDs are ``{dag_id}_{task_id}_{YYYYMMDD_HHMMSS}`` of the run's logical date (or
-  run_after), valid by construction (length included) and stable across retries of one task
-  instance, so a retry finds the job its previous try created.
-- ``if_exists="adopt"`` waits on that job only if its trainingInput equals ours (else
-  JobSpecMismatchError lists the differing fields); a job that ended FAILED or CANCELLED is
-  never re-adopted: the next attempt gets ``_r2``, ``_r3``...
+- Job IDs are ``{dag_id}_{task_id}[_{map_index}]_{YYYYMMDD_HHMMSS}_{hash}`` of the run's
+  logical date (or run_after), the hash telling runs (and cut prefixes) apart: valid by
+  construction (length included), distinct for two runs in the same second, and stable
+  across retries of one task instance, so a retry finds the job its previous try created.
+- ``if_exists="adopt"`` waits on that job only if it is this task instance's (its labels say
+  so) with the same trainingInput and labels (else JobSpecMismatchError lists the differing
+  fields); another run's job is never adopted, and a job that ended FAILED or CANCELLED is
+  never re-adopted: the next attempt gets ``_r2``, ``_r3``... (rule: ``airflow_aip.jobs.adoption``)
 - Only SUCCEEDED succeeds; FAILED and CANCELLED fail with the job's errorMessage.
 - ``cancel_on_kill`` cancels the job when the task is killed in the worker (``on_kill``) or
-  while deferred (the trigger's ``on_kill``), and when the task gives up waiting.
+  while deferred (the trigger's ``on_kill``), and when the task gives up waiting
+  (``wait_timeout``). Nothing else does: waiting is observation only (``airflow_aip.jobs.
+  waiting``). An API outage while waiting (429, 5xx, dropped connections) is ridden out with
+  backoff until ``wait_timeout``, in the worker as in the triggerer; any other error reading
+  the job fails the task and leaves the job running, for the retry to adopt.
 - The return value (XCom) is the job summary, trials and best trial included.
 - ``stream_logs`` (default) copies the job's log lines into the task log while it waits, once
   each, in order, at most ``max_log_lines_per_minute``, and drains the last ones after the job
@@ -30,29 +36,27 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.training import cancel_quietly
+from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs import (
     JobState,
     airflow_labels,
     build_training_input,
+    check_if_exists,
     console_url,
     deep_merge,
+    job_id_for_task,
     load_job_config,
-    make_job_id,
-    sanitize_prefix,
     summarize_job,
     validate_job,
-    validate_job_id,
+    validate_pinned_job_id,
     with_attempt,
 )
-from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
+from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
+from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
-from airflow_aip.operators.submission import IF_EXISTS, submit_job
-from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
-
-# Airflow's own deferral timeout trails the trigger's deadline: the trigger's timeout event
-# (which lets execute_complete cancel the job) should win the race.
-DEFERRAL_TIMEOUT_MARGIN = 120.0
+from airflow_aip.operators.submission import submit_job
+from airflow_aip.triggers.training import TrainingJobTrigger
 
 
 class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
@@ -218,10 +222,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
 
     def build_job(self, context: Context) -> tuple[dict[str, Any], Callable[[int], str]]:
         """The validated Job body (without jobId) and the attempt-ID function."""
-        if self.if_exists not in IF_EXISTS:
-            raise ValidationError(
-                "if_exists", f"must be one of {', '.join(IF_EXISTS)}, got {self.if_exists!r}"
-            )
+        check_if_exists(self.if_exists)
         for name in ("poll_interval", "wait_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
@@ -233,23 +234,27 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         if self.labels is not None and not isinstance(self.labels, Mapping):
             raise ValidationError("labels", f"must be a mapping of strings, got {type(self.labels).__name__}")
         ti = context["ti"]
-        labels = airflow_labels(
-            ti.dag_id, ti.task_id, ti.run_id, {**(loaded.get("labels") or {}), **(self.labels or {})}
-        )
+        user_labels = {**(loaded.get("labels") or {}), **(self.labels or {})}
+        labels = airflow_labels(ti.dag_id, ti.task_id, ti.run_id, user_labels, getattr(ti, "map_index", -1))
         id_for = self._attempt_ids(context)
         validate_job({"jobId": id_for(1), "trainingInput": training_input, "labels": labels})
         return {"trainingInput": training_input, "labels": labels}, id_for
 
     def _attempt_ids(self, context: Context) -> Callable[[int], str]:
+        """Attempt n's job ID: every try of this task instance computes the same ones (see jobs.ids)."""
         if self.job_id:
-            base = validate_job_id(self.job_id)
-            return lambda n: with_attempt(base, n)
-        ti = context["ti"]
-        prefix = self.job_id_prefix or f"{ti.dag_id}_{ti.task_id}"
-        if (map_index := getattr(ti, "map_index", -1)) is not None and map_index >= 0:
-            prefix = f"{sanitize_prefix(prefix)}_{map_index}"
-        when = context.get("logical_date") or context["dag_run"].run_after
-        return lambda n: make_job_id(prefix, when, f"r{n}" if n > 1 else None)
+            base = validate_pinned_job_id(self.job_id)
+        else:
+            ti = context["ti"]
+            base = job_id_for_task(
+                self.job_id_prefix,
+                context.get("logical_date") or context["dag_run"].run_after,
+                dag_id=ti.dag_id,
+                task_id=ti.task_id,
+                run_id=ti.run_id,
+                map_index=getattr(ti, "map_index", -1),
+            )
+        return lambda n: with_attempt(base, n)
 
     # -- running ---------------------------------------------------------------------------
 
@@ -288,45 +293,29 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         return self._poll(job, project, end_time)
 
     def _poll(self, job: dict[str, Any], project: str, end_time: float | None) -> dict[str, Any]:
-        """Wait in the worker: a get per ``poll_interval`` until the job ends or time runs out.
+        """Wait in the worker: the one wait step, driven by the sync runner (see hooks/waiting.py).
 
         With ``stream_logs``, each poll also copies the new log lines, and once the job ended
         the last ones are drained (lines printed just before the end are ingested after it).
         """
-        started = time.time()
         job_id = str(job["jobId"])
-        stream = (
-            LogStream.for_job(job_id, job.get("createTime"), lines_per_minute=self.max_log_lines_per_minute)
-            if self.stream_logs
-            else None
+
+        def stream_for(seen: Mapping[str, Any]) -> LogStream:
+            return LogStream.for_job(
+                job_id, seen.get("createTime"), lines_per_minute=self.max_log_lines_per_minute
+            )
+
+        wait = SyncWait(
+            self.wait_hook,
+            self.logs_hook,
+            job_id,
+            project,
+            poll_interval=self.poll_interval,
+            deadline=end_time,
+            log=self.log,
+            stream_for=stream_for if self.stream_logs else None,
         )
-        state = JobState.parse(job.get("state"))
-        while not state.is_terminal:
-            if end_time is not None and time.time() >= end_time:
-                return self._finish(
-                    {
-                        "status": "timeout",
-                        "job_id": job_id,
-                        "project_id": project,
-                        "state": state.value,
-                        "waited_seconds": round(time.time() - started, 3),
-                    }
-                )
-            delay = (
-                self.poll_interval if end_time is None else min(self.poll_interval, end_time - time.time())
-            )
-            time.sleep(max(delay, 0))
-            job = self.hook.get_job(job_id, project)
-            state = JobState.parse(job.get("state"))
-            self.log.info("Training job %s is %s", job_id, state.value)
-            if stream is not None and not state.is_terminal:  # once ended, the drain reads the rest
-                self.logs_hook.follow(stream, self.log, project, time.monotonic)
-        if stream is not None:
-            interval = min(self.poll_interval, DRAIN_INTERVAL)
-            self.logs_hook.drain(
-                stream, self.log, project, interval=interval, sleep=time.sleep, clock=time.monotonic
-            )
-        return self._finish(job_event(job, project))
+        return self._finish(wait.run(job))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event alone says which job and how it ended."""
@@ -334,7 +323,8 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         return self._finish(event)
 
     def _finish(self, event: dict[str, Any]) -> dict[str, Any]:
-        if event.get("status") in ("timeout", "error") and self.cancel_on_kill and self._watched:
+        # Only giving up (our own wait_timeout) cancels; an error reading the job never does.
+        if event.get("status") == "timeout" and self.cancel_on_kill and self._watched:
             self._cancel(*self._watched, reason=str(event.get("status")))
         self._watched = None
         return summary_from_event(event)

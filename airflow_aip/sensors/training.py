@@ -11,9 +11,26 @@ reschedule mode no process exists to be killed: for that, add a teardown that ca
 ``CancelTrainingJobOperator(...).as_teardown(setups=submit)``; it runs when the sensor ends,
 however it ended, and is a no-op for a job that already ended.
 
+Waiting is observation only, as for the operator (``airflow_aip.jobs.waiting``): an API outage
+(429, 5xx, dropped connections) never fails or cancels anything; any other error reading the
+job fails the task and leaves the job alone. Its timeout (Airflow's ``timeout``) fails the
+sensor without cancelling: the job may not be its own. How each mode waits:
+
+- poke: the one poke is the whole wait, the sync runner of the wait step, as the operator
+  waits in the worker (backoff during an outage, logged once when it starts and once when it
+  ends, the deadline ``timeout``); Airflow's sensor machinery (soft_fail, never_fail) wraps it.
+- deferrable: one check, then the same TrainingJobTrigger as the operator's (it rides out
+  outages the same way; a check that met one defers all the same).
+- reschedule: each poke is one read in a process of its own, which remembers nothing of the
+  pokes before: a poke that meets a transient error logs it (once: it is that poke's only
+  read) and returns not-done, leaving the job alone; Airflow pokes again after
+  ``poke_interval`` (``exponential_backoff=True`` grows it). So an outage spanning k pokes is
+  logged k times, once per poke, and its end is the next poke's usual state line: keeping
+  outage bookkeeping across pokes would need state Airflow clears at every poke (XCom).
+
 ``stream_logs`` (default) copies the job's log lines into the task log: in poke mode at each
-poke (the cursor lives on the sensor, so each line is shown once), in deferrable mode by the
-trigger from where the first poke left off. In reschedule mode each poke runs in a new process
+read (the cursor lives on the sensor, so each line is shown once), in deferrable mode by the
+trigger from where the check before deferring left off. In reschedule mode each poke runs in a new process
 that remembers nothing, so the lines are shown once, when the job has ended, rather than
 repeated or skipped at every poke.
 """
@@ -21,7 +38,7 @@ repeated or skipped at every poke.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -32,13 +49,13 @@ from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.training import cancel_quietly
-from airflow_aip.jobs import JobState, console_url, validate_job_id
-from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream, check_lines_per_minute
+from airflow_aip.hooks.waiting import SyncWait
+from airflow_aip.jobs import console_url, validate_job_id
+from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
+from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
-from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
-
-DEFERRAL_TIMEOUT_MARGIN = 120.0
+from airflow_aip.triggers.training import TrainingJobTrigger
 
 
 class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
@@ -78,7 +95,6 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.cancel_on_kill = cancel_on_kill
         self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
-        self._last_seen: dict[str, Any] = {}  # the job as the last poke read it
 
     def execute(self, context: Context) -> Any:
         job_id = validate_job_id(self.job_id)
@@ -88,9 +104,10 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=console_url(project, job_id))
         if not self.deferrable:
             return super().execute(context)
-        checked = self.poke(context)
-        if checked:
-            return checked.xcom_value
+        wait = self._wait(project, deadline=None)
+        checked = wait.observe()
+        if checked.done:
+            return self._outcome(wait.event(checked))
         self.defer(
             trigger=TrainingJobTrigger(
                 job_id=job_id,
@@ -103,34 +120,44 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
                 stream_logs=self.stream_logs,
                 log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
                 max_log_lines_per_minute=self.max_log_lines_per_minute,
-                masked_values=masked_values_in(self._last_seen.get("trainingInput")),
+                masked_values=masked_values_in(wait.last_job.get("trainingInput")),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
         )
 
     def poke(self, context: Context) -> PokeReturnValue:
+        """Reschedule mode: one read. Poke mode: the whole wait (see the module docstring)."""
         project = self.hook.project_id
-        job = self._last_seen = self.hook.get_job(self.job_id, project)
-        state = JobState.parse(job.get("state"))
-        self.log.info("Training job %s is %s", self.job_id, state.value)
-        if self.stream_logs and (state.is_terminal or not self.reschedule):
-            self._show_logs(job, project, ended=state.is_terminal)
-        if not state.is_terminal:
+        if not self.reschedule:
+            wait = self._wait(project, deadline=time.time() + self.timeout)
+            return PokeReturnValue(is_done=True, xcom_value=self._outcome(wait.run()))
+        wait = self._wait(project, deadline=None, follow_while_running=False)
+        checked = wait.observe()
+        if not checked.done:
             return PokeReturnValue(is_done=False)
-        return PokeReturnValue(is_done=True, xcom_value=self._outcome(job_event(job, project)))
+        return PokeReturnValue(is_done=True, xcom_value=self._outcome(wait.event(checked)))
 
-    def _show_logs(self, job: dict[str, Any], project: str, *, ended: bool) -> None:
-        stream = self._log_stream
-        if stream is None:
-            stream = self._log_stream = LogStream.for_job(
+    def _wait(self, project: str, *, deadline: float | None, follow_while_running: bool = True) -> SyncWait:
+        return SyncWait(
+            self.wait_hook,
+            self.logs_hook,
+            self.job_id,
+            project,
+            poll_interval=float(self.poke_interval),
+            deadline=deadline,
+            log=self.log,
+            stream_for=self._stream_for if self.stream_logs else None,
+            follow_while_running=follow_while_running,
+        )
+
+    def _stream_for(self, job: Mapping[str, Any]) -> LogStream:
+        """The sensor's stream (kept on it: the trigger continues from its cursor)."""
+        if self._log_stream is None:
+            self._log_stream = LogStream.for_job(
                 self.job_id, job.get("createTime"), lines_per_minute=self.max_log_lines_per_minute
             )
-        if not ended:
-            self.logs_hook.follow(stream, self.log, project)
-            return
-        interval = min(float(self.poke_interval), DRAIN_INTERVAL)
-        self.logs_hook.drain(stream, self.log, project, interval=interval)
+        return self._log_stream
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         return self._outcome(event)

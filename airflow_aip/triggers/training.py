@@ -1,11 +1,15 @@
 """Wait for a training job in the triggerer: async polling, one event, no worker slot held.
 
-- ``run()`` never blocks: the hook's async path does the I/O (httpx, connection read with
-  ``aget_connection``, credentials in a thread); waiting is ``asyncio.sleep``.
+- ``run()`` drives the one wait step (``airflow_aip.jobs.waiting``) with the async runner
+  (``airflow_aip.hooks.waiting.AsyncWait``), as the operator and the sensor drive it in the
+  worker: the same decisions in every waiting mode. It never blocks: the hook's async path does
+  the I/O, waiting is ``asyncio.sleep``.
 - It yields exactly one event, ``{status, message, job_id, project_id, state, summary}``;
   status is ``success`` only for SUCCEEDED, ``failed``/``cancelled`` for the other ends,
-  ``timeout`` past the deadline and ``error`` when the API cannot be read. Any exception
-  becomes an error event, so the task fails with the reason instead of a triggerer traceback.
+  ``timeout`` past the deadline and ``error`` when the job cannot be read for a reason that is
+  not transient (403, 404...). Waiting is observation only: transient errors (429, 5xx, dropped
+  connections, timeouts) are ridden out with backoff until the deadline, logged once when the
+  outage starts and once when it ends, and an ``error`` event never cancels the job.
 - The deadline is an absolute UNIX time: a triggerer restart re-creates the trigger from
   ``serialize()`` and the deadline does not move.
 - ``on_kill`` (Airflow calls it only when a user kills, clears or marks the deferred task;
@@ -28,26 +32,21 @@
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
-from airflow_aip.jobs import JobState, summarize_job
-from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, DRAIN_INTERVAL, LogCursor, LogStream
+from airflow_aip.hooks.waiting import AsyncWait
+from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
+from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
 
+__all__ = ["CLASSPATH", "TrainingJobTrigger", "job_event", "summary_from_event", "trigger_event"]
+
 CLASSPATH = "airflow_aip.triggers.training.TrainingJobTrigger"
-_STATUS = {
-    JobState.SUCCEEDED: "success",
-    JobState.FAILED: "failed",
-    JobState.CANCELLED: "cancelled",
-}
 
 
 def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
@@ -55,41 +54,8 @@ def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
     return TriggerEvent(payload)  # type: ignore[no-untyped-call]
 
 
-def job_event(job: Mapping[str, Any], project_id: str) -> dict[str, Any]:
-    """The event for a job that ended (also used by the operator for its pre-deferral check)."""
-    summary = summarize_job(job, project_id)
-    state = JobState.parse(summary["state"])
-    message = f"Training job {summary['job_id']} ended {state.value}"
-    if summary["error_message"]:
-        message += f": {summary['error_message']}"
-    return {
-        "status": _STATUS.get(state, "error"),
-        "message": message,
-        "job_id": summary["job_id"],
-        "project_id": project_id,
-        "state": state.value,
-        "summary": summary,
-    }
-
-
-def summary_from_event(event: Mapping[str, Any]) -> dict[str, Any]:
-    """The summary of a success event; every other event raised as the typed error it stands for."""
-    status = event.get("status")
-    job_id = str(event.get("job_id", ""))
-    summary = event.get("summary")
-    if status == "success" and isinstance(summary, dict):
-        return summary
-    state = str(event.get("state") or JobState.STATE_UNSPECIFIED.value)
-    if status in ("failed", "cancelled"):
-        error = (summary or {}).get("error_message") if isinstance(summary, dict) else None
-        raise JobFailedError(job_id, state, str(error or ""))
-    if status == "timeout":
-        raise JobWaitTimeoutError(job_id, state, event.get("waited_seconds"))
-    raise AipError(f"Waiting for training job {job_id} failed: {event.get('message') or event!r}")
-
-
 class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
-    """Poll one training job until it ends, the deadline passes, or the API cannot be read.
+    """Poll one training job until it ends, the deadline passes, or it cannot be read (not transiently).
 
     :param job_id: the job to watch.
     :param project_id: its project (resolved by the task before deferring).
@@ -157,54 +123,30 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         classpath, kwargs = self.serialize()
         return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
 
-    def _event(self, status: str, message: str, state: JobState, **extra: Any) -> TriggerEvent:
-        return trigger_event(
-            {
-                "status": status,
-                "message": message,
-                "job_id": self.job_id,
-                "project_id": self.project_id,
-                "state": state.value,
-                "summary": None,
-                **extra,
-            }
-        )
-
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        started = time.time()
-        state = JobState.STATE_UNSPECIFIED
-        stream: LogStream | None = None
+        wait = AsyncWait(
+            self.wait_hook,
+            self.logs_hook,
+            self.job_id,
+            self.project_id,
+            poll_interval=self.poll_interval,
+            deadline=self.end_time,
+            log=self.log,
+            stream_for=self._log_stream if self.stream_logs else None,
+        )
         try:
             await amask_values(self.masked_values)
-            while True:
-                job = await self.hook.aget_job(self.job_id, self.project_id)
-                new_state = JobState.parse(job.get("state"))
-                if new_state is not state:
-                    self.log.info("Training job %s is %s", self.job_id, new_state.value)
-                    state = new_state
-                if self.stream_logs and stream is None:
-                    stream = self._log_stream(job)
-                if stream is not None and not state.is_terminal:
-                    await self.logs_hook.afollow(stream, self.log, self.project_id)
-                if state.is_terminal:
-                    if stream is not None:
-                        interval = min(self.poll_interval, DRAIN_INTERVAL)
-                        await self.logs_hook.adrain(stream, self.log, self.project_id, interval=interval)
-                    yield trigger_event(job_event(job, self.project_id))
-                    return
-                delay = self.poll_interval
-                if self.end_time is not None:
-                    remaining = self.end_time - time.time()
-                    if remaining <= 0:
-                        waited = round(time.time() - started, 3)
-                        message = f"Stopped waiting for training job {self.job_id}: still {state.value}"
-                        yield self._event("timeout", message, state, waited_seconds=waited)
-                        return
-                    delay = min(delay, remaining)
-                await asyncio.sleep(delay)
-        except Exception as err:  # every failure becomes the task's error, never a triggerer crash
-            message = f"{type(err).__name__}: {err}"
-            yield self._event("error", message, state)
+            event = await wait.run()
+        except Exception as err:  # a bug of ours fails the task with its reason, not a traceback
+            event = {
+                "status": "error",
+                "message": f"{type(err).__name__}: {err}",
+                "job_id": self.job_id,
+                "project_id": self.project_id,
+                "state": wait.state.state.value,
+                "summary": None,
+            }
+        yield trigger_event(event)
 
     def _log_stream(self, job: Mapping[str, Any]) -> LogStream:
         cursor = LogCursor.from_json(self.log_cursor)

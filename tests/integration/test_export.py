@@ -65,6 +65,37 @@ def test_export_copies_then_a_rerun_rewrites_nothing(
     assert bucket.get_blob(manifest_name).generation == generation
 
 
+def test_a_model_with_nested_manifests_is_exported_whole(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """Only the root ``manifest.json`` is the export's own; one deeper down is part of the model."""
+    job = _finished_job(local_env, staged_trainer)
+    bucket = storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket)
+    source = job["trainingInput"]["jobDir"].split("/", 3)[3].rstrip("/")
+    model_files = {
+        "saved_model/manifest.json": b'{"format": "keras"}',
+        "tokenizer/vocab/manifest.json": b'{"tokens": 3}',
+        "saved_model/weights.bin": b"\x00\x01",
+    }
+    for name, data in model_files.items():
+        bucket.blob(f"{source}/{name}").upload_from_string(data)
+    bucket.blob(f"{source}/manifest.json").upload_from_string(b'{"stale": "a previous export"}')
+    in_source = {b.name[len(source) + 1 :] for b in bucket.list_blobs(prefix=source + "/")}
+    destination = f"gs://{staged_trainer.bucket}/models/{uuid.uuid4().hex[:6]}"
+
+    result = _export(job["jobId"], destination)
+
+    dest_prefix = result["destination"].split("/", 3)[3].rstrip("/")
+    exported = {b.name[len(dest_prefix) + 1 :] for b in bucket.list_blobs(prefix=dest_prefix + "/")}
+    assert exported == in_source  # everything, nested manifests included; the root one is ours
+    for name, data in model_files.items():
+        assert bucket.blob(f"{dest_prefix}/{name}").download_as_bytes() == data
+    manifest = json.loads(bucket.blob(f"{dest_prefix}/manifest.json").download_as_bytes())
+    assert manifest["job_id"] == job["jobId"]
+    assert {o["name"] for o in manifest["objects"]} == in_source - {"manifest.json"}
+    assert result["objects"] == len(in_source) - 1
+
+
 def test_missing_source_is_a_clear_error_and_writes_nothing(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
@@ -99,6 +130,16 @@ def test_bad_input_fails_before_any_request(kwargs: dict[str, Any], field: str) 
     )
     with pytest.raises(ValidationError, match=field):
         op.execute(_context())
+
+
+def test_impersonation_chain_reaches_both_hooks() -> None:
+    op = ExportArtifactsOperator(
+        task_id="export", job_id="j", destination_uri="gs://b/m", impersonation_chain=["a@p.iam", "b@p.iam"]
+    )
+    assert "impersonation_chain" in op.template_fields
+    assert op.training.impersonation_chain == op.storage.impersonation_chain
+    assert op.storage.impersonation_chain is not None
+    assert list(op.storage.impersonation_chain) == ["a@p.iam", "b@p.iam"]
 
 
 @pytest.mark.parametrize("field", ["source_subdir", "metrics_file"])

@@ -3,7 +3,8 @@
 The service runs with ``--fault-admin``: each test aims faults at ``jobs.create`` (before the
 service sees it, or after it applied it so the client cannot know), kills the submitting task
 process between the create and its XCom push, or lets the job fail first. The count is the
-service's own (``GET /_stats``: creates applied) and its job list.
+service's own (``GET /_stats``: creates applied) and its job list. Two runs in the same
+second, and another run's job under our ID, get jobs of their own.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
 pytestmark = pytest.mark.integration
 PROJECT = "reliability-project"
 WHEN = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
-BASE_ID_TAIL = "_20260309_070501"
+RUN_ID = "manual__2026-03-09T07:05:01+00:00"
 
 
 @pytest.fixture(scope="module")
@@ -68,10 +69,10 @@ def jobs_named(service: LocalService, prefix: str) -> list[dict[str, Any]]:
 class FakeTI:
     """The task instance fields SubmitTrainingJobOperator reads; XComs land in a dict."""
 
-    def __init__(self, dag_id: str) -> None:
+    def __init__(self, dag_id: str, run_id: str = RUN_ID) -> None:
         self.dag_id = dag_id
         self.task_id = "submit"
-        self.run_id = "manual__2026-03-09T07:05:01+00:00"
+        self.run_id = run_id
         self.map_index = -1
         self.xcom: dict[str, Any] = {}
 
@@ -79,7 +80,18 @@ class FakeTI:
         self.xcom[key] = value
 
 
-def submit(service: LocalService, trainer: StagedTrainer, dag_id: str, **kwargs: Any) -> dict[str, Any]:
+def base_id(dag_id: str, run_id: str = RUN_ID) -> str:
+    """The job ID every try of the submit task of ``dag_id``'s run ``run_id`` asks for first."""
+    from airflow_aip.jobs import job_id_for_task
+
+    job_id = job_id_for_task(None, WHEN, dag_id=dag_id, task_id="submit", run_id=run_id)
+    assert job_id.startswith(f"{dag_id}_submit_20260309_070501_")
+    return job_id
+
+
+def submit(
+    service: LocalService, trainer: StagedTrainer, dag_id: str, run_id: str = RUN_ID, **kwargs: Any
+) -> dict[str, Any]:
     from airflow_aip.operators.training import SubmitTrainingJobOperator
 
     operator = SubmitTrainingJobOperator(
@@ -91,7 +103,7 @@ def submit(service: LocalService, trainer: StagedTrainer, dag_id: str, **kwargs:
         wait_for_completion=False,
         **kwargs,
     )
-    context = {"ti": FakeTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+    context = {"ti": FakeTI(dag_id, run_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
     summary: dict[str, Any] = operator.execute(context)  # type: ignore[arg-type]
     return summary
 
@@ -116,7 +128,7 @@ def test_a_faulty_create_makes_exactly_one_job(
 
     stats = admin(faulty_service, "_stats")
     assert stats["rules"] == []  # the fault was injected
-    assert summary["job_id"] == f"{dag_id}_submit{BASE_ID_TAIL}"  # no _r2: our own job, recognised
+    assert summary["job_id"] == base_id(dag_id)  # no _r2: our own job, recognised
     assert [job["jobId"] for job in jobs_named(faulty_service, dag_id)] == [summary["job_id"]]
     assert stats["created"] - created == 1
 
@@ -198,7 +210,7 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
     assert retry.returncode == 0, output[-3000:]
 
     jobs = jobs_named(faulty_service, dag_id)
-    assert [job["jobId"] for job in jobs] == [f"{dag_id}_submit{BASE_ID_TAIL}"]
+    assert [job["jobId"] for job in jobs] == [base_id(dag_id)]
     pushed = [json.loads(line) for line in xcom.read_text().splitlines()]
     assert {"training_job_id": jobs[0]["jobId"]} in pushed
     assert admin(faulty_service, "_stats")["created"] - created == 1
@@ -230,6 +242,43 @@ def test_a_failed_job_then_a_retry_gives_r2(
     with pytest.raises(JobFailedError):
         attempt()
 
-    base = f"{dag_id}_submit{BASE_ID_TAIL}"
+    base = base_id(dag_id)
     jobs = {job["jobId"]: job["state"] for job in jobs_named(faulty_service, dag_id)}
-    assert jobs == {base: "FAILED", f"{dag_id}_submit_20260309_070501_r2": "FAILED"}
+    assert jobs == {base: "FAILED", f"{base}_r2": "FAILED"}
+
+
+def test_two_runs_in_the_same_second_each_get_their_own_job(
+    faulty_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    dag_id = f"twice_{uuid.uuid4().hex[:8]}"
+    runs = ["manual__2026-03-09T07:05:01.120000+00:00", "manual__2026-03-09T07:05:01.870000+00:00"]
+    created = admin(faulty_service, "_stats")["created"]
+    first, second = (submit(faulty_service, staged_trainer, dag_id, run_id=run) for run in runs)
+    # a retry of the first run finds its own job again
+    again = submit(faulty_service, staged_trainer, dag_id, run_id=runs[0])
+
+    assert first["job_id"] != second["job_id"]
+    assert again["job_id"] == first["job_id"] == base_id(dag_id, runs[0])
+    assert second["job_id"] == base_id(dag_id, runs[1])
+    jobs = {job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id)}
+    assert jobs == {
+        first["job_id"]: "manual__2026-03-09t07-05-01-120000-00-00",
+        second["job_id"]: "manual__2026-03-09t07-05-01-870000-00-00",
+    }
+    assert admin(faulty_service, "_stats")["created"] - created == 2
+
+
+def test_another_runs_job_under_our_id_is_never_adopted(
+    faulty_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """A pinned ``job_id`` reused by the next run: that run gets a job of its own, ``_r2``."""
+    dag_id = f"pinned_{uuid.uuid4().hex[:8]}"
+    pinned = f"{dag_id}_nightly"
+    yesterday = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__1", job_id=pinned)
+    today = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", job_id=pinned)
+    retry = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", job_id=pinned)
+
+    assert yesterday["job_id"] == pinned
+    assert today["job_id"] == retry["job_id"] == f"{pinned}_r2"  # the retry adopts its own, _r2
+    jobs = {job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id)}
+    assert jobs == {pinned: "scheduled__1", f"{pinned}_r2": "scheduled__2"}

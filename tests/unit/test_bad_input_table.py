@@ -135,6 +135,7 @@ TABLE = [
     pytest.param(submit(job_id="my-job"), "job_id", id="job id with a hyphen"),
     pytest.param(submit(job_id="j" * 129), "job_id", id="job id over 128 characters"),
     pytest.param(submit(job_id=42), "job_id", id="job id not a string"),
+    pytest.param(submit(job_id="model_r3"), "job_id", id="job id ending in an attempt suffix"),
     pytest.param(submit(job_id_prefix=["a"]), "job_id_prefix", id="prefix not a string"),
     pytest.param(submit(if_exists="replace"), "if_exists", id="if_exists unknown"),
     pytest.param(submit(poll_interval=0), "poll_interval", id="poll interval zero"),
@@ -172,6 +173,11 @@ TABLE = [
     ),
     pytest.param(
         submit(scheduling={"maxWaitTime": "1h"}), f"{TI}.scheduling.maxWaitTime", id="duration not in seconds"
+    ),
+    pytest.param(
+        submit(scheduling={"maxRunningTime": "3600.0000000001s"}),
+        f"{TI}.scheduling.maxRunningTime",
+        id="duration finer than nanoseconds",
     ),
     pytest.param(
         submit(scheduling={"maxRunningTime": "0s"}), f"{TI}.scheduling.maxRunningTime", id="maxRunningTime 0"

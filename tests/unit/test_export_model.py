@@ -108,15 +108,23 @@ def test_champion_metric_ignores_non_numbers() -> None:
     assert champion_metric({}) is None
 
 
-def test_relative_names_skip_manifests_and_other_prefixes() -> None:
+def test_relative_names_skip_only_the_root_manifest_and_other_prefixes() -> None:
     prefix = parse_gcs_uri("gs://bkt/out/2")
     uris = [
         "gs://bkt/out/2/model.joblib",
+        "gs://bkt/out/2/manifest.json",
         "gs://bkt/out/2/sub/manifest.json",
+        "gs://bkt/out/2/sub/old_manifest.json",
         "gs://bkt/out/20/x",
+        "gs://bkt/out/20/manifest.json",
         "gs://bkt/out/2/a/b",
     ]
-    assert relative_names(prefix, uris) == ["a/b", "model.joblib"]
+    assert relative_names(prefix, uris) == [
+        "a/b",
+        "model.joblib",
+        "sub/manifest.json",
+        "sub/old_manifest.json",
+    ]
 
 
 def test_same_export_ignores_time_and_run() -> None:

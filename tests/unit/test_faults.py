@@ -114,6 +114,11 @@ def test_a_rule_can_skip_calls_before_it_applies() -> None:
         ({"kind": 503, "colour": "red"}, "rule.colour"),
         ({"kind": 503, "skip": -1}, "rule.skip"),
         ({"method": "storage.objects.remove", "kind": 503}, "rule.method"),
+        ({"kind": 503, "for_seconds": -1}, "rule.for_seconds"),
+        ({"kind": 503, "for_seconds": 3601}, "rule.for_seconds"),
+        ({"kind": 503, "for_seconds": "60"}, "rule.for_seconds"),
+        ({"kind": 503, "for_seconds": True}, "rule.for_seconds"),
+        ({"kind": 503, "for_seconds": 60, "count": 5}, "rule.count"),
         ([], "rule"),
     ],
 )
@@ -121,6 +126,32 @@ def test_bad_rules_name_the_field(rule: Any, field: str) -> None:
     with pytest.raises(ValidationError) as err:
         parse_rule(rule)
     assert err.value.field == field
+
+
+def test_a_timed_rule_fails_every_call_for_its_seconds_then_is_gone() -> None:
+    now = [100.0]
+    plan = FaultPlan(clock=lambda: now[0])
+    plan.add([parse_rule({"method": "jobs.get", "kind": 503, "for_seconds": 60})])
+    assert plan.rules() == [
+        {
+            "method": "jobs.get",
+            "when": "before",
+            "kind": 503,
+            "count": 1,
+            "seconds": 0.0,
+            "skip": 0,
+            "for_seconds": 60.0,
+        }
+    ]
+    decided = [plan.decide("jobs.get") for _ in range(50)]  # no count: every call in the window
+    assert decided == [Fault(503, "before")] * 50
+    assert plan.decide("jobs.create") is None
+    now[0] = 159.9
+    assert plan.decide("jobs.get") == Fault(503, "before")
+    now[0] = 160.0
+    assert plan.decide("jobs.get") is None
+    assert plan.rules() == []
+    assert plan.stats()["faults"] == {"jobs.get": {"before:503": 51}}
 
 
 def test_targeted_rules_apply_in_order_then_run_out() -> None:
@@ -220,55 +251,8 @@ def test_admin_routes(service: TrainingService) -> None:
     assert always.get("/").status_code == 200
 
 
-# -- the client side: TrainingJobHook recognises its own create behind a lost answer ------------
-
-
-def _hook_on(api: Any) -> Any:
-    from airflow_aip.hooks.training import TrainingJobHook
-
-    hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint="http://127.0.0.1:9/")
-    hook.retry_max_wait = 0.001
-    hook._http = lambda: api.httplib2()  # type: ignore[method-assign]
-    return hook
-
-
-def _lose_the_answer_of_the_first_create(api: Any, create_time: str) -> None:
-    """The first create is applied (the job exists, created at ``create_time``) but answered 503."""
-
-    def applied_then_503(method: str, path: str) -> None:
-        if method == "POST" and not api.jobs:
-            api.jobs[("proj", "j1")] = {**_body("j1"), "state": "QUEUED", "createTime": create_time}
-            api.errors.append((503, "backend error"))
-
-    api.on_request = applied_then_503
-
-
-def test_hook_returns_its_own_job_when_the_create_answer_was_lost() -> None:
-    from datetime import datetime, timezone
-
-    from tests.unit.ml_fake import FakeMlApi
-
-    api = FakeMlApi()
-    _lose_the_answer_of_the_first_create(api, datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"))
-    job = _hook_on(api).create_job(_body("j1"))
-    assert job["jobId"] == "j1"
-    assert [m for m, _, _ in api.requests] == ["POST", "POST", "GET"]
-
-
-def test_hook_does_not_take_an_older_identical_job_for_its_own() -> None:
-    from airflow_aip.exceptions import JobAlreadyExistsError
-    from tests.unit.ml_fake import FakeMlApi
-
-    api = FakeMlApi()
-    _lose_the_answer_of_the_first_create(api, "2024-01-01T00:00:00.123456789Z")  # a previous try's job
-    with pytest.raises(JobAlreadyExistsError):
-        _hook_on(api).create_job(_body("j1"))
-    api.on_request = None
-    other = {**_body("j2"), "labels": {"team": "a"}}
-    api.errors.append((503, "backend error"))
-    api.jobs[("proj", "j2")] = {**_body("j2"), "state": "QUEUED"}  # same id, other labels: not ours
-    with pytest.raises(JobAlreadyExistsError):
-        _hook_on(api).create_job(other)
+# The client side (is a job behind a lost create answer ours?) is the model's adoption rule:
+# tests/unit/test_jobs_adoption.py, and over the hook tests/unit/test_submission.py.
 
 
 def test_serve_flags_and_their_variables(

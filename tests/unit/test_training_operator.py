@@ -23,19 +23,23 @@ from airflow_aip.exceptions import (
     JobWaitTimeoutError,
     ValidationError,
 )
+from airflow_aip.hooks import waiting as waiting_module
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.operators import training as training_module
+from airflow_aip.sensors import training as sensor_module
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
-from tests.unit.ml_fake import FakeHttp, FakeMlApi
+from tests.unit.ml_fake import FakeMlApi, sync_client
 from tests.unit.test_log_stream_hook import FakeLoggingApi
 
 LOCAL = "http://127.0.0.1:8089/"
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
-JOB_ID = "train_dag_train_20240309_070501"
+# {dag_id}_{task_id}_{logical date}_{hash of the task instance}: a literal, because a retry after
+# an upgrade must still compute the ID its first try used.
+JOB_ID = "train_dag_train_20240309_070501_22bef8fcfc06"
 ARGS: dict[str, Any] = {
     "task_id": "train",
     "project_id": "proj",
@@ -92,7 +96,8 @@ class FakeClock:
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeMlApi:
     fake = FakeMlApi()
-    monkeypatch.setattr(TrainingJobHook, "_http", lambda self: fake.httplib2())
+    client = sync_client(fake)
+    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
     return fake
 
 
@@ -100,6 +105,7 @@ def api(monkeypatch: pytest.MonkeyPatch) -> FakeMlApi:
 def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     fake = FakeClock()
     monkeypatch.setattr(training_module, "time", fake)
+    monkeypatch.setattr(waiting_module, "time", fake)  # the runner of the wait step
     return fake
 
 
@@ -206,7 +212,7 @@ def test_deferring_hands_the_masked_values_in_its_job_to_the_trigger(
 
 def test_deferrable_adopting_a_finished_job_does_not_defer(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(deferrable=True)
-    api.add_job("proj", JOB_ID, "SUCCEEDED", trainingInput=op.build_job(make_context())[0]["trainingInput"])
+    api.add_job("proj", JOB_ID, "SUCCEEDED", **op.build_job(make_context())[0])  # an earlier try's job
     assert op.execute(make_context())["state"] == "SUCCEEDED"
 
 
@@ -219,16 +225,71 @@ def test_execute_complete_reads_the_event(api: FakeMlApi) -> None:
     assert api.cancels == []
 
 
-@pytest.mark.parametrize(("status", "error"), [("timeout", JobWaitTimeoutError), ("error", AipError)])
-def test_giving_up_cancels_the_job(api: FakeMlApi, status: str, error: type[Exception]) -> None:
+def test_giving_up_cancels_the_job(api: FakeMlApi) -> None:
     api.add_job("proj", "j9", "RUNNING")
-    event = {"status": status, "job_id": "j9", "project_id": "proj", "state": "RUNNING", "message": "m"}
-    with pytest.raises(error):
+    event = {"status": "timeout", "job_id": "j9", "project_id": "proj", "state": "RUNNING", "message": "m"}
+    with pytest.raises(JobWaitTimeoutError):
         operator().execute_complete(make_context(), event)
     assert api.cancels == ["j9"]
-    with pytest.raises(error):
+    with pytest.raises(JobWaitTimeoutError):
         operator(cancel_on_kill=False).execute_complete(make_context(), event)
     assert api.cancels == ["j9"]
+
+
+def test_an_error_event_never_cancels_the_job(api: FakeMlApi) -> None:
+    api.add_job("proj", "j9", "RUNNING")
+    event = {"status": "error", "job_id": "j9", "project_id": "proj", "state": "RUNNING", "message": "403"}
+    with pytest.raises(AipError, match="403"):
+        operator().execute_complete(make_context(), event)
+    assert api.cancels == []  # waiting is observation only: the retry adopts the running job
+
+
+def fail_reads(api: FakeMlApi, count: int | None, status: int = 503) -> None:
+    """The next ``count`` job reads (None: every one) fail with ``status``; creates go through."""
+    left = [count]
+
+    def inject(method: str, path: str) -> None:
+        if method == "GET" and (left[0] is None or left[0] > 0):
+            api.errors.append((status, f"injected {status}"))
+            left[0] = None if left[0] is None else left[0] - 1
+
+    api.on_request = inject
+
+
+def test_worker_wait_rides_out_an_outage_without_cancelling(api: FakeMlApi, clock: FakeClock) -> None:
+    from structlog.testing import capture_logs
+
+    api.play(JOB_ID, ["RUNNING", "SUCCEEDED"])
+    fail_reads(api, 4)
+    with capture_logs() as captured:
+        summary = operator().execute(make_context())
+    assert summary["state"] == "SUCCEEDED"
+    assert api.cancels == []
+    assert len(api.calls("GET")) == 6
+    outage = [str(e["event"]) for e in captured if "outage" in str(e["event"])]
+    assert len(outage) == 2  # once when it starts, once when it ends
+    assert "injected 503" in outage[0]
+    assert "4 failed reads" in outage[1]
+    assert clock.sleeps[0] == 30  # the poll interval, then backoff: 1, 2, 4, 8 s (jittered)
+    assert [0.5 <= s / 2**n <= 1 for n, s in enumerate(clock.sleeps[1:5])] == [True] * 4
+
+
+def test_worker_wait_outage_stops_at_wait_timeout_and_cancels(api: FakeMlApi, clock: FakeClock) -> None:
+    fail_reads(api, None)
+    with pytest.raises(JobWaitTimeoutError):
+        operator(wait_timeout=100).execute(make_context())
+    assert sum(clock.sleeps) == pytest.approx(100)  # backoff never sleeps past the deadline
+    assert api.cancels == [JOB_ID]  # giving up (wait_timeout) is the task's own decision
+
+
+def test_worker_wait_fails_on_a_non_transient_error_and_leaves_the_job(
+    api: FakeMlApi, clock: FakeClock
+) -> None:
+    fail_reads(api, 1, status=403)
+    with pytest.raises(AipError, match="HTTP 403"):
+        operator().execute(make_context())
+    assert api.cancels == []
+    assert len(api.calls("GET")) == 1
 
 
 def test_worker_wait_timeout_cancels(api: FakeMlApi, clock: FakeClock) -> None:
@@ -268,7 +329,8 @@ def test_on_kill_respects_cancel_on_kill(api: FakeMlApi) -> None:
 @pytest.fixture
 def logs(monkeypatch: pytest.MonkeyPatch) -> FakeLoggingApi:
     fake = FakeLoggingApi()
-    monkeypatch.setattr(JobLogsHook, "_http", lambda self: FakeHttp(fake))  # type: ignore[arg-type]
+    client = sync_client(fake)
+    monkeypatch.setattr(JobLogsHook, "_sync_client", lambda self: client)
     return fake
 
 
@@ -321,25 +383,50 @@ def existing_input(**changes: Any) -> dict[str, Any]:
     }
 
 
-def test_409_adopts_a_job_with_the_same_spec(api: FakeMlApi, clock: FakeClock) -> None:
-    api.add_job("proj", JOB_ID, "RUNNING", trainingInput=existing_input())
-    api.play(JOB_ID, ["RUNNING", "SUCCEEDED"])
-    assert operator().execute(make_context())["job_id"] == JOB_ID
+def our_labels(**changes: str) -> dict[str, str]:
+    """The labels an earlier try of FakeTI's task instance gave its job."""
+    return {
+        "airflow-dag-id": "train_dag",
+        "airflow-task-id": "train",
+        "airflow-run-id": "manual__2024-03-09t07-05-01-00-00",
+        **changes,
+    }
+
+
+def test_409_adopts_an_earlier_trys_job_with_the_same_spec(api: FakeMlApi, clock: FakeClock) -> None:
+    api.add_job("proj", JOB_ID, "SUCCEEDED", trainingInput=existing_input(), labels=our_labels())
+    assert operator(wait_for_completion=False).execute(make_context())["job_id"] == JOB_ID
     assert len(sent_bodies(api)) == 1  # the create that met the 409
 
 
 def test_409_with_a_different_spec_fails_listing_fields(api: FakeMlApi, clock: FakeClock) -> None:
-    api.add_job("proj", JOB_ID, "RUNNING", trainingInput=existing_input(args=["--epochs", "3"], region="eu"))
+    api.add_job(
+        "proj",
+        JOB_ID,
+        "RUNNING",
+        trainingInput=existing_input(args=["--epochs", "3"], region="eu"),
+        labels=our_labels(team="a"),
+    )
     with pytest.raises(JobSpecMismatchError) as err:
         operator().execute(make_context())
-    assert err.value.differing_fields == ["args", "region"]
+    assert err.value.differing_fields == ["args", "region", "labels.team"]
     assert api.cancels == []
+
+
+def test_another_runs_job_under_our_id_is_never_adopted(api: FakeMlApi, clock: FakeClock) -> None:
+    other_run = our_labels(**{"airflow-run-id": "manual__2024-03-09t07-05-01-5-00-00"})
+    api.add_job("proj", "pinned", "RUNNING", trainingInput=existing_input(), labels=other_run)
+    summary = operator(job_id="pinned", wait_for_completion=False).execute(make_context())
+    assert summary["job_id"] == "pinned_r2"
+    assert api.jobs[("proj", "pinned_r2")]["labels"] == our_labels()
 
 
 @pytest.mark.parametrize("ended", ["FAILED", "CANCELLED"])
 def test_ended_job_is_retried_as_r2_then_r3(api: FakeMlApi, clock: FakeClock, ended: str) -> None:
-    api.add_job("proj", JOB_ID, ended, trainingInput=existing_input())
-    api.add_job("proj", f"{JOB_ID}_r2", "FAILED", trainingInput=existing_input(args=["old"]))
+    api.add_job("proj", JOB_ID, ended, trainingInput=existing_input(), labels=our_labels())
+    api.add_job(
+        "proj", f"{JOB_ID}_r2", "FAILED", trainingInput=existing_input(args=["old"]), labels=our_labels()
+    )
     summary = operator(wait_for_completion=False).execute(make_context())
     assert summary["job_id"] == f"{JOB_ID}_r3"
     assert [b["jobId"] for b in sent_bodies(api)] == [JOB_ID, f"{JOB_ID}_r2", f"{JOB_ID}_r3"]
@@ -362,10 +449,17 @@ def test_if_exists_new_takes_the_next_free_suffix(api: FakeMlApi, clock: FakeClo
 
 def test_job_id_prefix_map_index_and_run_after(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(job_id_prefix="My Model!", wait_for_completion=False)
-    assert (
-        op.execute(make_context(FakeTI(map_index=3), logical_date=None))["job_id"]
-        == "My_Model_3_20240309_070501"
-    )
+    summary = op.execute(make_context(FakeTI(map_index=3), logical_date=None))
+    assert summary["job_id"] == "My_Model_3_20240309_070501_96abb7a094e9"
+    assert sent_bodies(api)[0]["labels"] == our_labels(**{"airflow-map-index": "3"})
+
+
+def test_two_runs_in_one_second_get_two_ids_and_a_retry_keeps_its_id() -> None:
+    first, second, retry = FakeTI(), FakeTI(), FakeTI()
+    second.run_id = "manual__2024-03-09T07:05:01.500000+00:00"  # triggered in the same second
+    ids = [operator().build_job(make_context(ti))[1](1) for ti in (first, second, retry)]
+    assert ids[0] != ids[1]
+    assert ids[0] == ids[2] == JOB_ID
 
 
 def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
@@ -452,12 +546,78 @@ def sensor(**kwargs: Any) -> TrainingJobSensor:
     return TrainingJobSensor(**{**base, "poke_interval": 5, **kwargs})
 
 
-def test_sensor_poke(api: FakeMlApi) -> None:
+@pytest.fixture
+def sensor_clock(clock: FakeClock, monkeypatch: pytest.MonkeyPatch) -> FakeClock:
+    monkeypatch.setattr(sensor_module, "time", clock)
+    return clock
+
+
+def test_sensor_reschedule_poke_is_one_read(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "RUNNING")
     api.play("j1", ["RUNNING", "SUCCEEDED"])
-    assert not sensor().poke(make_context())
+    assert not sensor(mode="reschedule").poke(make_context())
+    done = sensor(mode="reschedule").poke(make_context())
+    assert cast(dict[str, Any], done.xcom_value)["state"] == "SUCCEEDED"
+    assert len(api.calls("GET")) == 2
+
+
+def test_sensor_poke_mode_waits_in_one_poke(api: FakeMlApi, sensor_clock: FakeClock) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "RUNNING", "SUCCEEDED"])
     done = sensor().poke(make_context())
     assert cast(dict[str, Any], done.xcom_value)["state"] == "SUCCEEDED"
+    assert sensor_clock.sleeps == [5, 5]
+
+
+def test_sensor_poke_mode_rides_out_an_outage(api: FakeMlApi, sensor_clock: FakeClock) -> None:
+    from structlog.testing import capture_logs
+
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "SUCCEEDED"])
+    fail_reads(api, 3)
+    with capture_logs() as captured:
+        done = sensor().poke(make_context())
+    assert cast(dict[str, Any], done.xcom_value)["state"] == "SUCCEEDED"
+    assert len([e for e in captured if "outage" in str(e["event"])]) == 2
+    assert api.cancels == []
+
+
+def test_sensor_poke_mode_timeout_never_cancels(api: FakeMlApi, sensor_clock: FakeClock) -> None:
+    from airflow.sdk.exceptions import AirflowSensorTimeout
+
+    api.add_job("proj", "j1", "RUNNING")
+    fail_reads(api, None)
+    with pytest.raises(AirflowSensorTimeout):
+        sensor(timeout=60, cancel_on_kill=True).poke(make_context())
+    assert sum(sensor_clock.sleeps) == pytest.approx(60)
+    assert api.cancels == []  # the sensor may not own the job: its teardown cancels, if asked
+
+
+def test_sensor_reschedule_poke_meeting_an_outage_is_not_done(api: FakeMlApi) -> None:
+    from structlog.testing import capture_logs
+
+    api.add_job("proj", "j1", "RUNNING")
+    fail_reads(api, 1)
+    with capture_logs() as captured:
+        assert not sensor(mode="reschedule").poke(make_context())
+    assert [e["log_level"] for e in captured if "outage" in str(e["event"])] == ["warning"]
+    assert api.cancels == []
+
+
+def test_sensor_fails_on_a_non_transient_error_and_leaves_the_job(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    fail_reads(api, 1, status=403)
+    with pytest.raises(AipError, match="HTTP 403"):
+        sensor(mode="reschedule", cancel_on_kill=True).poke(make_context())
+    assert api.cancels == []
+
+
+def test_sensor_deferrable_defers_through_an_outage(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING", trainingInput={"args": ["--token", "s3cr3t"]})
+    fail_reads(api, 1)
+    with pytest.raises(TaskDeferred):  # the trigger rides it out
+        sensor(deferrable=True, timeout=60).execute(make_context())
+    assert api.cancels == []
 
 
 @pytest.mark.parametrize("final", ["FAILED", "CANCELLED"])
@@ -467,21 +627,17 @@ def test_sensor_fails_without_retry_on_ended_job(api: FakeMlApi, final: str) -> 
         sensor().poke(make_context())
 
 
-def test_sensor_pokes_stream_once_then_defer_with_the_cursor(api: FakeMlApi, logs: FakeLoggingApi) -> None:
+def test_sensor_checks_streams_then_defers_with_the_cursor(api: FakeMlApi, logs: FakeLoggingApi) -> None:
     from structlog.testing import capture_logs
 
     api.add_job("proj", "j1", "RUNNING")
     logs.add(3)
     waiting = sensor(stream_logs=True, deferrable=True, timeout=3600)
-    with capture_logs() as captured:
-        assert not waiting.poke(make_context())
-        logs.add(1, start=3)
-        assert not waiting.poke(make_context())
-        with pytest.raises(TaskDeferred) as deferred:
-            waiting.execute(make_context())
-    assert job_lines(captured) == ["0", "1", "2", "3"]
+    with capture_logs() as captured, pytest.raises(TaskDeferred) as deferred:
+        waiting.execute(make_context())
+    assert job_lines(captured) == ["0", "1", "2"]  # the check before deferring shows them once
     trigger = deferred.value.trigger
-    assert trigger.log_cursor == {"timestamp": "2024-05-01T12:00:03.000000000Z", "insert_ids": ["id0003"]}
+    assert trigger.log_cursor == {"timestamp": "2024-05-01T12:00:02.000000000Z", "insert_ids": ["id0002"]}
 
 
 def test_sensor_in_reschedule_mode_shows_the_log_once_the_job_ended(
@@ -520,7 +676,7 @@ def test_sensor_deferrable(api: FakeMlApi) -> None:
 
 def test_sensor_cancels_on_kill_only_when_asked(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "RUNNING")
-    watching = sensor()
+    watching = sensor(mode="reschedule")
     assert not watching.poke(make_context())
     watching.on_kill()
     assert api.cancels == []  # by default the sensor leaves a job it may not own alone

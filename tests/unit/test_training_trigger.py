@@ -32,12 +32,17 @@ def make_trigger(api: FakeMlApi, **kwargs: Any) -> TrainingJobTrigger:
         **kwargs,
     }
     trigger = TrainingJobTrigger(**args)
-    hook = TrainingJobHook(
-        args["gcp_conn_id"], project_id="proj", api_endpoint=LOCAL, retry_attempts=2, retry_max_wait=0.001
-    )
     client = httpx.AsyncClient(transport=api.httpx_transport())
-    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
-    trigger.__dict__["hook"] = hook
+    for name, attempts in (("hook", 2), ("wait_hook", 1)):  # as JobHooksMixin builds them
+        hook = TrainingJobHook(
+            args["gcp_conn_id"],
+            project_id="proj",
+            api_endpoint=LOCAL,
+            retry_attempts=attempts,
+            retry_max_wait=0.001,
+        )
+        hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
+        trigger.__dict__[name] = hook
     return trigger
 
 
@@ -136,6 +141,57 @@ async def test_api_error_becomes_an_error_event(api: FakeMlApi) -> None:
     assert event["status"] == "error"
     assert "ml.jobs.get" in event["message"]
     assert event["job_id"] == "j1"
+    assert len(api.calls("GET")) == 1  # not transient: not retried
+    assert api.cancels == []
+
+
+@pytest.fixture
+def quick_backoff(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Backoff in milliseconds, so an outage of a few reads takes no time."""
+    monkeypatch.setattr("airflow_aip.jobs.waiting.BACKOFF_INITIAL", 0.001)
+    monkeypatch.setattr("airflow_aip.jobs.waiting.BACKOFF_CAP", 0.001)
+
+
+@pytest.mark.usefixtures("quick_backoff")
+async def test_an_outage_is_ridden_out_and_logged_once_when_it_starts_and_once_when_it_ends(
+    api: FakeMlApi,
+) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.play("j1", ["RUNNING", "SUCCEEDED"])
+    api.errors.extend([(503, "unavailable")] * 3 + [(429, "slow down")] * 3)
+    trigger, log = streaming_trigger(api, FakeLoggingApi(), stream_logs=False)
+    (event,) = await events_of(trigger)
+    assert event["status"] == "success"
+    assert len(api.calls("GET")) == 8  # six failed reads, then RUNNING, SUCCEEDED
+    assert api.cancels == []
+    outage = [text for _, text in log.records if "outage" in text]
+    assert len(outage) == 2
+    assert outage[0].startswith("Cannot read training job j1 (ApiError: jobs.get: HTTP 503")
+    assert "6 failed reads" in outage[1]
+
+
+@pytest.mark.usefixtures("quick_backoff")
+async def test_a_connection_error_is_transient_too(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "SUCCEEDED")
+    failures = iter(range(2))
+
+    def refuse(method: str, path: str) -> None:
+        if next(failures, None) is not None:
+            raise httpx.ConnectError("connection refused")
+
+    api.on_request = refuse
+    (event,) = await events_of(make_trigger(api))
+    assert event["status"] == "success"
+    assert api.cancels == []
+
+
+async def test_an_outage_past_the_deadline_times_out(api: FakeMlApi) -> None:
+    api.add_job("proj", "j1", "RUNNING")
+    api.errors.extend([(503, "unavailable")] * 3)
+    (event,) = await events_of(make_trigger(api, end_time=time.time() - 1))
+    assert event["status"] == "timeout"
+    assert len(api.calls("GET")) == 1  # past the deadline: no backoff, no second read
+    assert api.cancels == []  # the task decides (execute_complete); the trigger never cancels
 
 
 async def test_exception_becomes_an_error_event(api: FakeMlApi) -> None:
@@ -198,7 +254,7 @@ def test_summary_from_event() -> None:
 def streaming_trigger(
     api: FakeMlApi, logs: FakeLoggingApi, **kwargs: Any
 ) -> tuple[TrainingJobTrigger, RecordingLog]:
-    trigger = make_trigger(api, stream_logs=True, **kwargs)
+    trigger = make_trigger(api, **{"stream_logs": True, **kwargs})
     trigger.__dict__["logs_hook"] = async_hook(logs)
     log = RecordingLog()
     trigger.__dict__["_log"] = log  # LoggingMixin.log reads _log

@@ -1,0 +1,152 @@
+"""Is an existing job with our ID ours to wait on? The one rule, pure.
+
+Every try of a task instance asks for the same job ID (:mod:`.ids`), so a create meets a 409
+whenever an earlier try got that far, and also when this very create was applied but its
+answer was lost and the hook sent it again. Who made the existing job decides:
+
+- **this call**: the 409 answered a re-send (``first_sent`` is set), the job has our spec and
+  labels, and it was created no earlier than the first send, less :data:`CLOCK_SKEW` (how far
+  the API's clock may run behind ours). It is the job this call made: always adopted.
+- **an earlier try** of this task instance: its owner labels (dag id, task id, run id, map
+  index) are ours.
+- **someone else**: another run's job (or another task's, or one no Airflow task labelled).
+  IDs carry a hash of the run, so this happens when ``job_id`` is pinned or templated without
+  the run. Never adopted: waiting on it would report another run's training as this run's.
+  Under ``adopt`` the next attempt ID is tried rather than failing, because this run's own
+  training has not happened yet and a fresh job is what it needs.
+
+The decision, for each ``if_exists``:
+
+====================================================  ==========  ===========  ==========
+existing job                                          adopt       new          fail
+====================================================  ==========  ===========  ==========
+this call's create                                    ADOPT       ADOPT        ADOPT
+someone else's                                        NEXT        NEXT         EXISTS
+earlier try's, FAILED, CANCELLED or CANCELLING        NEXT        NEXT         EXISTS
+earlier try's, other spec (trainingInput or labels)   MISMATCH    NEXT         EXISTS
+earlier try's, same spec, live or SUCCEEDED           ADOPT       NEXT         EXISTS
+====================================================  ==========  ===========  ==========
+
+NEXT: try the next attempt ID (``_r2``...). EXISTS: JobAlreadyExistsError. MISMATCH:
+JobSpecMismatchError naming the differing fields: the task changed between tries, and a second
+job for one task instance would train twice; a fix after a failure is fine (the failed job is
+skipped first). A CANCELLING job can only end CANCELLED, so it counts as failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from enum import Enum
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.diff import diff_training_input
+from airflow_aip.jobs.labels import OWNER_LABELS
+from airflow_aip.jobs.logs import normalize_timestamp
+from airflow_aip.jobs.states import JobState
+
+IF_EXISTS = ("adopt", "fail", "new")
+CLOCK_SKEW = 60.0  # seconds the API's clock may run behind ours when dating this call's create
+_WILL_NOT_SUCCEED = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.CANCELLING})
+
+
+class Owner(str, Enum):
+    """Who made an existing job with our ID."""
+
+    THIS_CALL = "this very create (its answer was lost)"
+    EARLIER_TRY = "an earlier try of this task instance"
+    SOMEONE_ELSE = "another run or task"
+
+
+class Action(str, Enum):
+    """What the submit path does with it."""
+
+    ADOPT = "adopt"  # wait on the existing job
+    NEXT_ATTEMPT = "next attempt"  # create under the next attempt ID
+    FAIL_EXISTS = "fail: exists"  # raise JobAlreadyExistsError
+    FAIL_MISMATCH = "fail: mismatch"  # raise JobSpecMismatchError(differing)
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """The decision, who made the job, and (for a mismatch) the fields that differ."""
+
+    action: Action
+    owner: Owner
+    differing: tuple[str, ...] = ()
+
+    def describe(self, job_id: str, state: str) -> str:
+        """One sentence for the task log."""
+        fields = f"; differing fields: {', '.join(self.differing)}" if self.differing else ""
+        made_by = f"made by {self.owner.value}{fields}"
+        return f"Training job {job_id} ({state}) exists, {made_by}: {self.action.value}"
+
+
+def check_if_exists(value: object) -> str:
+    """``if_exists`` is one of IF_EXISTS; else a ValidationError naming it."""
+    if value not in IF_EXISTS:
+        raise ValidationError("if_exists", f"must be one of {', '.join(IF_EXISTS)}, got {value!r}")
+    return str(value)
+
+
+def spec_differences(requested: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
+    """The trainingInput fields, then the ``labels.<key>``, in which two jobs differ."""
+    differing = diff_training_input(requested.get("trainingInput") or {}, existing.get("trainingInput") or {})
+    ours, theirs = dict(requested.get("labels") or {}), dict(existing.get("labels") or {})
+    keys = sorted(set(ours) | set(theirs))
+    return differing + [f"labels.{key}" for key in keys if ours.get(key) != theirs.get(key)]
+
+
+def _created_since(existing: Mapping[str, Any], first_sent: float) -> bool:
+    """Created no earlier than ``first_sent`` less CLOCK_SKEW; True when createTime is unreadable.
+
+    Without a readable createTime the spec and labels are all there is to go by.
+    """
+    created = normalize_timestamp(existing.get("createTime"))
+    if created is None:
+        return True
+    since = normalize_timestamp(datetime.fromtimestamp(first_sent - CLOCK_SKEW, timezone.utc).isoformat())
+    return since is not None and created >= since
+
+
+def owner_of(requested: Mapping[str, Any], existing: Mapping[str, Any], first_sent: float | None) -> Owner:
+    """Who made ``existing``, given what we asked to create and when we first sent it (if re-sent)."""
+    ours, theirs = requested.get("labels") or {}, existing.get("labels") or {}
+    if any(ours.get(key) != theirs.get(key) for key in OWNER_LABELS):
+        return Owner.SOMEONE_ELSE
+    if first_sent is None or spec_differences(requested, existing):
+        return Owner.EARLIER_TRY
+    if _created_since(existing, first_sent):
+        return Owner.THIS_CALL
+    return Owner.EARLIER_TRY
+
+
+def _earlier_try(requested: Mapping[str, Any], existing: Mapping[str, Any]) -> Adoption:
+    """Under ``adopt``: an earlier try's job is waited on unless it failed or its spec changed."""
+    if JobState.parse(existing.get("state")) in _WILL_NOT_SUCCEED:
+        return Adoption(Action.NEXT_ATTEMPT, Owner.EARLIER_TRY)
+    differing = spec_differences(requested, existing)
+    if differing:
+        return Adoption(Action.FAIL_MISMATCH, Owner.EARLIER_TRY, tuple(differing))
+    return Adoption(Action.ADOPT, Owner.EARLIER_TRY)
+
+
+def decide_adoption(
+    requested: Mapping[str, Any], existing: Mapping[str, Any], *, if_exists: str, first_sent: float | None
+) -> Adoption:
+    """What to do with ``existing``, the job that holds the ID a create of ``requested`` asked for.
+
+    ``first_sent`` is the UNIX time of the create's first send when the 409 answered a re-send
+    (:class:`~airflow_aip.exceptions.JobAlreadyExistsError`), else None. See the module's table.
+    """
+    check_if_exists(if_exists)
+    owner = owner_of(requested, existing, first_sent)
+    if owner is Owner.THIS_CALL:
+        return Adoption(Action.ADOPT, owner)
+    if if_exists == "fail":
+        return Adoption(Action.FAIL_EXISTS, owner)
+    if if_exists == "new" or owner is Owner.SOMEONE_ELSE:
+        return Adoption(Action.NEXT_ATTEMPT, owner)
+    return _earlier_try(requested, existing)

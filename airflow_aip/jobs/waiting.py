@@ -1,0 +1,229 @@
+"""The one wait step: given what the last read of a job showed, what a waiting task does next.
+
+The operator in the worker, the trigger in the triggerer and the sensor in each of its modes all
+wait the same way, because they all take their decisions here; their runners
+(``airflow_aip.hooks.waiting``) only read the job, sleep and log what the step says. Three loops
+written apart once drifted: one turned a minute of 503s into an ``error`` event that cancelled a
+healthy job. The rules, in one place:
+
+- Waiting is observation only. Nothing decided here cancels a job: an error never does. Only the
+  task's own deadline (``timed_out``) may lead its adapter to cancel, as a kill or a cancel
+  operator may.
+- A transient error (429, 5xx, dropped connection, timeout; the caller says which) starts or
+  continues an *outage*: it is ridden out with exponential backoff (equal jitter), bounded by the
+  deadline, and logged once when it starts and once when it ends, with its duration.
+- Any other error fails the wait (``failed``) and leaves the job alone.
+- A job in a terminal state ends the wait, whatever the deadline; past the deadline a job still
+  running (or still unreadable) ends it as ``timed_out``.
+
+Pure: time, randomness and the read's outcome come in as arguments, so every decision is a unit
+test. The events a wait ends with (one per wait, the trigger's protocol) are built here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.summary import summarize_job
+
+# Backoff while the API cannot be read: 1 s, 2 s, 4 s ... up to BACKOFF_CAP (or the poll
+# interval, if longer: an outage never makes a waiter ask more often than it normally does once
+# the backoff has grown). Each wait is drawn in [half, all] of that (equal jitter), so 1,000
+# triggers that met the same outage do not come back in step.
+BACKOFF_INITIAL = 1.0
+BACKOFF_CAP = 30.0
+# Airflow's own deferral timeout trails the trigger's deadline: the trigger's timeout event
+# (which lets the operator cancel the job it gave up on) should win the race.
+DEFERRAL_TIMEOUT_MARGIN = 120.0
+
+Action = Literal["wait", "ended", "timed_out", "failed"]
+Level = Literal["info", "warning"]
+_STATUS = {JobState.SUCCEEDED: "success", JobState.FAILED: "failed", JobState.CANCELLED: "cancelled"}
+
+
+@dataclass(frozen=True)
+class Outage:
+    """Reads failing transiently since ``started`` (UNIX time): ``failures`` in a row so far."""
+
+    started: float
+    failures: int
+    error: str
+
+
+@dataclass(frozen=True)
+class WaitState:
+    """What one wait remembers between two reads (a runner keeps it; a fresh process starts anew)."""
+
+    job_id: str
+    started: float
+    state: JobState = JobState.STATE_UNSPECIFIED
+    outage: Outage | None = None
+
+    @classmethod
+    def begin(cls, job_id: str, now: float) -> WaitState:
+        return cls(job_id, now)
+
+
+@dataclass(frozen=True)
+class Seen:
+    """The outcome of one read: the job, or the error it raised and whether that is transient."""
+
+    job: Mapping[str, Any] | None = None
+    error: str = ""
+    transient: bool = False
+
+    @classmethod
+    def failure(cls, err: BaseException, *, transient: bool) -> Seen:
+        return cls(None, f"{type(err).__name__}: {err}", transient)
+
+
+@dataclass(frozen=True)
+class Step:
+    """The decision: ``wait`` ``seconds`` then read again, or stop (``ended``, ``timed_out``, ``failed``).
+
+    ``logs`` are the lines to log now, ``(level, message)``; ``state`` is what to remember.
+    ``job`` is the job that ended (``ended``); ``error`` why the wait failed (``failed``).
+    """
+
+    action: Action
+    state: WaitState
+    seconds: float = 0.0
+    logs: tuple[tuple[Level, str], ...] = ()
+    job: Mapping[str, Any] | None = None
+    error: str = ""
+
+    @property
+    def done(self) -> bool:
+        return self.action != "wait"
+
+
+def backoff(failures: int, poll_interval: float, jitter: float) -> float:
+    """Seconds before read number ``failures + 1`` of an outage; ``jitter`` is uniform in [0, 1)."""
+    cap = max(poll_interval, BACKOFF_CAP)
+    full = min(cap, BACKOFF_INITIAL * 2.0 ** min(failures - 1, 32))
+    return full * (0.5 + jitter / 2)
+
+
+def _until(deadline: float | None, now: float, seconds: float) -> float:
+    return max(0.0, seconds if deadline is None else min(seconds, deadline - now))
+
+
+def step(
+    state: WaitState,
+    seen: Seen,
+    *,
+    now: float,
+    deadline: float | None,
+    poll_interval: float,
+    jitter: float = 0.5,
+) -> Step:
+    """The next move of a wait after one read (see the module docstring for the rules)."""
+    if seen.job is None:
+        return _after_error(
+            state, seen, now=now, deadline=deadline, poll_interval=poll_interval, jitter=jitter
+        )
+    logs: list[tuple[Level, str]] = []
+    observed = JobState.parse(seen.job.get("state"))
+    if state.outage is not None:
+        lasted = now - state.outage.started
+        logs.append(
+            (
+                "info",
+                f"Training job {state.job_id} can be read again: the API outage lasted {lasted:.0f}s "
+                f"({state.outage.failures} failed reads); the job was left alone",
+            )
+        )
+    if observed is not state.state:
+        logs.append(("info", f"Training job {state.job_id} is {observed.value}"))
+    remembered = replace(state, state=observed, outage=None)
+    if observed.is_terminal:
+        return Step("ended", remembered, logs=tuple(logs), job=seen.job)
+    if deadline is not None and now >= deadline:
+        return Step("timed_out", remembered, logs=tuple(logs))
+    return Step("wait", remembered, _until(deadline, now, poll_interval), tuple(logs))
+
+
+def _after_error(
+    state: WaitState, seen: Seen, now: float, deadline: float | None, poll_interval: float, jitter: float
+) -> Step:
+    job_id = state.job_id
+    if not seen.transient:
+        message = (
+            f"Cannot read training job {job_id} ({seen.error}); not transient: the task fails, "
+            "the job is left alone"
+        )
+        return Step("failed", state, logs=(("warning", message),), error=seen.error)
+    outage = state.outage
+    logs: tuple[tuple[Level, str], ...] = ()
+    if outage is None:
+        message = (
+            f"Cannot read training job {job_id} ({seen.error}): an API outage; reading again until "
+            "it ends or the task's deadline, the job is left alone"
+        )
+        logs = (("warning", message),)
+        outage = Outage(now, 0, seen.error)
+    outage = replace(outage, failures=outage.failures + 1, error=seen.error)
+    remembered = replace(state, outage=outage)
+    if deadline is not None and now >= deadline:
+        message = (
+            f"Training job {job_id} still cannot be read after {now - outage.started:.0f}s "
+            f"({outage.failures} failed reads; last: {seen.error})"
+        )
+        return Step("timed_out", remembered, logs=(*logs, ("warning", message)))
+    seconds = _until(deadline, now, backoff(outage.failures, poll_interval, jitter))
+    return Step("wait", remembered, seconds, logs)
+
+
+# -- the one event a wait ends with (the trigger yields it; the operator and sensor decode it) ----
+
+
+def job_event(job: Mapping[str, Any], project_id: str) -> dict[str, Any]:
+    """The event for a job that ended."""
+    summary = summarize_job(job, project_id)
+    state = JobState.parse(summary["state"])
+    message = f"Training job {summary['job_id']} ended {state.value}"
+    if summary["error_message"]:
+        message += f": {summary['error_message']}"
+    return {
+        "status": _STATUS.get(state, "error"),
+        "message": message,
+        "job_id": summary["job_id"],
+        "project_id": project_id,
+        "state": state.value,
+        "summary": summary,
+    }
+
+
+def step_event(decided: Step, project_id: str, now: float) -> dict[str, Any]:
+    """The event for a step that ended the wait (``ended``, ``timed_out`` or ``failed``) at ``now``."""
+    if decided.action == "ended" and decided.job is not None:
+        return job_event(decided.job, project_id)
+    state = decided.state
+    base = {"job_id": state.job_id, "project_id": project_id, "state": state.state.value, "summary": None}
+    if decided.action == "timed_out":
+        message = f"Stopped waiting for training job {state.job_id}: still {state.state.value}"
+        waited = round(max(0.0, now - state.started), 3)
+        return {"status": "timeout", "message": message, "waited_seconds": waited, **base}
+    if decided.action == "failed":
+        return {"status": "error", "message": decided.error, **base}
+    raise ValueError(f"a {decided.action!r} step does not end a wait")
+
+
+def summary_from_event(event: Mapping[str, Any]) -> dict[str, Any]:
+    """The summary of a success event; every other event raised as the typed error it stands for."""
+    status = event.get("status")
+    job_id = str(event.get("job_id", ""))
+    summary = event.get("summary")
+    if status == "success" and isinstance(summary, dict):
+        return summary
+    state = str(event.get("state") or JobState.STATE_UNSPECIFIED.value)
+    if status in ("failed", "cancelled"):
+        error = (summary or {}).get("error_message") if isinstance(summary, dict) else None
+        raise JobFailedError(job_id, state, str(error or ""))
+    if status == "timeout":
+        raise JobWaitTimeoutError(job_id, state, event.get("waited_seconds"))
+    raise AipError(f"Waiting for training job {job_id} failed: {event.get('message') or event!r}")

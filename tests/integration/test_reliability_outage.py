@@ -1,0 +1,222 @@
+"""A minute of API outage while tasks wait never harms their jobs, in every waiting mode.
+
+Five ``dag.test()`` runs wait at once on ``aip-local serve --fault-admin``, each on its own job:
+the submit operator in the worker and deferred (the trigger runs in-line, as ``dag.test()`` runs
+triggers), and the sensor in poke, reschedule and deferrable mode. Once every waiter has seen its
+job RUNNING, every ``jobs.get`` answers 503 for 60 s (a timed fault rule). Each task must ride
+it out and succeed, with no retry (``retries=0``), its job never cancelled, one job per run.
+
+The runs are processes of their own, started together, so the five waits share one outage
+and the test takes about one outage plus a job, not five. Each has its own copy of the
+migrated metadata DB: five writers on one SQLite file would meet "database is locked".
+
+``AIP_RELIABILITY_REPORT`` (a JSON file) receives, per mode, the outage as the task logged it
+(its seconds and failed reads) and the seconds from the outage's end to the task's end:
+figures for RELIABILITY.md, never assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+
+from airflow_aip.local.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
+from tests.integration.test_reliability_kill import collect_lines, start_dag_process
+
+pytestmark = pytest.mark.integration
+PROJECT = "outage-project"
+OUTAGE_SECONDS = 60
+POLL_INTERVAL = 2
+JOB_SECONDS = 75  # still running when the last waiter is ready, ended before the outage is over
+MODES = ("worker", "deferred", "sensor_poke", "sensor_reschedule", "sensor_deferrable")
+DEFERRED = {"deferred", "sensor_deferrable"}
+
+DAG = """\
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_aip.operators import SubmitTrainingJobOperator
+from airflow_aip.sensors import TrainingJobSensor
+
+MODE = {mode!r}
+with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    submit = SubmitTrainingJobOperator(
+        task_id="submit", project_id={project!r}, job_id_prefix={name!r},
+        training_input={training_input!r}, poll_interval={poll}, wait_timeout=900, retries=0,
+        deferrable=MODE == "deferred", wait_for_completion=MODE in ("worker", "deferred"),
+    )
+    if MODE.startswith("sensor_"):
+        submit >> TrainingJobSensor(
+            task_id="wait", project_id={project!r},
+            job_id="{{{{ ti.xcom_pull(task_ids='submit')['job_id'] }}}}",
+            poke_interval={poll}, timeout=900, retries=0,
+            mode="reschedule" if MODE == "sensor_reschedule" else "poke",
+            deferrable=MODE == "sensor_deferrable",
+        )
+"""
+OUTAGE_ENDED = re.compile(r"the API outage lasted (\d+)s \((\d+) failed reads\)")
+
+
+@pytest.fixture(scope="module")
+def outage_service(
+    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalService]:
+    """``aip-local serve --fault-admin`` running the five jobs at once."""
+    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
+        data = tmp_path_factory.mktemp("aip-outage") / "data"
+        service = LocalService(data, fake_gcs.url, max_running_jobs=len(MODES)).start()
+    try:
+        yield service
+    finally:
+        service.stop()
+
+
+def admin(service: LocalService, path: str, body: Any = None) -> Any:
+    import urllib.request
+
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(service.url + path, data=data, method="POST" if data else "GET")
+    with urllib.request.urlopen(request, timeout=30) as answer:
+        return json.loads(answer.read())
+
+
+def jobs_of(service: LocalService, prefix: str) -> list[dict[str, Any]]:
+    """Through jobs.list: the test's own reads must not meet the jobs.get outage."""
+    listed = ml_client(service.url).projects().jobs().list(parent=f"projects/{PROJECT}").execute()
+    return [job for job in listed.get("jobs", []) if job["jobId"].startswith(prefix)]
+
+
+class Waiter:
+    """One mode's ``dag.test()`` process and everything it printed."""
+
+    def __init__(self, mode: str, tmp_path: Path, trainer: StagedTrainer, env: dict[str, str]) -> None:
+        self.mode = mode
+        self.name = f"aip_outage_{mode}_{uuid.uuid4().hex[:6]}"
+        home = tmp_path / mode
+        bundle = home / "bundle"
+        bundle.mkdir(parents=True)
+        training_input = trainer.training_input("sleep", ["--seconds", str(JOB_SECONDS)])
+        source = DAG.format(
+            mode=mode, name=self.name, project=PROJECT, training_input=training_input, poll=POLL_INTERVAL
+        )
+        (bundle / f"{self.name}.py").write_text(source)
+        shutil.copy(Path(env["AIRFLOW_HOME"]) / "airflow.db", home / "airflow.db")
+        own_db = {"AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}"}
+        self.process = start_dag_process(bundle, self.name, {**env, **own_db})
+        self.lines: list[str] = []
+        self.reader = threading.Thread(target=collect_lines, args=(self.process, self.lines), daemon=True)
+        self.reader.start()
+        self.ended_at: float | None = None
+
+    @property
+    def output(self) -> str:
+        return "".join(list(self.lines))
+
+    def waiting(self, service: LocalService) -> bool:
+        """Its job is RUNNING and the waiter itself saw it so (for deferred modes: the trigger)."""
+        jobs = jobs_of(service, self.name)
+        if not jobs or jobs[0]["state"] != "RUNNING":
+            return False
+        output = self.output
+        if self.mode in DEFERRED:
+            _, deferred, output = output.rpartition("running trigger in line")
+            if not deferred:
+                return False
+        return f"{jobs[0]['jobId']} is RUNNING" in output
+
+
+def wait_until(condition: Any, what: str, waiters: list[Waiter], timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        for waiter in waiters:
+            if waiter.process.poll() is not None and waiter.ended_at is None:
+                pytest.fail(f"{waiter.mode} ended before {what}:\n{waiter.output[-4000:]}")
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout}s")
+        time.sleep(0.5)
+
+
+def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
+    outage_service: LocalService, staged_trainer: StagedTrainer, airflow_db: Path, tmp_path: Path
+) -> None:
+    env = {
+        **os.environ,
+        "AIRFLOW_HOME": str(airflow_db),
+        "STORAGE_EMULATOR_HOST": outage_service.gcs_url,
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML": outage_service.url,
+    }
+    started = time.monotonic()
+    waiters = [Waiter(mode, tmp_path, staged_trainer, env) for mode in MODES]
+    try:
+        wait_until(
+            lambda: all(w.waiting(outage_service) for w in waiters),
+            "waiter seeing its job RUNNING",
+            waiters,
+            240,
+        )
+        admin(outage_service, "_faults", {"method": "jobs.get", "kind": 503, "for_seconds": OUTAGE_SECONDS})
+        outage_started = time.monotonic()
+        ready_seconds = round(outage_started - started, 1)
+
+        def all_ended() -> bool:
+            for waiter in waiters:
+                if waiter.ended_at is None and waiter.process.poll() is not None:
+                    waiter.ended_at = time.monotonic()
+            return all(w.ended_at is not None for w in waiters)
+
+        wait_until(all_ended, "end of every task", waiters, OUTAGE_SECONDS + JOB_SECONDS + 180)
+    finally:
+        for waiter in waiters:
+            if waiter.process.poll() is None:
+                waiter.process.kill()
+            waiter.process.wait()
+            waiter.reader.join(timeout=30)
+
+    stats = admin(outage_service, "_stats")
+    assert stats["faults"]["jobs.get"]["before:503"] > 0
+    assert stats["requests"].get("jobs.cancel", 0) == 0  # nothing ever asked to cancel
+    figures: dict[str, Any] = {}
+    for waiter in waiters:
+        output = waiter.output
+        jobs = jobs_of(outage_service, waiter.name)
+        assert [job["state"] for job in jobs] == ["SUCCEEDED"], (
+            waiter.mode,
+            jobs,
+        )  # one job, never cancelled
+        assert "RUN STATE: success" in output, (waiter.mode, output[-4000:])
+        job_id = jobs[0]["jobId"]
+        assert f"Cannot read training job {job_id} (ApiError: jobs.get: HTTP 503" in output, waiter.mode
+        if waiter.mode in DEFERRED:
+            # the trigger rode the outage out: its lines come after the task deferred
+            assert "Cannot read training job" in output.rpartition("running trigger in line")[2]
+        ended = OUTAGE_ENDED.findall(output)
+        if waiter.mode == "sensor_reschedule":
+            # each poke is one read: an outage is one line per poke that met it, and no end line
+            assert not ended
+            failed_reads = output.count(f"Cannot read training job {job_id}")
+            assert failed_reads > 1
+            figures[waiter.mode] = {"pokes_that_met_the_outage": failed_reads}
+        else:
+            assert len(ended) == 1, (waiter.mode, ended)  # logged once when it ends
+            assert output.count(f"Cannot read training job {job_id}") == 1  # ... and once when it starts
+            figures[waiter.mode] = {"outage_seconds": int(ended[0][0]), "failed_reads": int(ended[0][1])}
+        assert waiter.ended_at is not None
+        figures[waiter.mode]["task_end_after_outage_end_s"] = round(
+            waiter.ended_at - outage_started - OUTAGE_SECONDS, 1
+        )
+    if os.environ.get("AIP_RELIABILITY_REPORT"):
+        report = {"outage_seconds": OUTAGE_SECONDS, "poll_interval": POLL_INTERVAL, "modes": figures}
+        report["start_to_all_waiting_s"] = ready_seconds
+        report["jobs_get_503s"] = stats["faults"]["jobs.get"]["before:503"]
+        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report))
