@@ -101,6 +101,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         "labels",
         "gcp_conn_id",
         "api_endpoint",
+        "impersonation_chain",
     )
     template_fields_renderers = {
         name: "json"
@@ -155,6 +156,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -193,6 +195,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
+        self.impersonation_chain = impersonation_chain
         self._watched: tuple[str, str] | None = None  # (job_id, project) while waiting, for on_kill
 
     # -- building the request (pure; every check before any side effect) --------------------
@@ -278,6 +281,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
                     project_id=project,
                     gcp_conn_id=self.gcp_conn_id,
                     api_endpoint=self.api_endpoint,
+                    impersonation_chain=self.impersonation_chain,
                     poll_interval=self.poll_interval,
                     end_time=end_time,
                     cancel_on_kill=self.cancel_on_kill,
@@ -335,6 +339,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             project,
             gcp_conn_id=self.gcp_conn_id,
             api_endpoint=self.api_endpoint,
+            impersonation_chain=self.impersonation_chain,
             reason=reason,
             log=self.log,
         )

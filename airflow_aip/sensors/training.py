@@ -67,7 +67,13 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     :param cancel_on_kill: cancel the job when a user kills this task (see the module docstring).
     """
 
-    template_fields: Sequence[str] = ("job_id", "project_id", "gcp_conn_id", "api_endpoint")
+    template_fields: Sequence[str] = (
+        "job_id",
+        "project_id",
+        "gcp_conn_id",
+        "api_endpoint",
+        "impersonation_chain",
+    )
     operator_extra_links = (TrainingJobConsoleLink(),)
     ui_color = "#d2e3fc"
 
@@ -78,6 +84,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         project_id: str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
         deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
         poke_interval: float = conf.getint("aip", "poll_interval", fallback=30),
         stream_logs: bool = True,
@@ -90,6 +97,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         self.project_id = project_id
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
+        self.impersonation_chain = impersonation_chain
         self.deferrable = deferrable
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
@@ -114,6 +122,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
                 project_id=project,
                 gcp_conn_id=self.gcp_conn_id,
                 api_endpoint=self.api_endpoint,
+                impersonation_chain=self.impersonation_chain,
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
                 cancel_on_kill=self.cancel_on_kill,
@@ -171,6 +180,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             self.project_id,
             gcp_conn_id=self.gcp_conn_id,
             api_endpoint=self.api_endpoint,
+            impersonation_chain=self.impersonation_chain,
             reason="task killed",
             log=self.log,
         )

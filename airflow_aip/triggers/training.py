@@ -61,6 +61,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     :param project_id: its project (resolved by the task before deferring).
     :param gcp_conn_id: the Airflow connection for credentials.
     :param api_endpoint: root URL override (None: connection extra, env, then Google).
+    :param impersonation_chain: account (or chain) the task acts as; wins over the connection's.
     :param poll_interval: seconds between polls.
     :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
@@ -79,6 +80,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         project_id: str,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
+        impersonation_chain: str | list[str] | None = None,
         poll_interval: float = 30.0,
         end_time: float | None = None,
         cancel_on_kill: bool = True,
@@ -92,6 +94,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         self.project_id = project_id
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
+        self.impersonation_chain = impersonation_chain
         self.poll_interval = poll_interval
         self.end_time = end_time
         self.cancel_on_kill = cancel_on_kill
@@ -108,6 +111,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
                 "project_id": self.project_id,
                 "gcp_conn_id": self.gcp_conn_id,
                 "api_endpoint": self.api_endpoint,
+                "impersonation_chain": self.impersonation_chain,
                 "poll_interval": self.poll_interval,
                 "end_time": self.end_time,
                 "cancel_on_kill": self.cancel_on_kill,

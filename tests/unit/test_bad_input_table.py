@@ -333,6 +333,11 @@ TABLE = [
         id="impersonation chain not accounts",
     ),
     pytest.param(connection({"quota_project_id": 7}), "extra.quota_project_id", id="quota project a number"),
+    pytest.param(
+        submit(impersonation_chain=["ok@p.iam.gserviceaccount.com", "nobody"]),
+        "impersonation_chain",
+        id="task's impersonation chain not accounts",
+    ),
 ]
 
 

@@ -177,7 +177,12 @@ def test_no_wait_returns_at_once(api: FakeMlApi, clock: FakeClock) -> None:
 
 def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(
-        deferrable=True, wait_timeout=600, cancel_on_kill=False, stream_logs=True, max_log_lines_per_minute=7
+        deferrable=True,
+        wait_timeout=600,
+        cancel_on_kill=False,
+        stream_logs=True,
+        max_log_lines_per_minute=7,
+        impersonation_chain="runner@proj.iam.gserviceaccount.com",
     )
     ti = FakeTI()
     with pytest.raises(TaskDeferred) as deferred:
@@ -192,6 +197,7 @@ def test_deferrable_checks_then_defers(api: FakeMlApi, clock: FakeClock) -> None
     assert trigger.stream_logs is True
     assert trigger.log_cursor is None  # nothing shown yet: the trigger starts at the job's createTime
     assert trigger.max_log_lines_per_minute == 7
+    assert trigger.impersonation_chain == "runner@proj.iam.gserviceaccount.com"  # the same identity
     assert deferred.value.method_name == "execute_complete"
     assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID  # pushed before deferring
 
@@ -661,9 +667,12 @@ def test_sensor_deferrable(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "QUEUED")
     ti = FakeTI()
     with pytest.raises(TaskDeferred) as deferred:
-        sensor(deferrable=True, timeout=3600).execute(make_context(ti))
+        sensor(deferrable=True, timeout=3600, impersonation_chain=["a@p.iam.gserviceaccount.com"]).execute(
+            make_context(ti)
+        )
     trigger = deferred.value.trigger
     assert isinstance(trigger, TrainingJobTrigger)
+    assert trigger.impersonation_chain == ["a@p.iam.gserviceaccount.com"]
     assert trigger.poll_interval == 5
     assert trigger.cancel_on_kill is False
     assert trigger.end_time is not None
