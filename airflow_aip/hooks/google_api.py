@@ -11,7 +11,7 @@ Every API hook is this class plus its paths. It owns, once:
   project header, universe domain checks and token refresh behave as in Google's clients. A
   401 refreshes the token and retries once, as google-auth's own transports do;
 - **one request path**: httpx for both, sync (a client per hook) and async (the event loop's
-  shared pool, see :mod:`airflow_aip.hooks.ml_http`); the same retry policy (tenacity:
+  shared pool, see :mod:`airflow_aip.hooks.http_shared`); the same retry policy (tenacity:
   429, 5xx and connection errors, backoff with jitter) and the same typed errors. httpx never
   re-sends a request on its own, so a create is re-sent only by our policy, which knows how to
   recognise its own job afterwards.
@@ -33,7 +33,7 @@ from tenacity import AsyncRetrying, Retrying
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID, ConnectionSettings, GoogleCloudBaseHook
 from airflow_aip.hooks.credentials import anonymous_credentials, auth_request
-from airflow_aip.hooks.ml_http import (
+from airflow_aip.hooks.http_shared import (
     REQUEST_TIMEOUT,
     RETRY_ATTEMPTS,
     RETRY_MAX_WAIT,

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.google_api import GoogleApiHook
-from airflow_aip.hooks.ml_http import resolve_api_endpoint
+from airflow_aip.hooks.http_shared import resolve_api_endpoint
 from airflow_aip.hooks.training import ENDPOINT_ENV, ENDPOINT_EXTRA
 from airflow_aip.jobs.logs import MAX_PAGES_PER_POLL, PAGE_SIZE, DrainRule, LogStream
 from airflow_aip.uris import is_emulator

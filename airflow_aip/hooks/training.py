@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError
 from airflow_aip.hooks.google_api import GoogleApiHook
-from airflow_aip.hooks.ml_http import error_message, is_transient, job_name
+from airflow_aip.hooks.http_shared import error_message, is_transient
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
 from airflow_aip.uris import is_loopback
 
@@ -35,6 +35,11 @@ __all__ = [
 
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
 ENDPOINT_EXTRA = "api_endpoint"
+
+
+def job_name(project_id: str, job_id: str) -> str:
+    """``projects/{project}/jobs/{job}``: the resource name every job method takes."""
+    return f"projects/{project_id}/jobs/{job_id}"
 
 
 class TrainingJobHook(GoogleApiHook):

@@ -28,7 +28,7 @@ from cryptography.hazmat.primitives.asymmetric import rsa
 
 from airflow_aip.exceptions import ApiError
 from airflow_aip.hooks.credentials import auth_request
-from airflow_aip.hooks.ml_http import clear_shared_auth
+from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 
 API = "https://ml.example.com/"

@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
-from airflow_aip.hooks.ml_http import clear_shared_auth
 from airflow_aip.hooks.training import ENDPOINT_ENV
 from airflow_aip.jobs.logs import LogStream
 from airflow_aip.local.filters import parse_filter

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from airflow_aip.exceptions import JobAlreadyExistsError
-from airflow_aip.hooks.ml_http import clear_shared_auth
+from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import airflow_labels, with_attempt
 from airflow_aip.operators.submission import submit_job

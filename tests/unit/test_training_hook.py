@@ -13,7 +13,7 @@ import pytest
 from google.auth.credentials import Credentials
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
-from airflow_aip.hooks.ml_http import clear_shared_auth
+from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import (
     ENDPOINT_ENV,
     TrainingJobHook,
@@ -390,28 +390,28 @@ async def test_triggers_of_one_connection_share_one_load(
 
 
 async def test_client_pool_caps_and_reuses_clients() -> None:
-    from airflow_aip.hooks import ml_http
+    from airflow_aip.hooks import http_shared
 
     release = asyncio.Event()
     lent: list[httpx.AsyncClient] = []
-    waiting = ml_http.MAX_CONCURRENT_REQUESTS + 5
+    waiting = http_shared.MAX_CONCURRENT_REQUESTS + 5
 
     async def borrower() -> None:
-        async with ml_http.borrow_client(5.0) as client:
+        async with http_shared.borrow_client(5.0) as client:
             lent.append(client)
             await release.wait()
 
-    async with ml_http.borrow_client(5.0):
+    async with http_shared.borrow_client(5.0):
         pass  # the first borrow loads TLS settings in a thread
     tasks = [asyncio.ensure_future(borrower()) for _ in range(waiting)]
-    while len(lent) < ml_http.MAX_CONCURRENT_REQUESTS:
+    while len(lent) < http_shared.MAX_CONCURRENT_REQUESTS:
         await asyncio.sleep(0)
     for _ in range(50):
         await asyncio.sleep(0)
-    assert len(lent) == ml_http.MAX_CONCURRENT_REQUESTS  # the rest wait for a client
+    assert len(lent) == http_shared.MAX_CONCURRENT_REQUESTS  # the rest wait for a client
     release.set()
     await asyncio.gather(*tasks)
     assert len(lent) == waiting
-    assert len({id(c) for c in lent}) == ml_http.MAX_CONCURRENT_REQUESTS  # reused, not recreated
+    assert len({id(c) for c in lent}) == http_shared.MAX_CONCURRENT_REQUESTS  # reused, not recreated
     for client in set(lent):
         await client.aclose()

@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
-from airflow_aip.hooks.ml_http import clear_shared_auth
+from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 from tests.unit.ml_fake import FakeMlApi

@@ -152,11 +152,6 @@ def resolve_api_endpoint(
     return root if root.endswith("/") else root + "/"
 
 
-def job_name(project_id: str, job_id: str) -> str:
-    """``projects/{project}/jobs/{job}``: the resource name every job method takes."""
-    return f"projects/{project_id}/jobs/{job_id}"
-
-
 # -- what every trigger of one process shares --------------------------------------------------
 
 SHARED_AUTH_TTL = 300.0  # seconds a connection's settings are reused before being read again
