@@ -31,6 +31,7 @@ class _Running:
     trial: dict[str, Any]
     attempt: Attempt
     last: MetricReport | None = None
+    best: MetricReport | None = None
 
 
 class TuningRun:
@@ -50,6 +51,9 @@ class TuningRun:
         self.tag = tag
         self.parallel = int(spec.get("maxParallelTrials", 1))
         self.max_failed = int(spec.get("maxFailedTrials", 0))
+        # Vertex's measurementSelectionType: the final measurement is the last report or the best.
+        self.pick_best = spec.get("measurementSelection") == "BEST"
+        self.sign = -1.0 if spec.get("goal") == "MINIMIZE" else 1.0
         self._start, self._publish, self._track, self.log = start, publish, track, log
         self.trials: list[dict[str, Any]] = []
         self.running: dict[str, _Running] = {}
@@ -123,9 +127,17 @@ class TuningRun:
         seen = running.last.timestamp if running.last else -math.inf
         return [r for r in reports if r.timestamp > seen]
 
+    def _seen(self, running: _Running, report: MetricReport) -> None:
+        running.last = report
+        if running.best is None or self.sign * report.value > self.sign * running.best.value:
+            running.best = report
+
+    def _final(self, running: _Running) -> MetricReport | None:
+        return running.best if self.pick_best else running.last
+
     def _check(self, trial_id: str, running: _Running) -> None:
         for report in self._new_reports(running):
-            running.last = report
+            self._seen(running, report)
             if self.search.report(trial_id, report.value):
                 running.attempt.stop()
                 del self.running[trial_id]
@@ -140,19 +152,20 @@ class TuningRun:
             return
         del self.running[trial_id]
         for report in self._new_reports(running):
-            running.last = report
+            self._seen(running, report)
+        final = self._final(running)
         if not outcome.succeeded:
-            self._end(running.trial, JobState.FAILED, running.last)
+            self._end(running.trial, JobState.FAILED, final)
             self.search.tell(trial_id, None)
             self._fail(trial_id, outcome.error_message())
             return
-        self._end(running.trial, JobState.SUCCEEDED, running.last)
-        if running.last is None:
+        self._end(running.trial, JobState.SUCCEEDED, final)
+        if final is None:
             self.log.service(f"Trial {trial_id} reported no metric tagged {self.tag!r}", "WARNING", trial_id)
             self.search.tell(trial_id, None)
         else:
-            self.log.service(f"Trial {trial_id} finished with objective {running.last.value}", trial=trial_id)
-            self.search.tell(trial_id, running.last.value)
+            self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
+            self.search.tell(trial_id, final.value)
 
     def _end(
         self, trial: dict[str, Any], state: JobState, last: MetricReport | None, stopped_early: bool = False
