@@ -190,3 +190,32 @@ def check_object(
             item, prop, where, allow_output_only=allow_output_only, document=document, enum_numbers=numbers
         )
     return out
+
+
+def enums_as_numbers(value: Any, schema_name: str, document: str = ML_V1) -> Any:
+    """An answer with its enums as proto numbers, for clients asking ``$alt=json;enum-encoding=int``.
+
+    Google's REST clients (the Vertex AI SDK's transport) ask for that; a name without a known
+    number is left as it is, as proto3 JSON parsers take either.
+    """
+    if not isinstance(value, Mapping):
+        return value
+    props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
+    out = dict(value)
+    for key, item in value.items():
+        prop = props.get(key)
+        if prop is not None:
+            out[key] = _enum_numbers_in(item, prop, ENUM_NUMBERS.get(f"{schema_name}.{key}"), document)
+    return out
+
+
+def _enum_numbers_in(
+    value: Any, prop: Mapping[str, Any], numbers: Mapping[str, int] | None, document: str
+) -> Any:
+    if "$ref" in prop:
+        return enums_as_numbers(value, prop["$ref"], document)
+    if prop.get("type") == "array" and isinstance(value, list):
+        return [_enum_numbers_in(item, prop["items"], numbers, document) for item in value]
+    if "enum" in prop and isinstance(value, str) and numbers and value in numbers:
+        return numbers[value]
+    return value

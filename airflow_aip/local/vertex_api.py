@@ -17,19 +17,33 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.locations import AIPLATFORM_V1
+from airflow_aip.jobs.schema import enums_as_numbers
+from airflow_aip.jobs.vertex import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
 from airflow_aip.local.vertex_service import CUSTOM_JOBS, TUNING_JOBS, VertexJobs
 
-_ALT = {"json"}
+ENUMS_AS_NUMBERS = "json;enum-encoding=int"  # what the Vertex AI SDK's REST transport asks for
+_ALT = {"json", ENUMS_AS_NUMBERS}
 _XGAFV = {"1", "2"}
+_SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
 
 
-def _check_system_parameters(request: Request) -> None:
+def _check_system_parameters(request: Request) -> bool:
+    """Refuse ``alt``/``$alt``/``$.xgafv`` values Google would; True if enums are to go out as numbers."""
     query = request.query_params
+    numbers = False
     for name in ("alt", "$alt"):
-        if name in query and query[name] not in _ALT:
-            raise ValidationError(name, f"only json is served here, got {query[name]!r}")
+        if name in query:
+            if query[name] not in _ALT:
+                raise ValidationError(name, f"must be json (or {ENUMS_AS_NUMBERS}), got {query[name]!r}")
+            numbers = numbers or query[name] == ENUMS_AS_NUMBERS
     if "$.xgafv" in query and query["$.xgafv"] not in _XGAFV:
         raise ValidationError("$.xgafv", f"must be 1 or 2, got {query['$.xgafv']!r}")
+    return numbers
+
+
+def _answer(job: dict[str, Any], kind: str, numbers: bool) -> Any:
+    return enums_as_numbers(job, _SCHEMAS[kind], AIPLATFORM_V1) if numbers else job
 
 
 def _page_size(value: str | None) -> int | None:
@@ -51,15 +65,15 @@ def _add_kind(app: FastAPI, jobs: VertexJobs, kind: str, json_body: Any) -> None
     base = "/v1/projects/{project}/locations/{location}/" + kind
 
     async def create(project: str, location: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        numbers = _check_system_parameters(request)
         body = await json_body(request)
-        return await run_in_threadpool(jobs.create, kind, project, location, body)
+        return _answer(await run_in_threadpool(jobs.create, kind, project, location, body), kind, numbers)
 
     async def list_jobs(project: str, location: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        numbers = _check_system_parameters(request)
         query = request.query_params
         size = _page_size(query.get("pageSize"))
-        return await run_in_threadpool(
+        page = await run_in_threadpool(
             jobs.list,
             kind,
             project,
@@ -69,10 +83,13 @@ def _add_kind(app: FastAPI, jobs: VertexJobs, kind: str, json_body: Any) -> None
             query.get("pageToken"),
             query.get("readMask"),
         )
+        if kind in page:
+            page[kind] = [_answer(job, kind, numbers) for job in page[kind]]
+        return page
 
     async def get(project: str, location: str, job_id: str, request: Request) -> Any:
-        _check_system_parameters(request)
-        return await run_in_threadpool(jobs.get, kind, project, location, job_id)
+        numbers = _check_system_parameters(request)
+        return _answer(await run_in_threadpool(jobs.get, kind, project, location, job_id), kind, numbers)
 
     async def cancel(project: str, location: str, job_id: str, request: Request) -> Any:
         _check_system_parameters(request)
