@@ -87,7 +87,7 @@ def _check_worker_pool(pool: Mapping[str, Any], index: int, path: str) -> None:
     where = f"{path}[{index}]"
     if not (pool.get("machineSpec") or {}).get("machineType"):
         raise ValidationError(f"{where}.machineSpec.machineType", "is required")
-    count = int(pool.get("replicaCount", "0") or 0)
+    count = int(pool.get("replicaCount", "1" if index == 0 else "0"))  # the primary pool runs one replica
     if index == 0 and count != 1:
         raise ValidationError(f"{where}.replicaCount", f"must be 1 for the primary pool, got {count}")
     if count < 0:
