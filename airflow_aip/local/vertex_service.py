@@ -17,15 +17,13 @@ from typing import Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
-from airflow_aip.jobs.locations import AIPLATFORM_V1, check_location
-from airflow_aip.jobs.schema import schema
+from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.vertex import (
     CUSTOM_JOB_SCHEMA,
     TUNING_JOB_SCHEMA,
     validate_custom_job,
     validate_tuning_job,
 )
-from airflow_aip.jobs.vertex_study import search_spec, trial_parameter_value
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.filters import VERTEX_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.service import (
@@ -37,23 +35,18 @@ from airflow_aip.local.service import (
     encode_page_token,
 )
 from airflow_aip.local.store import project_number, validate_project
+from airflow_aip.local.vertex_render import (
+    CUSTOM_JOBS,
+    JOB_STATES,
+    MAX_TRIAL_LOOKUP,
+    TUNING_JOBS,
+    apply_read_mask,
+    render,
+    trial_custom_job,
+)
 
-CUSTOM_JOBS = "customJobs"
-TUNING_JOBS = "hyperparameterTuningJobs"
 _RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
 _SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
-JOB_STATES = {
-    JobState.STATE_UNSPECIFIED: "JOB_STATE_UNSPECIFIED",
-    JobState.QUEUED: "JOB_STATE_QUEUED",
-    JobState.PREPARING: "JOB_STATE_PENDING",
-    JobState.RUNNING: "JOB_STATE_RUNNING",
-    JobState.SUCCEEDED: "JOB_STATE_SUCCEEDED",
-    JobState.FAILED: "JOB_STATE_FAILED",
-    JobState.CANCELLING: "JOB_STATE_CANCELLING",
-    JobState.CANCELLED: "JOB_STATE_CANCELLED",
-}
-CANCELLED_CODE = 1  # google.rpc.Code.CANCELLED
-FAILED_CODE = 3  # what Vertex reports for "The replica workerpool0-0 exited with a non-zero status"
 
 
 def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
@@ -69,11 +62,6 @@ def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
 def _job_id() -> str:
     """A 19-digit job ID, as Vertex assigns (never starting with a letter: ml v1 IDs always do)."""
     return str(10**18 + secrets.randbelow(9 * 10**18))
-
-
-def _trial_job_id(job_id: str, trial_id: str) -> str:
-    """The ID named in ``Trial.customJob``: the tuning job's ID plus the trial number."""
-    return str(int(job_id) + int(trial_id))
 
 
 class VertexJobs:
@@ -129,7 +117,27 @@ class VertexJobs:
         return render(self.service.submit(number, record))
 
     def get(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
-        return render(self._record(kind, project, location, job_id))
+        try:
+            return render(self._record(kind, project, location, job_id))
+        except JobNotFoundError:
+            trial_job = self._trial_custom_job(kind, project, location, job_id)
+            if trial_job is None:
+                raise
+            return trial_job
+
+    def _trial_custom_job(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any] | None:
+        """The CustomJob a tuning job's trial names (``Trial.customJob``: the tuning job's ID + trial)."""
+        if kind != CUSTOM_JOBS or not job_id.isdigit():
+            return None
+        number, location = self.parent(project, location)
+        for trial in range(1, MAX_TRIAL_LOOKUP + 1):
+            try:
+                record = self.store.get(number, str(int(job_id) - trial))
+            except JobNotFoundError:
+                continue
+            if record.get("kind") == TUNING_JOBS and record.get("location") == location:
+                return trial_custom_job(record, str(trial))
+        return None
 
     def list(
         self,
@@ -196,106 +204,3 @@ class VertexJobs:
             },
             "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
         }
-
-
-def render(record: Mapping[str, Any], *, with_trials: bool = True) -> dict[str, Any]:
-    """A stored record as the Vertex resource Google would answer."""
-    resource = dict(record["resource"])
-    state = JobState.parse(record.get("state"))
-    resource["state"] = JOB_STATES[state]
-    times = [str(record["createTime"])]
-    for name in ("startTime", "endTime"):
-        if record.get(name):
-            resource[name] = record[name]
-            times.append(str(record[name]))
-    if state is JobState.FAILED:
-        resource["error"] = {"code": FAILED_CODE, "message": record.get("errorMessage") or "Job failed."}
-    elif state is JobState.CANCELLED:
-        resource["error"] = {"code": CANCELLED_CODE, "message": record.get("errorMessage") or "CANCELED"}
-    if record["kind"] == TUNING_JOBS:
-        trials = (record.get("trainingOutput") or {}).get("trials") or []
-        times += [str(t[k]) for t in trials for k in ("startTime", "endTime") if t.get(k)]
-        if with_trials and trials:
-            resource["trials"] = render_trials(record, trials)
-    resource["updateTime"] = max(times)
-    return resource
-
-
-# Vertex trials have no FAILED: a trial that ends without a final measurement is INFEASIBLE.
-_TRIAL_STATES = {
-    "RUNNING": "ACTIVE",
-    "SUCCEEDED": "SUCCEEDED",
-    "FAILED": "INFEASIBLE",
-    "CANCELLED": "INFEASIBLE",
-}
-
-
-def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The executor's trials as Vertex ``Trial`` objects."""
-    resource = record["resource"]
-    spec = search_spec(resource)
-    kinds = {p["parameterName"]: p["type"] for p in spec["params"]}
-    parent = resource["name"].split(f"/{TUNING_JOBS}/")[0]
-    out = []
-    for trial in trials:
-        state = _TRIAL_STATES.get(str(trial.get("state")), "REQUESTED")
-        metric = trial.get("finalMetric")
-        if state == "SUCCEEDED" and not metric:
-            state = "INFEASIBLE"  # "done but missing the final_measurement"
-        shown: dict[str, Any] = {
-            "id": trial["trialId"],
-            "state": state,
-            "parameters": [
-                {"parameterId": name, "value": trial_parameter_value(value, kinds[name])}
-                for name, value in trial.get("hyperparameters", {}).items()
-            ],
-            "startTime": trial.get("startTime"),
-            "customJob": f"{parent}/customJobs/{_trial_job_id(record['jobId'], trial['trialId'])}",
-        }
-        if trial.get("endTime"):
-            shown["endTime"] = trial["endTime"]
-        if metric:
-            shown["finalMeasurement"] = {
-                "stepCount": str(metric.get("trainingStep", "0")),
-                "metrics": [{"metricId": spec["hyperparameterMetricTag"], "value": metric["objectiveValue"]}],
-            }
-        if state == "INFEASIBLE":
-            shown["infeasibleReason"] = _infeasible_reason(trial)
-        out.append(shown)
-    return out
-
-
-def _infeasible_reason(trial: Mapping[str, Any]) -> str:
-    if trial.get("state") == "CANCELLED":
-        return "The trial was stopped with its job."
-    if trial.get("state") == "FAILED":
-        return "The trial's CustomJob failed."
-    return "The trial reported no final measurement."
-
-
-def _camel(segment: str) -> str:
-    head, *rest = segment.split("_")
-    return head + "".join(part[:1].upper() + part[1:] for part in rest)
-
-
-def apply_read_mask(resource: Mapping[str, Any], mask: str | None, schema_name: str) -> dict[str, Any]:
-    """Only the fields a ``readMask`` names (``name,state,job_spec.worker_pool_specs``); all without one."""
-    if not mask:
-        return dict(resource)
-    known = schema(schema_name, AIPLATFORM_V1)["properties"]
-    out: dict[str, Any] = {}
-    for path in filter(None, (p.strip() for p in mask.split(","))):
-        segments = [_camel(s) for s in path.split(".")]
-        if segments[0] not in known:
-            raise ValidationError("readMask", f"unknown field {path!r}")
-        source: Any = resource
-        target = out
-        for i, segment in enumerate(segments):
-            if not isinstance(source, Mapping) or segment not in source:
-                break
-            if i == len(segments) - 1:
-                target[segment] = source[segment]
-            else:
-                target = target.setdefault(segment, {})
-                source = source[segment]
-    return out

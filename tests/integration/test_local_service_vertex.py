@@ -180,7 +180,7 @@ def test_timeout_fails_the_job(jobs: Any, staged_trainer: StagedTrainer, project
 
 
 def test_tuning_job_runs_trials_with_their_own_output(
-    tuning: Any, staged_trainer: StagedTrainer, project: str
+    tuning: Any, jobs: Any, staged_trainer: StagedTrainer, project: str
 ) -> None:
     base = f"gs://{staged_trainer.bucket}/hpt/{uuid.uuid4().hex[:8]}"
     body = {
@@ -196,7 +196,7 @@ def test_tuning_job_runs_trials_with_their_own_output(
             "algorithm": "RANDOM_SEARCH",
         },
         "trialJobSpec": {
-            "workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--metric-tag=score"])],
+            "workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--metric-tag=score", "--report"])],
             "baseOutputDirectory": {"outputUriPrefix": base},
         },
     }
@@ -215,7 +215,13 @@ def test_tuning_job_runs_trials_with_their_own_output(
         assert measurement["stepCount"] == "300"
         assert measurement["metrics"][0]["metricId"] == "score"
         assert trial["startTime"] <= trial["endTime"]
-        assert "/customJobs/" in trial["customJob"]
+        trial_job = jobs.get(name=trial["customJob"]).execute()
+        assert trial_job["state"] == "JOB_STATE_SUCCEEDED"
+        assert trial_job["jobSpec"]["baseOutputDirectory"]["outputUriPrefix"] == f"{base}/{trial['id']}/"
+        assert f"--x={values['x']}" in trial_job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"]
+        report = staged_trainer.read_json(f"{base}/{trial['id']}/model/report.json")
+        assert report["CLOUD_ML_TRIAL_ID"] == trial["id"]
+        assert json.loads(report["CLUSTER_SPEC"])["task"]["trial"] == trial["id"]
     listed = tuning.list(parent=f"projects/{project}/locations/{LOCATION}").execute()
     assert [j["name"] for j in listed["hyperparameterTuningJobs"]] == [created["name"]]
     assert "trials" not in listed["hyperparameterTuningJobs"][0]
@@ -241,3 +247,25 @@ def test_list_filters_pages_and_read_mask(jobs: Any, staged_trainer: StagedTrain
     assert [j["name"] for j in wild["customJobs"]] == [names[2]]
     other = jobs.list(parent=f"projects/{project}/locations/europe-west4").execute()
     assert other == {}
+
+
+def test_worker_pools_become_replicas_with_vertex_cluster_names(
+    jobs: Any, staged_trainer: StagedTrainer, project: str
+) -> None:
+    base = f"gs://{staged_trainer.bucket}/pools/{uuid.uuid4().hex[:8]}"
+    primary = worker_pool(staged_trainer, "succeed", [f"--job-dir={base}"])
+    workers = {**worker_pool(staged_trainer, "succeed", [f"--job-dir={base}"]), "replicaCount": "2"}
+    evaluator = worker_pool(staged_trainer, "sleep", [])
+    body = {"displayName": "pools", "jobSpec": {"workerPoolSpecs": [primary, workers, {}, evaluator]}}
+    created = jobs.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
+    job = wait_for(jobs, created["name"], VERTEX_TERMINAL)
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
+    worker = staged_trainer.read_json(base + "/report-worker-1.json")
+    cluster_spec = json.loads(worker["CLUSTER_SPEC"])
+    assert sorted(cluster_spec["cluster"]) == ["workerpool0", "workerpool1", "workerpool3"]
+    assert len(cluster_spec["cluster"]["workerpool1"]) == 2
+    assert cluster_spec["task"] == {"type": "workerpool1", "index": 1}
+    tf_config = json.loads(worker["TF_CONFIG"])
+    assert sorted(tf_config["cluster"]) == ["chief", "worker"]  # evaluators are never in TF's cluster
+    assert tf_config["task"] == {"type": "worker", "index": 1}
+    assert tf_config["job"]["worker_pool_specs"][1]["replica_count"] == "2"
