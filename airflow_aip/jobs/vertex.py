@@ -131,6 +131,12 @@ def check_job_spec(spec: Mapping[str, Any], path: str) -> None:
         raise ValidationError(f"{path}.scheduling.timeout", f"must be positive, got {timeout}")
 
 
+def _mapping(body: Any) -> Any:
+    if not isinstance(body, Mapping):
+        raise ValidationError("body", f"must be a JSON object, got {type(body).__name__}")
+    return body
+
+
 def _check_common(job: dict[str, Any]) -> None:
     name = job.get("displayName")
     if not name:
@@ -143,7 +149,7 @@ def _check_common(job: dict[str, Any]) -> None:
 
 def validate_custom_job(body: Any) -> dict[str, Any]:
     """A ``CustomJob`` body for ``customJobs.create``, checked and canonical."""
-    job = check_object(body, CUSTOM_JOB_SCHEMA, "", document=AIPLATFORM_V1)
+    job = check_object(_mapping(body), CUSTOM_JOB_SCHEMA, "", document=AIPLATFORM_V1)
     _check_common(job)
     if "jobSpec" not in job:
         raise ValidationError("jobSpec", "is required")
@@ -153,7 +159,7 @@ def validate_custom_job(body: Any) -> dict[str, Any]:
 
 def validate_tuning_job(body: Any) -> dict[str, Any]:
     """A ``HyperparameterTuningJob`` body for ``hyperparameterTuningJobs.create``, checked and canonical."""
-    job = check_object(body, TUNING_JOB_SCHEMA, "", document=AIPLATFORM_V1)
+    job = check_object(_mapping(body), TUNING_JOB_SCHEMA, "", document=AIPLATFORM_V1)
     _check_common(job)
     for name in ("studySpec", "trialJobSpec"):
         if name not in job:

@@ -128,6 +128,11 @@ def test_bad_custom_jobs_are_400s_naming_the_field(
     assert field in named
 
 
+def test_a_body_that_is_not_an_object_is_refused(client: TestClient) -> None:
+    assert _violation(client.post(CUSTOM, json=[1, 2])) == (400, "INVALID_ARGUMENT", "body")
+    assert _violation(client.post(TUNING, content=b"{not json")) == (400, "INVALID_ARGUMENT", "body")
+
+
 def test_an_unknown_enum_number_is_refused(client: TestClient) -> None:
     pool = _pool()
     pool["machineSpec"]["acceleratorType"] = 99
