@@ -128,7 +128,10 @@ def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
         if record.project not in projects or (wanted_job and record.job_id != wanted_job):
             continue
         for index, stored in enumerate(store.read_log(record.project, record.job_id)):
-            entry = to_log_entry(record.project, record.job_id, index, stored)
+            # A Vertex job is kept under the project number, but Google logs it under the project ID.
+            entry = to_log_entry(
+                str(record.job.get("projectId") or record.project), record.job_id, index, stored
+            )
             if node is None or node.matches(entry):
                 entries.append(entry)
     entries.sort(key=lambda e: (e["timestamp"] or "", e["insertId"]), reverse=order.endswith("desc"))

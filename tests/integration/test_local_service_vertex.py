@@ -269,3 +269,52 @@ def test_worker_pools_become_replicas_with_vertex_cluster_names(
     assert sorted(tf_config["cluster"]) == ["chief", "worker"]  # evaluators are never in TF's cluster
     assert tf_config["task"] == {"type": "worker", "index": 1}
     assert tf_config["job"]["worker_pool_specs"][1]["replica_count"] == "2"
+
+
+def _hpt_body(trainer: StagedTrainer, args: list[str], **extra: Any) -> dict[str, Any]:
+    return {
+        "displayName": "hpt",
+        "maxTrialCount": 2,
+        "parallelTrialCount": 1,
+        "studySpec": {
+            "metrics": [{"metricId": "training/hptuning/metric", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "integerValueSpec": {"minValue": "1", "maxValue": "2"}}],
+            "algorithm": "GRID_SEARCH",
+        },
+        "trialJobSpec": {"workerPoolSpecs": [worker_pool(trainer, "tune", args)]},
+        **extra,
+    }
+
+
+def test_failed_trials_are_infeasible_and_max_failed_fails_the_job(
+    tuning: Any, staged_trainer: StagedTrainer, project: str
+) -> None:
+    body = _hpt_body(staged_trainer, ["--fail-when-x=1"], maxFailedTrialCount=1)
+    created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
+    job = wait_for(tuning, created["name"], VERTEX_TERMINAL)
+    assert job["state"] == "JOB_STATE_FAILED"
+    assert "reaching maxFailedTrials (1)" in job["error"]["message"]
+    failed = [t for t in job["trials"] if t["parameters"] == [{"parameterId": "x", "value": 1}]]
+    assert [t["state"] for t in failed] == ["INFEASIBLE"]
+    assert failed[0]["infeasibleReason"]
+
+
+def test_cancelling_a_tuning_job_stops_its_trials(
+    tuning: Any, local_service: LocalService, staged_trainer: StagedTrainer, project: str
+) -> None:
+    body = _hpt_body(staged_trainer, ["--hold=60", "--steps=1"])
+    created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
+    deadline = time.monotonic() + 60
+    while not (job := tuning.get(name=created["name"]).execute()).get("trials"):
+        assert time.monotonic() < deadline, job["state"]
+        time.sleep(0.2)
+    assert job["trials"][0]["state"] == "ACTIVE"
+    tuning.cancel(name=created["name"], body={}).execute()
+    job = wait_for(tuning, created["name"], VERTEX_TERMINAL)
+    assert job["state"] == "JOB_STATE_CANCELLED"
+    assert job["error"]["code"] == 1
+    assert [t["state"] for t in job["trials"]] == ["INFEASIBLE"]
+    job_id = created["name"].rsplit("/", 1)[1]
+    trial_lines = log_entries(local_service.url, project, job_id, 'labels."ml.googleapis.com/trial_id"="1"')
+    assert any(e["resource"]["labels"]["task_name"] == "workerpool0-0" for e in trial_lines)
+    assert {e["resource"]["labels"]["project_id"] for e in trial_lines} == {project}
