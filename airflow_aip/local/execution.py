@@ -170,7 +170,8 @@ class JobExecution:
         self.log.service(f"Package environment {env.key} {how} (cache {'hit' if env.cache_hit else 'miss'})")
         if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
-        if not self._transition(JobState.RUNNING):
+        running_since = {plan.running_since_field: rfc3339()} if plan.running_since_field else {}
+        if not self._transition(JobState.RUNNING, **running_since):
             return self._cancelled()
         self.control.start_clock(plan)
         if plan.tuning is not None:

@@ -78,6 +78,9 @@ class ExecutionPlan:
     run_limit_field: str = "scheduling.maxRunningTime"
     run_limit_state: JobState = JobState.CANCELLED
     max_wait_time: str | None = None
+    # Where the record keeps when RUNNING began, if the API reports it (Vertex's startTime does;
+    # ml v1's startTime is when the job left the queue, which the executor records for both).
+    running_since_field: str | None = None
     tuning: Mapping[str, Any] | None = None
     metric_tag: str = DEFAULT_METRIC_TAG
     notes: tuple[str, ...] = field(default=())
@@ -158,6 +161,7 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
         run_limit=(spec.get("scheduling") or {}).get("timeout"),
         run_limit_field="scheduling.timeout",
         run_limit_state=JobState.FAILED,
+        running_since_field="runningSince",
         tuning=tuning,
         metric_tag=tuning["hyperparameterMetricTag"] if tuning else DEFAULT_METRIC_TAG,
         notes=tuple(

@@ -56,10 +56,11 @@ def render(record: Mapping[str, Any], *, with_trials: bool = True) -> dict[str, 
     state = JobState.parse(record.get("state"))
     resource["state"] = JOB_STATES[state]
     times = [str(record["createTime"])]
-    for name in ("startTime", "endTime"):
-        if record.get(name):
-            resource[name] = record[name]
-            times.append(str(record[name]))
+    # "startTime: Time when the job first entered JOB_STATE_RUNNING"
+    for name, stored in (("startTime", "runningSince"), ("endTime", "endTime")):
+        if record.get(stored):
+            resource[name] = record[stored]
+            times.append(str(record[stored]))
     error = _error(state, record.get("errorMessage"))
     if error:
         resource["error"] = error
