@@ -2,7 +2,9 @@
 
 Up to ``maxParallelTrials`` trials run at once and ``maxTrials`` in all (fewer if a grid has
 fewer points). A trial gets its hyperparameters as ``--name=value`` arguments; its final
-metric is the last value it reported for the job's metric tag. With
+metric is the last value it reported for the job's metric tag (the best one when the spec says
+``measurementSelection: BEST``, Vertex's BEST_MEASUREMENT), and every report is kept in
+``allMetrics``. With
 ``enableTrialEarlyStopping`` each new intermediate report goes to the pruner, and a trial it
 stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
 job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
@@ -128,6 +130,9 @@ class TuningRun:
         return [r for r in reports if r.timestamp > seen]
 
     def _seen(self, running: _Running, report: MetricReport) -> None:
+        """A new report: kept in ``allMetrics`` (Vertex's ``measurements``), the last and the best."""
+        point = {"trainingStep": str(report.global_step), "objectiveValue": report.value}
+        running.trial.setdefault("allMetrics", []).append(point)
         running.last = report
         if running.best is None or self.sign * report.value > self.sign * running.best.value:
             running.best = report

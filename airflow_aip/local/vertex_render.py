@@ -106,15 +106,23 @@ def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) ->
         }
         if trial.get("endTime"):
             shown["endTime"] = trial["endTime"]
+        metric_id = spec["hyperparameterMetricTag"]
+        if trial.get("allMetrics"):
+            shown["measurements"] = [_measurement(point, metric_id) for point in trial["allMetrics"]]
         if metric:
-            shown["finalMeasurement"] = {
-                "stepCount": str(metric.get("trainingStep", "0")),
-                "metrics": [{"metricId": spec["hyperparameterMetricTag"], "value": metric["objectiveValue"]}],
-            }
+            shown["finalMeasurement"] = _measurement(metric, metric_id)
         if state == "INFEASIBLE":
             shown["infeasibleReason"] = _infeasible_reason(trial)
         out.append(shown)
     return out
+
+
+def _measurement(point: Mapping[str, Any], metric_id: str) -> dict[str, Any]:
+    """ml v1's ``{trainingStep, objectiveValue}`` as a Vertex ``Measurement``."""
+    return {
+        "stepCount": str(point.get("trainingStep", "0")),
+        "metrics": [{"metricId": metric_id, "value": point["objectiveValue"]}],
+    }
 
 
 def _infeasible_reason(trial: Mapping[str, Any]) -> str:

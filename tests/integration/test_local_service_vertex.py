@@ -213,6 +213,8 @@ def test_tuning_job_runs_trials_with_their_own_output(
         assert values["kind"] in {"good", "bad"}
         measurement = trial["finalMeasurement"]
         assert measurement["stepCount"] == "300"
+        assert [m["stepCount"] for m in trial["measurements"]] == ["100", "200", "300"]
+        assert trial["measurements"][-1] == measurement
         assert measurement["metrics"][0]["metricId"] == "score"
         assert trial["startTime"] <= trial["endTime"]
         trial_job = jobs.get(name=trial["customJob"]).execute()
