@@ -21,18 +21,15 @@ DEFAULT_MAX_PARALLEL_TRIALS = 1
 
 
 def check_parameter_id(value: str, path: str) -> None:
-    """A parameter (or metric) id as Vertex AI takes it: non-empty, no whitespace.
+    """A parameter (or metric) id as Vertex AI documents it: non-empty, no whitespace.
 
     It becomes the trainer's ``--<id>=value`` flag; ml v1's ``parameterName`` follows the same
     rule, so a spec that works on one API works on its successor.
     """
     if not value:
         raise ValidationError(path, "is required")
-    if any(ch.isspace() for ch in value) or value.startswith("-") or "=" in value:
-        raise ValidationError(
-            path,
-            f"must not contain whitespace or '=', nor start with '-' (it becomes --<id>=value): {value!r}",
-        )
+    if any(ch.isspace() for ch in value):
+        raise ValidationError(path, f"must not contain whitespace (it becomes --<id>=value): {value!r}")
 
 
 def _positive(value: Any, path: str, minimum: int = 1) -> None:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -27,7 +28,7 @@ from airflow_aip.local.gcs import free_port
 from airflow_aip.local.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.processes import ManagedProcess
 
-__all__ = ["Attempt", "AttemptOutcome", "AttemptSpec", "output_dirs", "snake_case_keys"]
+__all__ = ["Attempt", "AttemptOutcome", "AttemptSpec", "expand_env_value", "output_dirs", "snake_case_keys"]
 
 # (task name, trial id or None, stream, line)
 ReplicaLog = Callable[[str, str | None, str, str], None]
@@ -39,6 +40,23 @@ _NOT_INHERITED = (
     "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML",
     "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM",
 )
+
+
+_ENV_REFERENCE = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_]*)\)")
+
+
+def expand_env_value(value: str, env: Mapping[str, str]) -> str:
+    """Vertex's ``EnvVar.value``: ``$(NAME)`` takes a variable defined before it (or by the service);
+    an unknown reference stays as written, and ``$$`` is a literal ``$`` (so ``$$(NAME)`` escapes).
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        if match.group(0) == "$$":
+            return "$"
+        name = match.group(1)
+        return env[name] if name in env else match.group(0)
+
+    return _ENV_REFERENCE.sub(replace, value)
 
 
 def output_dirs(job_dir: str | None, trial_id: str | None) -> dict[str, str]:
@@ -148,7 +166,8 @@ class Attempt:
             **output_dirs(plan.output_base, spec.trial_id),
         )
         env.update(plan.extra_env)
-        env.update(pool.env)
+        for name, value in pool.env:
+            env[name] = expand_env_value(value, env)
         if spec.storage_url:
             env["STORAGE_EMULATOR_HOST"] = spec.storage_url
         if spec.trial_id:

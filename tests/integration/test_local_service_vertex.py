@@ -87,7 +87,10 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
 ) -> None:
     base = f"gs://{staged_trainer.bucket}/vertex/{uuid.uuid4().hex[:8]}"
     pool = worker_pool(
-        staged_trainer, "succeed", [f"--job-dir={base}", "--message=hi"], env=[{"name": "MODE", "value": "x"}]
+        staged_trainer,
+        "succeed",
+        [f"--job-dir={base}", "--message=hi"],
+        env=[{"name": "AIP_TEST_ENV", "value": "$(AIP_MODEL_DIR)export"}],
     )
     body = {
         "displayName": "ok",
@@ -116,6 +119,7 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
     report = staged_trainer.read_json(base + "/report.json")
     assert report["AIP_MODEL_DIR"] == base + "/model/"
     assert report["AIP_TENSORBOARD_LOG_DIR"] == base + "/logs/"
+    assert report["AIP_TEST_ENV"] == base + "/model/export"  # $(VAR) expanded, as Vertex does
     assert report["CLOUD_ML_JOB_ID"] == job_id
     assert report["CLOUD_ML_PROJECT_ID"] == number
     assert "--job-dir" not in report["argv"][-1]  # Vertex passes no --job-dir of its own
