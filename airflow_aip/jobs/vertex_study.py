@@ -5,7 +5,8 @@ The tuner (the local service's, shared by ml v1 and aiplatform v1) reads ml v1's
 ``hyperparameterMetricTag``, ``maxTrials``... :func:`search_spec` translates a
 ``HyperparameterTuningJob`` into it once, adding what only Vertex has: conditional parameters
 (``parent``/``parentValues``: the child is tried only when its parent took one of those
-values) and ``measurementSelection`` (LAST or BEST reported value).
+values), ``measurementSelection`` (LAST or BEST reported value) and ``otherMetricTags`` (metrics
+after the first: recorded in each trial's final measurement, not optimized).
 """
 
 from __future__ import annotations
@@ -171,7 +172,13 @@ def search_spec(job: Mapping[str, Any]) -> dict[str, Any]:
     for param in study["parameters"]:
         _flatten(param, params, None)
     selection = study.get("measurementSelectionType", "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED")
+    others = (
+        {"otherMetricTags": [m["metricId"] for m in study["metrics"][1:]]}
+        if len(study["metrics"]) > 1
+        else {}
+    )
     return {
+        **others,
         "goal": "MINIMIZE" if metric["goal"] == "MINIMIZE" else "MAXIMIZE",
         "hyperparameterMetricTag": metric["metricId"],
         "params": params,

@@ -51,6 +51,8 @@ class TuningRun:
     ) -> None:
         self.search = HyperparameterSearch(spec, seed_text)
         self.tag = tag
+        # Vertex studies may name more metrics: the first is optimized, the others are recorded.
+        self.other_tags: list[str] = list(spec.get("otherMetricTags") or [])
         self.parallel = int(spec.get("maxParallelTrials", 1))
         self.max_failed = int(spec.get("maxFailedTrials", 0))
         # Vertex's measurementSelectionType: the final measurement is the last report or the best.
@@ -159,6 +161,7 @@ class TuningRun:
         for report in self._new_reports(running):
             self._seen(running, report)
         final = self._final(running)
+        self._record_other_metrics(running)
         if not outcome.succeeded:
             self._end(running.trial, JobState.FAILED, final)
             self.search.tell(trial_id, None)
@@ -171,6 +174,15 @@ class TuningRun:
         else:
             self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
             self.search.tell(trial_id, final.value)
+
+    def _record_other_metrics(self, running: _Running) -> None:
+        others = {}
+        for tag in self.other_tags:
+            reports = read_metric_reports(running.attempt.master_metric_file, tag)
+            if reports:
+                others[tag] = reports[-1].value
+        if others:
+            running.trial["otherMetrics"] = others
 
     def _end(
         self, trial: dict[str, Any], state: JobState, last: MetricReport | None, stopped_early: bool = False

@@ -111,6 +111,8 @@ def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) ->
             shown["measurements"] = [_measurement(point, metric_id) for point in trial["allMetrics"]]
         if metric:
             shown["finalMeasurement"] = _measurement(metric, metric_id)
+            others = trial.get("otherMetrics") or {}
+            shown["finalMeasurement"]["metrics"] += [{"metricId": k, "value": v} for k, v in others.items()]
         if state == "INFEASIBLE":
             shown["infeasibleReason"] = _infeasible_reason(trial)
         out.append(shown)

@@ -192,7 +192,10 @@ def test_tuning_job_runs_trials_with_their_own_output(
         "maxTrialCount": 3,
         "parallelTrialCount": 2,
         "studySpec": {
-            "metrics": [{"metricId": "score", "goal": 1}],  # MAXIMIZE by number
+            "metrics": [
+                {"metricId": "score", "goal": 1},
+                {"metricId": "loss", "goal": "MINIMIZE"},
+            ],  # 1: MAXIMIZE
             "parameters": [
                 {"parameterId": "x", "integerValueSpec": {"minValue": 1, "maxValue": "5"}},
                 {"parameterId": "kind", "categoricalValueSpec": {"values": ["good", "bad"]}},
@@ -200,7 +203,9 @@ def test_tuning_job_runs_trials_with_their_own_output(
             "algorithm": "RANDOM_SEARCH",
         },
         "trialJobSpec": {
-            "workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--metric-tag=score", "--report"])],
+            "workerPoolSpecs": [
+                worker_pool(staged_trainer, "tune", ["--metric-tag=score", "--also-tag=loss", "--report"])
+            ],
             "baseOutputDirectory": {"outputUriPrefix": base},
         },
     }
@@ -218,8 +223,9 @@ def test_tuning_job_runs_trials_with_their_own_output(
         measurement = trial["finalMeasurement"]
         assert measurement["stepCount"] == "300"
         assert [m["stepCount"] for m in trial["measurements"]] == ["100", "200", "300"]
-        assert trial["measurements"][-1] == measurement
-        assert measurement["metrics"][0]["metricId"] == "score"
+        assert trial["measurements"][-1]["metrics"][0] == measurement["metrics"][0]
+        assert [m["metricId"] for m in measurement["metrics"]] == ["score", "loss"]  # the first is optimized
+        assert measurement["metrics"][1]["value"] == -measurement["metrics"][0]["value"]
         assert trial["startTime"] <= trial["endTime"]
         trial_job = jobs.get(name=trial["customJob"]).execute()
         assert trial_job["state"] == "JOB_STATE_SUCCEEDED"
