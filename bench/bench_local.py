@@ -6,6 +6,8 @@
    ``jobs.get`` that answers RUNNING (polled every 10 ms).
 2. Wall time of a 4-trial tuning job (each trial holds ~1 s) with maxParallelTrials=2, against
    maxParallelTrials=1, from the job's own startTime and endTime.
+3. The same two on the Vertex AI routes (``customJobs``, ``hyperparameterTuningJobs`` with
+   parallelTrialCount=2), beside the ml v1 figures: one executor underneath, so they should match.
 """
 
 from __future__ import annotations
@@ -25,6 +27,9 @@ from tests.fixtures.local_service import LocalService, StagedTrainer, stage_trai
 
 PROJECT = "bench-project"
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+VERTEX_PARENT = f"v1/projects/{PROJECT}/locations/us-central1"
+VERTEX_TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest"
 
 
 def _submit(url: str, training_input: dict[str, Any]) -> tuple[str, float]:
@@ -74,6 +79,65 @@ def _tuning_wall_time(url: str, staged: StagedTrainer, parallel: int) -> float:
     return (parse_rfc3339(job["endTime"]) - parse_rfc3339(job["startTime"])).total_seconds()
 
 
+def _vertex_pool(staged: StagedTrainer, module: str, args: list[str]) -> dict[str, Any]:
+    package = {
+        "executorImageUri": IMAGE,
+        "packageUris": [staged.package_uri],
+        "pythonModule": f"aip_test_trainer.{module}",
+        "args": args,
+    }
+    return {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "replicaCount": "1",
+        "pythonPackageSpec": package,
+    }
+
+
+def _vertex_wait(
+    url: str, name: str, states: set[str], interval: float, timeout: float = 300
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        job: dict[str, Any] = httpx.get(f"{url}v1/{name}", timeout=30).json()
+        if job["state"] in states:
+            return job
+        if job["state"] in VERTEX_TERMINAL:
+            raise RuntimeError(f"{name} ended {job['state']}: {job.get('error')}")
+        time.sleep(interval)
+    raise RuntimeError(f"{name} did not reach {states} within {timeout}s")
+
+
+def _vertex_time_to_running(url: str, staged: StagedTrainer) -> float:
+    body = {
+        "displayName": "bench",
+        "jobSpec": {"workerPoolSpecs": [_vertex_pool(staged, "sleep", ["--seconds=0.5"])]},
+    }
+    started = time.perf_counter()
+    created = httpx.post(f"{url}{VERTEX_PARENT}/customJobs", json=body, timeout=30).raise_for_status().json()
+    _vertex_wait(url, created["name"], {"JOB_STATE_RUNNING"}, interval=0.01)
+    elapsed = time.perf_counter() - started
+    _vertex_wait(url, created["name"], VERTEX_TERMINAL, interval=0.1)
+    return elapsed
+
+
+def _vertex_tuning_wall_time(url: str, staged: StagedTrainer, parallel: int) -> float:
+    body = {
+        "displayName": "bench-hpt",
+        "maxTrialCount": 4,
+        "parallelTrialCount": parallel,
+        "studySpec": {
+            "metrics": [{"metricId": "training/hptuning/metric", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "doubleValueSpec": {"minValue": 0, "maxValue": 6}}],
+            "algorithm": "RANDOM_SEARCH",
+        },
+        "trialJobSpec": {"workerPoolSpecs": [_vertex_pool(staged, "tune", ["--hold", "1.0"])]},
+    }
+    created = httpx.post(f"{url}{VERTEX_PARENT}/hyperparameterTuningJobs", json=body, timeout=30)
+    name = created.raise_for_status().json()["name"]
+    job = _vertex_wait(url, name, {"JOB_STATE_SUCCEEDED"}, interval=0.1)
+    return (parse_rfc3339(job["endTime"]) - parse_rfc3339(job["startTime"])).total_seconds()
+
+
 def run(repeats: int) -> list[Figure]:
     with tempfile.TemporaryDirectory(prefix="aip-bench-local-") as tmp:
         root = Path(tmp)
@@ -115,4 +179,24 @@ def _measure(service: LocalService, gcs: FakeGcsServer, root: Path, repeats: int
     )
     tuning.goal_met = tuning.ratio is not None and tuning.ratio <= 0.75
     tuning.notes.append("Each trial holds ~1 s; trials are separate processes on a 2-core machine.")
-    return [start, tuning]
+    vertex_warm = [_vertex_time_to_running(url, warm_package) for _ in range(repeats)]
+    vertex_parallel = [_vertex_tuning_wall_time(url, warm_package, 2) for _ in range(repeats)]
+    vertex_start = Figure(
+        "local training service",
+        "Vertex customJobs: submit -> JOB_STATE_RUNNING, warm package cache",
+        "s",
+        Series("Vertex customJobs", vertex_warm),
+        Series("ml v1 jobs (warm)", warm),
+        goal="warm start under 1 s, as ml v1",
+        goal_met=Series("warm", vertex_warm).median < 1.0,
+    )
+    vertex_tuning = Figure(
+        "local training service",
+        "Vertex 4-trial hyperparameterTuningJob wall time, parallelTrialCount=2",
+        "s",
+        Series("Vertex parallelTrialCount=2", vertex_parallel),
+        Series("ml v1 maxParallelTrials=2", parallel),
+        goal="within 1.25x of ml v1 (one executor underneath)",
+    )
+    vertex_tuning.goal_met = vertex_tuning.ratio is not None and vertex_tuning.ratio <= 1.25
+    return [start, tuning, vertex_start, vertex_tuning]

@@ -20,6 +20,18 @@ DEFAULT_MAX_TRIALS = 1
 DEFAULT_MAX_PARALLEL_TRIALS = 1
 
 
+def check_parameter_id(value: str, path: str) -> None:
+    """A parameter (or metric) id as Vertex AI documents it: non-empty, no whitespace.
+
+    It becomes the trainer's ``--<id>=value`` flag; ml v1's ``parameterName`` follows the same
+    rule, so a spec that works on one API works on its successor.
+    """
+    if not value:
+        raise ValidationError(path, "is required")
+    if any(ch.isspace() for ch in value):
+        raise ValidationError(path, f"must not contain whitespace (it becomes --<id>=value): {value!r}")
+
+
 def _positive(value: Any, path: str, minimum: int = 1) -> None:
     if value is not None and value < minimum:
         raise ValidationError(path, f"must be at least {minimum}, got {value}")
@@ -83,8 +95,7 @@ def _check_categorical(param: Mapping[str, Any], path: str) -> None:
 
 def check_param(param: Mapping[str, Any], path: str) -> None:
     """One ``ParameterSpec`` (already shape-checked)."""
-    if not param.get("parameterName"):
-        raise ValidationError(f"{path}.parameterName", "is required")
+    check_parameter_id(param.get("parameterName", ""), f"{path}.parameterName")
     kind = param.get("type", "PARAMETER_TYPE_UNSPECIFIED")
     if kind == "PARAMETER_TYPE_UNSPECIFIED":
         raise ValidationError(f"{path}.type", "is required: DOUBLE, INTEGER, CATEGORICAL or DISCRETE")

@@ -1,8 +1,9 @@
-"""Shape checks against the ml v1 discovery document google-api-python-client ships.
+"""Shape checks against the discovery documents google-api-python-client ships.
 
-One schema, Google's own: every field name, type, enum and format comes from
-``googleapiclient/discovery_cache/documents/ml.v1.json``. The file is read from the installed
-package directory without importing googleapiclient (DAG-parse time), once per process.
+One schema per API, Google's own: every field name, type, enum and format comes from
+``googleapiclient/discovery_cache/documents/<api>.json`` (``ml.v1.json`` by default,
+``aiplatform.v1.json`` for Vertex AI). The file is read from the installed package directory
+without importing googleapiclient (DAG-parse time), once per process.
 
 Values are returned in proto3 JSON canonical form, the form the API answers with: int64 as
 decimal strings, int32 as ints, doubles as numbers. So a body we send and the body the API
@@ -21,7 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import AipError, ValidationError
+from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
 
+ML_V1 = "ml.v1.json"
 JOB_SCHEMA = "GoogleCloudMlV1__Job"
 TRAINING_INPUT_SCHEMA = "GoogleCloudMlV1__TrainingInput"
 # The API's google-duration (proto3 JSON Duration): seconds, up to 9 fractional digits, then "s".
@@ -34,25 +37,25 @@ _INT32_RANGE = (-(2**31), 2**31 - 1)
 _INT64_RANGE = (-(2**63), 2**63 - 1)
 
 
-def discovery_document_path() -> Path:
-    """Where the installed google-api-python-client keeps the static ml v1 document."""
+def discovery_document_path(document: str = ML_V1) -> Path:
+    """Where the installed google-api-python-client keeps a static discovery document."""
     spec = importlib.util.find_spec("googleapiclient")
     if spec is None or not spec.submodule_search_locations:
         raise AipError("google-api-python-client is not installed: the ml v1 schema is unavailable")
     base = Path(next(iter(spec.submodule_search_locations)))
-    return base / "discovery_cache" / "documents" / "ml.v1.json"
+    return base / "discovery_cache" / "documents" / document
 
 
 @cache
-def discovery_document() -> dict[str, Any]:
-    """The parsed ml v1 discovery document (read once)."""
-    loaded: dict[str, Any] = json.loads(discovery_document_path().read_text(encoding="utf-8"))
+def discovery_document(document: str = ML_V1) -> dict[str, Any]:
+    """A parsed discovery document, ml v1 unless named (read once)."""
+    loaded: dict[str, Any] = json.loads(discovery_document_path(document).read_text(encoding="utf-8"))
     return loaded
 
 
-def schema(name: str) -> dict[str, Any]:
-    """One named schema of the document, e.g. ``GoogleCloudMlV1__TrainingInput``."""
-    found: dict[str, Any] = discovery_document()["schemas"][name]
+def schema(name: str, document: str = ML_V1) -> dict[str, Any]:
+    """One named schema of a document, e.g. ``GoogleCloudMlV1__TrainingInput``."""
+    found: dict[str, Any] = discovery_document(document)["schemas"][name]
     return found
 
 
@@ -80,10 +83,20 @@ def _integer(value: object, path: str, bounds: tuple[int, int]) -> int:
     return value
 
 
-def _string(value: object, prop: Mapping[str, Any], path: str) -> Any:
+def _enum_name(value: int, prop: Mapping[str, Any], path: str, numbers: Mapping[str, int] | None) -> str:
+    """proto3 JSON accepts an enum's number; the document lists names only, so a table maps them."""
+    names = {number: name for name, number in (numbers or {}).items()}
+    if value not in names:
+        raise ValidationError(path, f"must be one of {', '.join(prop['enum'])} (by name); got {value!r}")
+    return names[value]
+
+
+def _string(value: object, prop: Mapping[str, Any], path: str, numbers: Mapping[str, int] | None) -> Any:
     fmt = prop.get("format")
     if fmt == "int64":
         return str(_integer(value, path, _INT64_RANGE))
+    if "enum" in prop and isinstance(value, int) and not isinstance(value, bool):
+        value = _enum_name(value, prop, path, numbers)
     if not isinstance(value, str):
         raise _type_error(path, "a string", value)
     if "enum" in prop and value not in prop["enum"]:
@@ -105,13 +118,21 @@ def _number(value: object, path: str) -> float | int:
     return value
 
 
-def check_value(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_only: bool) -> Any:
+def check_value(
+    value: Any,
+    prop: Mapping[str, Any],
+    path: str,
+    *,
+    allow_output_only: bool,
+    document: str = ML_V1,
+    enum_numbers: Mapping[str, int] | None = None,
+) -> Any:
     """``value`` checked against one property schema; returns it in canonical form."""
     if "$ref" in prop:
-        return check_object(value, prop["$ref"], path, allow_output_only=allow_output_only)
+        return check_object(value, prop["$ref"], path, allow_output_only=allow_output_only, document=document)
     kind = prop.get("type")
     if kind == "string":
-        return _string(value, prop, path)
+        return _string(value, prop, path, enum_numbers)
     if kind == "integer":
         return _integer(value, path, _INT32_RANGE if prop.get("format") != "uint32" else (0, 2**32 - 1))
     if kind == "number":
@@ -120,25 +141,43 @@ def check_value(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_
         if not isinstance(value, bool):
             raise _type_error(path, "true or false", value)
         return value
-    return _collection(value, prop, path, allow_output_only=allow_output_only)
+    return _collection(
+        value, prop, path, allow_output_only=allow_output_only, document=document, enum_numbers=enum_numbers
+    )
 
 
-def _collection(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_only: bool) -> Any:
+def _collection(
+    value: Any,
+    prop: Mapping[str, Any],
+    path: str,
+    *,
+    allow_output_only: bool,
+    document: str,
+    enum_numbers: Mapping[str, int] | None,
+) -> Any:
     """Arrays and maps checked item by item; free-form objects as they are."""
     kind = prop.get("type")
     if kind == "array":
         if not isinstance(value, list | tuple):
             raise _type_error(path, "a list", value)
         return [
-            check_value(item, prop["items"], f"{path}[{i}]", allow_output_only=allow_output_only)
+            check_value(
+                item,
+                prop["items"],
+                f"{path}[{i}]",
+                allow_output_only=allow_output_only,
+                document=document,
+                enum_numbers=enum_numbers,
+            )
             for i, item in enumerate(value)
         ]
     if kind == "object" and "additionalProperties" in prop:
         if not isinstance(value, Mapping):
             raise _type_error(path, "a mapping", value)
         inner = prop["additionalProperties"]
+        out_only = allow_output_only
         return {
-            str(k): check_value(v, inner, f"{path}.{k}", allow_output_only=allow_output_only)
+            str(k): check_value(v, inner, f"{path}.{k}", allow_output_only=out_only, document=document)
             for k, v in value.items()
         }
     if kind == "any" or kind == "object":
@@ -147,12 +186,12 @@ def _collection(value: Any, prop: Mapping[str, Any], path: str, *, allow_output_
 
 
 def check_object(
-    value: Any, schema_name: str, path: str, *, allow_output_only: bool = False
+    value: Any, schema_name: str, path: str, *, allow_output_only: bool = False, document: str = ML_V1
 ) -> dict[str, Any]:
     """A mapping checked field by field against a named schema: unknown fields are errors."""
     if not isinstance(value, Mapping):
         raise _type_error(path, "a mapping", value)
-    props: Mapping[str, Any] = schema(schema_name).get("properties", {})
+    props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
     out: dict[str, Any] = {}
     for key, item in value.items():
         where = f"{path}.{key}" if path else str(key)
@@ -163,5 +202,37 @@ def check_object(
             raise ValidationError(where, "is output only: the server sets it")
         if item is None:
             continue
-        out[key] = check_value(item, prop, where, allow_output_only=allow_output_only)
+        numbers = ENUM_NUMBERS.get(f"{schema_name}.{key}")
+        out[key] = check_value(
+            item, prop, where, allow_output_only=allow_output_only, document=document, enum_numbers=numbers
+        )
     return out
+
+
+def enums_as_numbers(value: Any, schema_name: str, document: str = ML_V1) -> Any:
+    """An answer with its enums as proto numbers, for clients asking ``$alt=json;enum-encoding=int``.
+
+    Google's REST clients (the Vertex AI SDK's transport) ask for that; a name without a known
+    number is left as it is, as proto3 JSON parsers take either.
+    """
+    if not isinstance(value, Mapping):
+        return value
+    props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
+    out = dict(value)
+    for key, item in value.items():
+        prop = props.get(key)
+        if prop is not None:
+            out[key] = _enum_numbers_in(item, prop, ENUM_NUMBERS.get(f"{schema_name}.{key}"), document)
+    return out
+
+
+def _enum_numbers_in(
+    value: Any, prop: Mapping[str, Any], numbers: Mapping[str, int] | None, document: str
+) -> Any:
+    if "$ref" in prop:
+        return enums_as_numbers(value, prop["$ref"], document)
+    if prop.get("type") == "array" and isinstance(value, list):
+        return [_enum_numbers_in(item, prop["items"], numbers, document) for item in value]
+    if "enum" in prop and isinstance(value, str) and numbers and value in numbers:
+        return numbers[value]
+    return value

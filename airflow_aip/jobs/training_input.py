@@ -21,6 +21,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.hyperparameters import check_hyperparameters
 from airflow_aip.jobs.ids import validate_job_id
 from airflow_aip.jobs.labels import validate_labels
+from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.schema import JOB_SCHEMA, TRAINING_INPUT_SCHEMA, check_object, schema
 from airflow_aip.uris import parse_gcs_uri
 
@@ -129,6 +130,7 @@ def validate_training_input(training_input: Mapping[str, Any]) -> dict[str, Any]
     spec = check_object(training_input, TRAINING_INPUT_SCHEMA, TI)
     if not spec.get("region"):
         raise ValidationError(f"{TI}.region", "is required (e.g. us-central1)")
+    check_location(spec["region"], f"{TI}.region")
     _check_program(spec)
     _check_cluster(spec)
     _check_scheduling(spec)

@@ -1,4 +1,5 @@
-"""The HTTP face of the local service: ml v1 ``projects.jobs`` plus logging v2 ``entries:list``.
+"""The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
+jobs (:mod:`.vertex_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -23,6 +24,8 @@ from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.local.logs import list_entries
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
+from airflow_aip.local.vertex_api import add_vertex_routes
+from airflow_aip.local.vertex_service import VertexJobs
 
 MAX_BODY_BYTES = 1 << 20
 _STATUS = {
@@ -137,7 +140,8 @@ def create_app(service: TrainingService) -> FastAPI:
 
     @app.get("/")
     async def root() -> dict[str, Any]:
-        return {"service": "aip-local", "version": __version__, "api": "ml/v1"}
+        apis = ["ml/v1", "aiplatform/v1", "logging/v2"]
+        return {"service": "aip-local", "version": __version__, "api": "ml/v1", "apis": apis}
 
     @app.post("/v1/projects/{project}/jobs")
     async def create_job(project: str, request: Request) -> Any:
@@ -160,6 +164,8 @@ def create_app(service: TrainingService) -> FastAPI:
     async def cancel_job(project: str, job_id: str, request: Request) -> Any:
         await _json_body(request)  # CancelJobRequest is empty; a broken body is still an error
         return await run_in_threadpool(service.cancel_job, project, job_id)
+
+    add_vertex_routes(app, VertexJobs(service), _json_body)
 
     @app.post("/v2/entries:list")
     async def entries_list(request: Request) -> Any:

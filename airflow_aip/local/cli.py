@@ -2,8 +2,10 @@
 
 ``aip-local serve`` starts fake-gcs-server and the training API together (both on loopback
 unless told otherwise with ``--allow-remote``: the API runs submitted code) and prints the
-variables that point clients at them. ``aip-local jobs list|describe|logs|cancel`` talk to a
-running service over its HTTP API, like ``gcloud ai-platform jobs`` does to Google.
+variables that point clients at them (ml v1, aiplatform v1 and logging all on one port).
+``aip-local jobs list|describe|logs|cancel`` talk to a running service over its HTTP API, like
+``gcloud ai-platform jobs`` and ``gcloud ai custom-jobs`` do to Google: a job ID that is all digits
+is a Vertex AI job (custom or hyperparameter tuning, in ``--location``), any other an ml v1 job.
 ``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults),
 Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.gcs_proxy).
 
@@ -27,7 +29,16 @@ from typing import Any
 DEFAULT_PORT = 8765
 DEFAULT_GCS_PORT = 4443
 DEFAULT_PROJECT = "local-project"
-TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+DEFAULT_LOCATION = "us-central1"
+TERMINAL = {
+    "SUCCEEDED",
+    "FAILED",
+    "CANCELLED",
+    "JOB_STATE_SUCCEEDED",
+    "JOB_STATE_FAILED",
+    "JOB_STATE_CANCELLED",
+}
+VERTEX_KINDS = {"customJobs": "customJob", "hyperparameterTuningJobs": "hyperparameterTuningJob"}
 
 
 def _default_data_dir() -> Path:
@@ -35,7 +46,11 @@ def _default_data_dir() -> Path:
 
 
 def _default_endpoint() -> str:
-    return os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML") or f"http://127.0.0.1:{DEFAULT_PORT}/"
+    return (
+        os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML")
+        or os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM")
+        or f"http://127.0.0.1:{DEFAULT_PORT}/"
+    )
 
 
 def _default_project() -> str:
@@ -86,9 +101,19 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     jobs.add_argument("--endpoint", default=_default_endpoint(), help="training API root URL")
     jobs.add_argument("--project", default=_default_project())
+    jobs.add_argument(
+        "--location",
+        default=os.environ.get("CLOUDSDK_AI_REGION") or DEFAULT_LOCATION,
+        help="Vertex AI location of custom and tuning jobs (default us-central1)",
+    )
     actions = jobs.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="jobs, newest first")
-    listing.add_argument("--filter", default="", help="e.g. 'state=FAILED' or 'jobId:census*'")
+    listing = actions.add_parser("list", help="jobs, newest first (ml v1, then Vertex AI)")
+    listing.add_argument("--api", choices=("all", "ml", "vertex"), default="all", help="which API's jobs")
+    listing.add_argument(
+        "--filter",
+        default="",
+        help="ml v1: 'state=FAILED' or 'jobId:census*'; Vertex: 'state=\"JOB_STATE_FAILED\"' (needs --api)",
+    )
     listing.add_argument("--limit", type=int, default=100)
     actions.add_parser("describe", help="the whole job as YAML").add_argument("job_id")
     logs = actions.add_parser("logs", help="the job's log lines")
@@ -146,6 +171,7 @@ def serve(args: argparse.Namespace) -> int:
                 client_storage_url = proxy.start().url
             print(f"export STORAGE_EMULATOR_HOST={client_storage_url}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
+            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM={endpoint}")
             print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
             if proxy is not None:
                 print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
@@ -196,21 +222,58 @@ def _call(endpoint: str, method: str, path: str, body: Any = None) -> Any:
         raise CliError(f"cannot reach the training API at {endpoint}: {exc.reason}") from exc
 
 
-def _list(args: argparse.Namespace) -> None:
+def _pages(args: argparse.Namespace, path: str, key: str) -> list[dict[str, Any]]:
     from urllib.parse import urlencode
 
     rows: list[dict[str, Any]] = []
     token = ""
     while len(rows) < args.limit:
         query = {"pageSize": min(100, args.limit - len(rows)), "filter": args.filter, "pageToken": token}
-        page = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs?{urlencode(query)}")
-        rows += page.get("jobs", [])
+        page = _call(args.endpoint, "GET", f"{path}?{urlencode(query)}")
+        rows += page.get(key, [])
         token = page.get("nextPageToken", "")
         if not token:
             break
-    print(f"{'JOB_ID':<50} {'STATUS':<11} CREATED")
-    for job in rows:
-        print(f"{job['jobId']:<50} {job.get('state', ''):<11} {job.get('createTime', '')}")
+    return rows
+
+
+def _vertex_parent(args: argparse.Namespace) -> str:
+    return f"v1/projects/{args.project}/locations/{args.location}"
+
+
+def _list(args: argparse.Namespace) -> None:
+    if args.filter and args.api == "all":
+        raise CliError("a --filter is written for one API: add --api ml or --api vertex")
+    rows: list[tuple[str, str, str, str]] = []
+    if args.api in ("all", "ml"):
+        for job in _pages(args, f"v1/projects/{args.project}/jobs", "jobs"):
+            rows.append((job["jobId"], job.get("state", ""), job.get("createTime", ""), "ml"))
+    if args.api in ("all", "vertex"):
+        for kind, label in VERTEX_KINDS.items():
+            for job in _pages(args, f"{_vertex_parent(args)}/{kind}", kind):
+                job_id = job["name"].rsplit("/", 1)[1]
+                rows.append(
+                    (job_id, job.get("state", ""), job.get("createTime", ""), f"{label} {job['displayName']}")
+                )
+    print(f"{'JOB_ID':<50} {'STATUS':<11} {'CREATED':<27} KIND")
+    for job_id, state, created, kind in rows:
+        print(f"{job_id:<50} {state:<11} {created:<27} {kind}")
+
+
+def _job_path(args: argparse.Namespace) -> str:
+    """The job's URL path: ml v1 for an ID with a letter, else the Vertex job kind that has it."""
+    if not args.job_id.isdigit():
+        return f"v1/projects/{args.project}/jobs/{args.job_id}"
+    for kind in VERTEX_KINDS:
+        path = f"{_vertex_parent(args)}/{kind}/{args.job_id}"
+        try:
+            _call(args.endpoint, "GET", path)
+        except CliError as exc:
+            if "HTTP 404" in str(exc):
+                continue
+            raise
+        return path
+    raise CliError(f"HTTP 404: no Vertex AI job {args.job_id} in {_vertex_parent(args)[3:]}")
 
 
 def _describe(args: argparse.Namespace) -> None:
@@ -218,8 +281,17 @@ def _describe(args: argparse.Namespace) -> None:
 
     from airflow_aip.jobs import best_trial
 
-    job = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs/{args.job_id}")
+    job = _call(args.endpoint, "GET", _job_path(args))
     print(yaml.safe_dump(job, sort_keys=False).rstrip())
+    if "trials" in job:  # Vertex: best by the first metric's goal
+        metric = job["studySpec"]["metrics"][0]
+        scored = [t for t in job["trials"] if t.get("finalMeasurement")]
+        sign = -1 if metric.get("goal") == "MINIMIZE" else 1
+        if scored:
+            top = max(scored, key=lambda t: sign * t["finalMeasurement"]["metrics"][0]["value"])
+            value = top["finalMeasurement"]["metrics"][0]["value"]
+            print(f"# best trial: {top['id']} ({metric['metricId']} {value})")
+        return
     trials = (job.get("trainingOutput") or {}).get("trials") or []
     goal = ((job.get("trainingInput") or {}).get("hyperparameters") or {}).get("goal")
     best = best_trial(trials, goal) if trials else None
@@ -242,8 +314,9 @@ def _logs(args: argparse.Namespace) -> None:
     base = f'resource.labels.job_id="{args.job_id}"'
     if args.trial:
         base += f' AND labels."ml.googleapis.com/trial_id"="{args.trial}"'
+    path = _job_path(args)
     while True:
-        job = _call(args.endpoint, "GET", f"v1/projects/{args.project}/jobs/{args.job_id}")
+        job = _call(args.endpoint, "GET", path)
         token = ""
         while True:
             query = base + (f' AND timestamp>="{since}"' if since else "")
@@ -263,7 +336,7 @@ def _logs(args: argparse.Namespace) -> None:
 
 
 def _cancel(args: argparse.Namespace) -> None:
-    _call(args.endpoint, "POST", f"v1/projects/{args.project}/jobs/{args.job_id}:cancel", {})
+    _call(args.endpoint, "POST", f"{_job_path(args)}:cancel", {})
     print(f"Cancellation of {args.job_id} requested.")
 
 

@@ -1,9 +1,12 @@
 """One job from PREPARING to its end: fetch, install, run (or tune), record the outcome.
 
-The lifecycle is the API's: PREPARING (packages fetched and installed) -> RUNNING -> SUCCEEDED
-or FAILED, or CANCELLING -> CANCELLED when the user cancels or ``scheduling.maxRunningTime``
-runs out (the reason goes to errorMessage). A FAILED job's errorMessage names the replica,
-its exit code and the tail of its stderr. Every change is persisted at once, so a GET sees it.
+One executor for both APIs: it runs the job's :class:`~.plans.ExecutionPlan` and records
+neutral states (ml v1's names) that each API face renders in its own words. The lifecycle:
+PREPARING (packages fetched and installed) -> RUNNING -> SUCCEEDED or FAILED, or CANCELLING ->
+CANCELLED when the user cancels. When the run limit runs out (ml v1 ``scheduling.maxRunningTime``:
+CANCELLED; Vertex ``scheduling.timeout``: FAILED) the reason goes to errorMessage. A FAILED job's
+errorMessage names the replica, its exit code and the tail of its stderr. Every change is
+persisted at once, so a GET sees it.
 """
 
 from __future__ import annotations
@@ -16,10 +19,11 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState, duration_seconds
+from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
 from airflow_aip.local.environments import EnvironmentCache, PreparationError, download_packages
 from airflow_aip.local.logs import JobLog
+from airflow_aip.local.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.runner import Attempt, AttemptSpec
 from airflow_aip.local.store import JobStore
 from airflow_aip.local.trials import TuningRun
@@ -36,6 +40,8 @@ class JobControl:
         self.final_state = JobState.CANCELLED
         self._deadline: float | None = None
         self._limit = ""
+        self._limit_field = ""
+        self._limit_state = JobState.CANCELLED
 
     def cancel(self, reason: str, final_state: JobState = JobState.CANCELLED) -> None:
         """Stop the job; it ends in ``final_state`` (FAILED when the service itself shuts down)."""
@@ -44,17 +50,19 @@ class JobControl:
             self.final_state = final_state
             self._event.set()
 
-    def start_clock(self, max_running_time: str | None) -> None:
-        """From RUNNING on, ``scheduling.maxRunningTime`` counts (default 7 days, as Google)."""
-        limit = max_running_time or "604800s"
-        self._limit = limit
+    def start_clock(self, plan: ExecutionPlan) -> None:
+        """From RUNNING on, the plan's run limit counts (default 7 days, as Google)."""
+        limit = plan.run_limit or "604800s"
+        self._limit, self._limit_field, self._limit_state = limit, plan.run_limit_field, plan.run_limit_state
         self._deadline = time.monotonic() + float(duration_seconds(limit))
 
     def should_stop(self) -> bool:
         if self._deadline is not None and time.monotonic() >= self._deadline:
+            verb = "cancelled" if self._limit_state is JobState.CANCELLED else "failed"
             self.cancel(
-                f"Job cancelled: it ran longer than scheduling.maxRunningTime ({self._limit}) "
-                "and was stopped by the service."
+                f"Job {verb}: it ran longer than {self._limit_field} ({self._limit}) "
+                "and was stopped by the service.",
+                self._limit_state,
             )
         return self._event.is_set()
 
@@ -128,8 +136,8 @@ class JobExecution:
             self.log.service(traceback.format_exc(), severity="ERROR")
             self._finish(JobState.FAILED, f"Internal error in the local training service: {exc!r}")
 
-    def _wait_expired(self, job: dict[str, Any]) -> bool:
-        limit = (job["trainingInput"].get("scheduling") or {}).get("maxWaitTime")
+    def _wait_expired(self, job: dict[str, Any], plan: ExecutionPlan) -> bool:
+        limit = plan.max_wait_time
         if not limit:
             return False
         waited = now() - parse_rfc3339(job["createTime"])
@@ -142,14 +150,17 @@ class JobExecution:
 
     def _run(self) -> None:
         job = self.store.get(self.project, self.job_id)
-        if self._wait_expired(job) or self.control.should_stop():
+        plan = execution_plan(self.project, job)
+        if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
         if not self._transition(JobState.PREPARING, startTime=rfc3339()):
             return self._cancelled()
-        ti = job["trainingInput"]
+        for note in plan.notes:
+            self.log.service(note)
+        uris = list(plan.package_uris)
         try:
-            packages = download_packages(ti["packageUris"], self.dir / "packages", self.settings.storage_url)
-            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(ti['packageUris'])}")
+            packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
+            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(uris)}")
             env = self.envs.prepare(packages, self._pip_log, self.control.should_stop)
         except PreparationError as exc:
             if self.control.should_stop():
@@ -157,26 +168,27 @@ class JobExecution:
             return self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
         how = "reused from the cache" if env.cache_hit else "built"
         self.log.service(f"Package environment {env.key} {how} (cache {'hit' if env.cache_hit else 'miss'})")
-        if self._wait_expired(job) or self.control.should_stop():
+        if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
-        if not self._transition(JobState.RUNNING):
+        running_since = {plan.running_since_field: rfc3339()} if plan.running_since_field else {}
+        if not self._transition(JobState.RUNNING, **running_since):
             return self._cancelled()
-        self.control.start_clock((ti.get("scheduling") or {}).get("maxRunningTime"))
-        if "hyperparameters" in ti:
-            return self._tune(ti, env.python)
-        return self._train(ti, env.python)
+        self.control.start_clock(plan)
+        if plan.tuning is not None:
+            return self._tune(plan, env.python)
+        return self._train(plan, env.python)
 
     def _pip_log(self, stream: str, line: str) -> None:
         self.log.service(f"pip: {line}", severity="INFO" if stream == "stdout" else "WARNING")
 
     def _spec(
-        self, ti: dict[str, Any], python: Path, trial: str | None, hp: dict[str, str] | None
+        self, plan: ExecutionPlan, python: Path, trial: str | None, hp: dict[str, str] | None
     ) -> AttemptSpec:
         work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
-        return AttemptSpec(self.project, self.job_id, ti, python, work, self.settings.storage_url, trial, hp)
+        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp)
 
-    def _train(self, ti: dict[str, Any], python: Path) -> None:
-        attempt = Attempt(self._spec(ti, python, None, None), self.log.replica)
+    def _train(self, plan: ExecutionPlan, python: Path) -> None:
+        attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)
         self.store.set_processes(self.project, self.job_id, attempt.refs())
         while (outcome := attempt.poll()) is None:
             if self.control.should_stop():
@@ -187,12 +199,11 @@ class JobExecution:
             return self._finish(JobState.SUCCEEDED)
         return self._finish(JobState.FAILED, outcome.error_message())
 
-    def _tune(self, ti: dict[str, Any], python: Path) -> None:
-        spec = ti["hyperparameters"]
-        tag = spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
+    def _tune(self, plan: ExecutionPlan, python: Path) -> None:
+        spec, tag = plan.tuning or {}, plan.metric_tag
 
         def start(trial_id: str, hp: dict[str, str]) -> Attempt:
-            return Attempt(self._spec(ti, python, trial_id, hp), self.log.replica)
+            return Attempt(self._spec(plan, python, trial_id, hp), self.log.replica)
 
         def publish(output: dict[str, Any]) -> None:
             self.store.update(self.project, self.job_id, lambda job: job.update(trainingOutput=output))

@@ -57,6 +57,22 @@ _ROUTES = (
     ("GET", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+"), "jobs.get"),
     ("POST", re.compile(r"/v1/projects/[^/]+/jobs/[^/:]+:cancel"), "jobs.cancel"),
     ("POST", re.compile(r"/v2/entries:list"), "entries.list"),
+    # aiplatform v1 (Vertex AI): the discovery document's method names, shortened as ml v1's are.
+    *(
+        route
+        for kind in ("customJobs", "hyperparameterTuningJobs")
+        for route in (
+            ("POST", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.create"),
+            ("GET", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.list"),
+            ("GET", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+"), f"{kind}.get"),
+            (
+                "POST",
+                re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+:cancel"),
+                f"{kind}.cancel",
+            ),
+            ("DELETE", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+"), f"{kind}.delete"),
+        )
+    ),
     # Cloud Storage JSON API, as the proxy in front of fake-gcs-server sees it (airflow_aip.local.
     # gcs_proxy). Paths are percent-decoded, so an object name may hold slashes: first match wins.
     # Uploads (multipart, resumable initiation, resumable data) are all objects.insert; media

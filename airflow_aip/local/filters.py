@@ -7,6 +7,11 @@ with dots, ``labels."ml.googleapis.com/trial_id"``), ``AND`` (also implied by a 
 ``OR`` (binding tighter than AND, as AIP-160 says), ``NOT`` / ``-``, parentheses, and ``*``
 wildcards in values. Numbers compare as numbers and RFC 3339 strings as instants.
 A filter outside this grammar is a ValidationError on ``filter``, never a silent match-all.
+
+A list method also names the fields it filters on (``fields``): ml v1's jobs.list the Job's
+fields, Vertex's ``display_name``, ``state``, ``create_time`` and ``labels.<key>`` with the
+operators its documentation gives each. Anything else, ``jobId="a" OR 1=1`` included, is a 400
+naming the field, as Google answers.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import fnmatch
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.schema import JOB_SCHEMA, schema
 from airflow_aip.local.clock import parse_rfc3339
 
 _TOKEN = re.compile(
@@ -31,6 +38,66 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 _MISSING = object()
+ALL_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", ":"})
+
+
+@dataclass(frozen=True)
+class FilterField:
+    """A field a list filter may name: where it is in the resource and which operators it takes."""
+
+    target: tuple[str, ...]
+    ops: frozenset[str] = ALL_OPS
+    keyed: bool = False  # labels.<key>: exactly one segment after the name
+    nested: bool = False  # any sub-path (ml v1: trainingInput.region)
+
+
+FilterFields = Mapping[str, FilterField]
+VERTEX_JOB_FILTER_FIELDS: FilterFields = {
+    "display_name": FilterField(("displayName",), frozenset({"=", "!=", ":"})),
+    "state": FilterField(("state",), frozenset({"=", "!="})),
+    "create_time": FilterField(("createTime",), ALL_OPS - {":"}),
+    "labels": FilterField(("labels",), frozenset({"=", "!=", ":"}), keyed=True),
+}
+
+
+@cache
+def _ml_job_fields() -> dict[str, FilterField]:
+    return {name: FilterField((name,), nested=True) for name in schema(JOB_SCHEMA)["properties"]}
+
+
+class _MlJobFields(Mapping[str, FilterField]):
+    """ml v1's Job fields, read from the discovery document when first used."""
+
+    def __getitem__(self, key: str) -> FilterField:
+        return _ml_job_fields()[key]
+
+    def __iter__(self) -> Any:
+        return iter(_ml_job_fields())
+
+    def __len__(self) -> int:
+        return len(_ml_job_fields())
+
+
+ML_JOB_FILTER_FIELDS: FilterFields = _MlJobFields()
+
+
+def _resolve_field(path: list[str], op: str, fields: FilterFields | None) -> tuple[str, ...]:
+    """The resource path a filter's field name stands for; a 400 for names the method does not know."""
+    if fields is None:
+        return tuple(path)
+    name, rest = path[0], path[1:]
+    field = fields.get(name)
+    if field is None:
+        known = ", ".join(sorted(fields))
+        raise ValidationError("filter", f"unknown field {'.'.join(path)!r}; filterable fields: {known}")
+    if field.keyed and len(rest) != 1:
+        example = f'{name}.team="a"'
+        raise ValidationError("filter", f"{name} takes one key, as in {example}; got {'.'.join(path)!r}")
+    if rest and not (field.keyed or field.nested):
+        raise ValidationError("filter", f"field {name!r} has no sub-field {'.'.join(rest)!r}")
+    if op not in field.ops:
+        raise ValidationError("filter", f"field {name!r} takes {' '.join(sorted(field.ops))}, not {op!r}")
+    return field.target + tuple(rest)
 
 
 @dataclass(frozen=True)
@@ -139,9 +206,10 @@ def _compare(actual: Any, op: str, literal: str) -> bool:
 
 
 class _Parser:
-    def __init__(self, tokens: list[_Token]) -> None:
+    def __init__(self, tokens: list[_Token], fields: FilterFields | None) -> None:
         self.tokens = tokens
         self.pos = 0
+        self.fields = fields
 
     def peek(self) -> _Token | None:
         return self.tokens[self.pos] if self.pos < len(self.tokens) else None
@@ -202,14 +270,17 @@ class _Parser:
         value = self.take()
         if value.kind not in ("word", "string"):
             raise ValidationError("filter", f"expected a value after {first.text}{op.text}")
-        return Comparison(tuple(path), op.text, value.text)
+        return Comparison(_resolve_field(path, op.text, self.fields), op.text, value.text)
 
 
-def parse_filter(text: str | None) -> Node | None:
-    """The parsed filter, or None for an empty one (which matches everything)."""
+def parse_filter(text: str | None, fields: FilterFields | None = None) -> Node | None:
+    """The parsed filter, or None for an empty one (which matches everything).
+
+    With ``fields``, only those names may be filtered on (each mapped to its place in the resource).
+    """
     if not text or not text.strip():
         return None
-    parser = _Parser(_tokenize(text))
+    parser = _Parser(_tokenize(text), fields)
     node = parser.expression()
     if parser.peek() is not None:
         raise ValidationError("filter", f"unexpected {parser.tokens[parser.pos].text!r}")

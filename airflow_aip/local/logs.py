@@ -5,7 +5,8 @@ with its timestamp, task and trial id. They are served by ``aip-local jobs logs`
 small Cloud Logging v2 ``entries:list`` endpoint, shaped like the entries Google writes for
 AI Platform jobs (resource type ``ml_job``, labels ``job_id``/``task_name``, the trial id as
 the ``ml.googleapis.com/trial_id`` label, stderr at severity ERROR), so a log streamer written
-for Google reads them unchanged.
+for Google reads them unchanged. A Vertex job's ``job_id`` is its numeric ID, its replicas'
+``task_name`` ``workerpool0-0``...; a tuning job's trials log under its ID, tagged with their trial.
 
 Timestamps never go back in the order entries are written: a reader that resumes from the
 newest timestamp it saw (as Cloud Logging readers do) would otherwise skip a line stamped by
@@ -24,7 +25,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.logs import SERVICE_TASK, TASK_LABEL, TRIAL_LABEL
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.filters import parse_filter, required_equalities
-from airflow_aip.local.store import JobStore
+from airflow_aip.local.store import JobStore, project_number
 
 MAX_PAGE_SIZE = 1000
 # Stamp and append under one lock, and never stamp earlier than the previous entry: the replica
@@ -109,7 +110,9 @@ def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
     for name in names:
         if not isinstance(name, str) or not name.startswith("projects/") or name.count("/") != 1:
             raise ValidationError("resourceNames", f"only projects/<project> is supported, got {name!r}")
-        projects.append(name.split("/", 1)[1])
+        project = name.split("/", 1)[1]
+        # Vertex jobs are kept under the project number: projects/<id> finds them too.
+        projects += [project, project_number(project)]
     node = parse_filter(request.get("filter"))
     wanted_job = required_equalities(node).get(("resource", "labels", "job_id"))
     order = str(request.get("orderBy") or "timestamp asc").strip().lower()
@@ -125,7 +128,10 @@ def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
         if record.project not in projects or (wanted_job and record.job_id != wanted_job):
             continue
         for index, stored in enumerate(store.read_log(record.project, record.job_id)):
-            entry = to_log_entry(record.project, record.job_id, index, stored)
+            # A Vertex job is kept under the project number, but Google logs it under the project ID.
+            entry = to_log_entry(
+                str(record.job.get("projectId") or record.project), record.job_id, index, stored
+            )
             if node is None or node.matches(entry):
                 entries.append(entry)
     entries.sort(key=lambda e: (e["timestamp"] or "", e["insertId"]), reverse=order.endswith("desc"))

@@ -22,13 +22,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
-from airflow_aip.exceptions import ValidationError
+from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.environments import EnvironmentCache
 from airflow_aip.local.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
-from airflow_aip.local.filters import parse_filter
+from airflow_aip.local.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.logs import JobLog
+from airflow_aip.local.plans import VERTEX_KINDS
 from airflow_aip.local.processes import kill_group
 from airflow_aip.local.store import JobStore, validate_project
 
@@ -150,7 +151,8 @@ class TrainingService:
                     self._controls.pop((project, job_id), None)
 
     def _enqueue(self, project: str, job: dict[str, Any], seq: int) -> None:
-        priority = int((job["trainingInput"].get("scheduling") or {}).get("priority", 0))
+        # ml v1's scheduling.priority; Vertex jobs (no trainingInput) queue in submission order.
+        priority = int(((job.get("trainingInput") or {}).get("scheduling") or {}).get("priority", 0))
         with self._cond:
             bisect.insort(self._queue, (-priority, seq, project, job["jobId"]))
             self._cond.notify()
@@ -171,6 +173,10 @@ class TrainingService:
         _reject_containers(job)
         job.update(state=JobState.QUEUED.value, createTime=rfc3339())
         job["etag"] = _etag(job)
+        return self.submit(project, job)
+
+    def submit(self, project: str, job: dict[str, Any]) -> dict[str, Any]:
+        """Store a QUEUED job (of either API) and queue it for the one executor."""
         with self._cond:  # a cancel must see the job either queued or running, never in between
             seq, created = self.store.create(project, job)
             JobLog(self.store, project, job["jobId"]).service("Job created; waiting in the queue.")
@@ -179,20 +185,24 @@ class TrainingService:
 
     def get_job(self, project: str, job_id: str) -> dict[str, Any]:
         validate_project(project)
-        return self._with_position(project, self.store.get(project, job_id))
+        job = self.store.get(project, job_id)
+        if job.get("kind") in VERTEX_KINDS:  # the aiplatform face's, not an ml v1 Job
+            message = f"Field: name Error: Job projects/{project}/jobs/{job_id} does not exist."
+            raise JobNotFoundError(404, message)
+        return self._with_position(project, job)
 
     def list_jobs(
         self, project: str, filter_text: str | None, page_size: int | None, page_token: str | None
     ) -> dict[str, Any]:
         validate_project(project)
-        node = parse_filter(filter_text)
+        node = parse_filter(filter_text, ML_JOB_FILTER_FIELDS)
         size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
         if size < 0:
             raise ValidationError("pageSize", f"must not be negative, got {page_size}")
-        before = _decode_token(page_token)
+        before = decode_page_token(page_token)
         matching = []
         for seq, job in self.store.list_jobs(project):
-            if before is not None and seq >= before:
+            if (before is not None and seq >= before) or job.get("kind") in VERTEX_KINDS:
                 continue
             job = self._with_position(project, job)
             if node is None or node.matches(job):
@@ -203,7 +213,7 @@ class TrainingService:
         if matching:
             response["jobs"] = [job for _, job in matching[:size]]
         if len(matching) > size:
-            response["nextPageToken"] = _encode_token(matching[size - 1][0])
+            response["nextPageToken"] = encode_page_token(matching[size - 1][0])
         return response
 
     def cancel_job(self, project: str, job_id: str) -> dict[str, Any]:
@@ -242,11 +252,11 @@ def _cancel_queued(job: dict[str, Any]) -> None:
     job.update(state=JobState.CANCELLED.value, endTime=rfc3339(), errorMessage="Job cancelled by the user.")
 
 
-def _encode_token(seq: int) -> str:
+def encode_page_token(seq: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"before": seq}).encode()).decode()
 
 
-def _decode_token(token: str | None) -> int | None:
+def decode_page_token(token: str | None) -> int | None:
     if not token:
         return None
     try:

@@ -16,9 +16,11 @@ source only at start-up.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import os
 import re
+import shutil
 import tempfile
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -39,6 +41,18 @@ def validate_project(project: str) -> str:
     if not _PROJECT.fullmatch(project) or ".." in project:
         raise ValidationError("parent", f"not a valid project name: {project!r}")
     return project
+
+
+def project_number(project: str) -> str:
+    """The project's number as the local service answers it: itself if numeric, else a stable 12 digits.
+
+    Vertex AI names resources ``projects/<number>/...`` whether a client said the ID or the number;
+    with no resource manager here, the number is derived from the ID, so both address one job.
+    """
+    if project.isdigit():
+        return project
+    digest = int(hashlib.sha256(project.encode()).hexdigest(), 16)
+    return str(10**11 + digest % (9 * 10**11))
 
 
 def safe_child(base: Path, name: str) -> Path:
@@ -153,6 +167,14 @@ class JobStore:
             record.job = job
             self._persist(record)
             return copy.deepcopy(job)
+
+    def delete(self, project: str, job_id: str) -> None:
+        """Forget a job: its record, log, work and package directories."""
+        with self._lock:
+            self._record(project, job_id)
+            del self._records[(project, job_id)]
+            self._log_locks.pop((project, job_id), None)
+            shutil.rmtree(self.job_dir(project, job_id), ignore_errors=True)
 
     def set_processes(self, project: str, job_id: str, processes: Iterable[Mapping[str, int]]) -> None:
         """Remember the job's live processes, so a restart can stop what a crash left behind."""

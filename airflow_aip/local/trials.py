@@ -2,7 +2,9 @@
 
 Up to ``maxParallelTrials`` trials run at once and ``maxTrials`` in all (fewer if a grid has
 fewer points). A trial gets its hyperparameters as ``--name=value`` arguments; its final
-metric is the last value it reported for the job's metric tag. With
+metric is the last value it reported for the job's metric tag (the best one when the spec says
+``measurementSelection: BEST``, Vertex's BEST_MEASUREMENT), and every report is kept in
+``allMetrics``. With
 ``enableTrialEarlyStopping`` each new intermediate report goes to the pruner, and a trial it
 stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
 job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
@@ -31,6 +33,7 @@ class _Running:
     trial: dict[str, Any]
     attempt: Attempt
     last: MetricReport | None = None
+    best: MetricReport | None = None
 
 
 class TuningRun:
@@ -48,8 +51,13 @@ class TuningRun:
     ) -> None:
         self.search = HyperparameterSearch(spec, seed_text)
         self.tag = tag
+        # Vertex studies may name more metrics: the first is optimized, the others are recorded.
+        self.other_tags: list[str] = list(spec.get("otherMetricTags") or [])
         self.parallel = int(spec.get("maxParallelTrials", 1))
         self.max_failed = int(spec.get("maxFailedTrials", 0))
+        # Vertex's measurementSelectionType: the final measurement is the last report or the best.
+        self.pick_best = spec.get("measurementSelection") == "BEST"
+        self.sign = -1.0 if spec.get("goal") == "MINIMIZE" else 1.0
         self._start, self._publish, self._track, self.log = start, publish, track, log
         self.trials: list[dict[str, Any]] = []
         self.running: dict[str, _Running] = {}
@@ -123,9 +131,20 @@ class TuningRun:
         seen = running.last.timestamp if running.last else -math.inf
         return [r for r in reports if r.timestamp > seen]
 
+    def _seen(self, running: _Running, report: MetricReport) -> None:
+        """A new report: kept in ``allMetrics`` (Vertex's ``measurements``), the last and the best."""
+        point = {"trainingStep": str(report.global_step), "objectiveValue": report.value}
+        running.trial.setdefault("allMetrics", []).append(point)
+        running.last = report
+        if running.best is None or self.sign * report.value > self.sign * running.best.value:
+            running.best = report
+
+    def _final(self, running: _Running) -> MetricReport | None:
+        return running.best if self.pick_best else running.last
+
     def _check(self, trial_id: str, running: _Running) -> None:
         for report in self._new_reports(running):
-            running.last = report
+            self._seen(running, report)
             if self.search.report(trial_id, report.value):
                 running.attempt.stop()
                 del self.running[trial_id]
@@ -140,19 +159,30 @@ class TuningRun:
             return
         del self.running[trial_id]
         for report in self._new_reports(running):
-            running.last = report
+            self._seen(running, report)
+        final = self._final(running)
+        self._record_other_metrics(running)
         if not outcome.succeeded:
-            self._end(running.trial, JobState.FAILED, running.last)
+            self._end(running.trial, JobState.FAILED, final)
             self.search.tell(trial_id, None)
             self._fail(trial_id, outcome.error_message())
             return
-        self._end(running.trial, JobState.SUCCEEDED, running.last)
-        if running.last is None:
+        self._end(running.trial, JobState.SUCCEEDED, final)
+        if final is None:
             self.log.service(f"Trial {trial_id} reported no metric tagged {self.tag!r}", "WARNING", trial_id)
             self.search.tell(trial_id, None)
         else:
-            self.log.service(f"Trial {trial_id} finished with objective {running.last.value}", trial=trial_id)
-            self.search.tell(trial_id, running.last.value)
+            self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
+            self.search.tell(trial_id, final.value)
+
+    def _record_other_metrics(self, running: _Running) -> None:
+        others = {}
+        for tag in self.other_tags:
+            reports = read_metric_reports(running.attempt.master_metric_file, tag)
+            if reports:
+                others[tag] = reports[-1].value
+        if others:
+            running.trial["otherMetrics"] = others
 
     def _end(
         self, trial: dict[str, Any], state: JobState, last: MetricReport | None, stopped_early: bool = False

@@ -6,7 +6,9 @@ parallel trials do not all explore the same point. ``scaleType`` maps onto the s
 UNIT_LOG_SCALE samples ``log=True``; UNIT_REVERSE_LOG_SCALE, which spreads values near the top
 of the range, is approximated by sampling ``y`` on a log scale and trying ``min + max - y``.
 ``enableTrialEarlyStopping`` turns on a MedianPruner fed with the trial's intermediate
-metric reports.
+metric reports. A parameter with a ``parent`` (Vertex's conditional parameter specs, flattened by
+:func:`airflow_aip.jobs.vertex_study.search_spec`) is suggested only when its parent's value is
+one of ``parentValues``; optuna's define-by-run search space takes that as it comes.
 
 Trials report through cloudml-hypertune: JSON lines in CLOUD_ML_HP_METRIC_FILE, each with the
 metric under its tag (``hyperparameterMetricTag``, default ``training/hptuning/metric``) and a
@@ -132,7 +134,15 @@ class HyperparameterSearch:
         trial = self.study.ask()
         self._trials[trial_id] = trial
         self._steps[trial_id] = 0
-        return {p["parameterName"]: _format(self._suggest(trial, p), p["type"]) for p in self.params}
+        chosen: dict[str, Any] = {}
+        for param in self.params:
+            parent = param.get("parent")
+            # A conditional parameter (Vertex) is tried only when its parent took a listed value.
+            if parent is not None and (parent not in chosen or chosen[parent] not in param["parentValues"]):
+                continue
+            chosen[param["parameterName"]] = self._suggest(trial, param)
+        kinds = {p["parameterName"]: p["type"] for p in self.params}
+        return {name: _format(value, kinds[name]) for name, value in chosen.items()}
 
     @staticmethod
     def _suggest(trial: Any, param: Mapping[str, Any]) -> Any:

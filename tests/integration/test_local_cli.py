@@ -8,6 +8,13 @@ import pytest
 
 from airflow_aip.local.cli import main
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_state
+from tests.integration.test_local_service_vertex import (
+    LOCATION,
+    VERTEX_TERMINAL,
+    aiplatform_client,
+    wait_for,
+    worker_pool,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -44,12 +51,49 @@ def test_jobs_commands(
     assert "service INFO: Job state: SUCCEEDED" in logs
     assert "state: SUCCEEDED" in described
     assert "jobId: cli_job" in described
-    assert listed[0].split() == ["JOB_ID", "STATUS", "CREATED"]
+    assert listed[0].split() == ["JOB_ID", "STATUS", "CREATED", "KIND"]
     assert [line.split()[:2] for line in listed[1:]] == [
         ["cli_sleeper", "CANCELLED"],
         ["cli_job", "SUCCEEDED"],
     ]
     assert "HTTP 404" in missing
+
+
+def test_jobs_commands_on_vertex_jobs(
+    local_env: LocalService, staged_trainer: StagedTrainer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = f"cli-{uuid.uuid4().hex[:8]}"
+    jobs = aiplatform_client(local_env.url).projects().locations().customJobs()
+    parent = f"projects/{project}/locations/{LOCATION}"
+    done = {
+        "displayName": "cli-ok",
+        "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--x=3"])]},
+    }
+    sleeper = {
+        "displayName": "cli-sleep",
+        "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "sleep", [])]},
+    }
+    done_name = jobs.create(parent=parent, body=done).execute()["name"]
+    sleep_name = jobs.create(parent=parent, body=sleeper).execute()["name"]
+    done_id, sleep_id = done_name.rsplit("/", 1)[1], sleep_name.rsplit("/", 1)[1]
+    common = ["jobs", "--project", project, "--location", LOCATION]
+
+    assert main([*common, "logs", done_id, "--follow"]) == 0
+    logs = capsys.readouterr().out
+    wait_for(jobs, sleep_name, {"JOB_STATE_RUNNING"})
+    assert main([*common, "cancel", sleep_id]) == 0
+    wait_for(jobs, sleep_name, VERTEX_TERMINAL)
+    capsys.readouterr()
+    assert main([*common, "describe", sleep_id]) == 0
+    described = capsys.readouterr().out
+    assert main([*common, "list", "--api", "vertex", "--filter", 'display_name="cli-ok"']) == 0
+    listed = capsys.readouterr().out.splitlines()
+
+    assert "workerpool0-0 INFO: trial None x=3.0" in logs
+    assert "service INFO: Job state: SUCCEEDED" in logs
+    assert "state: JOB_STATE_CANCELLED" in described
+    assert [line.split()[:2] for line in listed[1:]] == [[done_id, "JOB_STATE_SUCCEEDED"]]
+    assert listed[1].split()[-2:] == ["customJob", "cli-ok"]
 
 
 def test_serve_refuses_a_public_address_unless_allowed(capsys: pytest.CaptureFixture[str]) -> None:

@@ -92,3 +92,45 @@ def test_clean_stop_records_why_the_running_job_ended(
     assert job["state"] == "FAILED"
     assert "service was stopped while this job was running" in job["errorMessage"]
     assert _gone(sleeper["pid"])
+
+
+def test_vertex_jobs_outlive_a_crash_too(
+    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+) -> None:
+    from tests.integration.test_local_service_vertex import (
+        LOCATION,
+        VERTEX_TERMINAL,
+        aiplatform_client,
+        wait_for,
+        worker_pool,
+    )
+
+    data_dir = tmp_path / "data"
+    first = _start(services, data_dir, fake_gcs.url)
+    jobs = aiplatform_client(first.url).projects().locations().customJobs()
+    parent = f"projects/{PROJECT}/locations/{LOCATION}"
+    running = jobs.create(
+        parent=parent,
+        body={"displayName": "r", "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "sleep", [])]}},
+    ).execute()
+    wait_for(jobs, running["name"], {"JOB_STATE_RUNNING"})
+    queued = jobs.create(
+        parent=parent,
+        body={
+            "displayName": "q",
+            "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--x=3"])]},
+        },
+    ).execute()
+    assert queued["state"] == "JOB_STATE_QUEUED"
+
+    first.crash()
+    second = _start(services, data_dir, fake_gcs.url)
+    jobs = aiplatform_client(second.url).projects().locations().customJobs()
+
+    crashed = jobs.get(name=running["name"]).execute()
+    assert crashed["state"] == "JOB_STATE_FAILED"
+    assert crashed["error"]["code"] == 3
+    assert "stopped while this job was RUNNING" in crashed["error"]["message"]
+    resumed = wait_for(jobs, queued["name"], VERTEX_TERMINAL)
+    assert resumed["state"] == "JOB_STATE_SUCCEEDED"
+    assert resumed["createTime"] == queued["createTime"]

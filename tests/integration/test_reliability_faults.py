@@ -282,3 +282,37 @@ def test_another_runs_job_under_our_id_is_never_adopted(
     assert today["job_id"] == retry["job_id"] == f"{pinned}_r2"  # the retry adopts its own, _r2
     jobs = {job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id)}
     assert jobs == {pinned: "scheduled__1", f"{pinned}_r2": "scheduled__2"}
+
+
+def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_trainer: StagedTrainer) -> None:
+    """--fault-admin aims at aiplatform v1 methods too; the discovery client's retries ride them out."""
+    from googleapiclient.errors import HttpError
+
+    from tests.integration.test_local_service_vertex import LOCATION, aiplatform_client, worker_pool
+
+    jobs = aiplatform_client(faulty_service.url).projects().locations().customJobs()
+    parent = f"projects/{PROJECT}/locations/{LOCATION}"
+    label = uuid.uuid4().hex[:8]
+    body = {
+        "displayName": "faulty",
+        "labels": {"run": label},
+        "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "fail", [])]},
+    }
+    admin(faulty_service, "_faults", {"method": "customJobs.create", "when": "after", "kind": 503}, "POST")
+    with pytest.raises(HttpError) as failed:
+        jobs.create(parent=parent, body=body).execute()
+    assert failed.value.resp.status == 503
+    # Vertex has no client-chosen ID nor requestId: the job exists, and only a label finds it.
+    listed = jobs.list(parent=parent, filter=f'labels.run="{label}"').execute()["customJobs"]
+    assert len(listed) == 1
+    rules = [
+        {"method": "customJobs.get", "kind": 429, "count": 2},
+        {"method": "customJobs.list", "kind": 500},
+    ]
+    admin(faulty_service, "_faults", {"rules": rules}, "POST")
+    assert jobs.get(name=listed[0]["name"]).execute(num_retries=3)["name"] == listed[0]["name"]
+    assert jobs.list(parent=parent).execute(num_retries=3)["customJobs"]
+    stats = admin(faulty_service, "_stats")
+    assert stats["rules"] == []
+    assert stats["faults"]["customJobs.get"] == {"before:429": 2}
+    assert stats["faults"]["customJobs.create"] == {"after:503": 1}

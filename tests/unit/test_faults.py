@@ -60,6 +60,18 @@ def _client(service: TrainingService, plan: FaultPlan, admin: bool = True) -> Te
         ("POST", "/v2/entries:list", "entries.list"),
         ("GET", "/", None),
         ("DELETE", "/v1/projects/p/jobs/j1", None),
+        ("POST", "/v1/projects/p/locations/us-central1/customJobs", "customJobs.create"),
+        ("GET", "/v1/projects/p/locations/us-central1/customJobs", "customJobs.list"),
+        ("GET", "/v1/projects/p/locations/us-central1/customJobs/12", "customJobs.get"),
+        ("POST", "/v1/projects/p/locations/us-central1/customJobs/12:cancel", "customJobs.cancel"),
+        ("DELETE", "/v1/projects/p/locations/us-central1/customJobs/12", "customJobs.delete"),
+        ("POST", "/v1/projects/1/locations/eu/hyperparameterTuningJobs", "hyperparameterTuningJobs.create"),
+        ("GET", "/v1/projects/1/locations/eu/hyperparameterTuningJobs/9", "hyperparameterTuningJobs.get"),
+        (
+            "DELETE",
+            "/v1/projects/1/locations/eu/hyperparameterTuningJobs/9",
+            "hyperparameterTuningJobs.delete",
+        ),
     ],
 )
 def test_requests_map_to_api_methods(verb: str, path: str, method: str | None) -> None:

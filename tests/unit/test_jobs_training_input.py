@@ -139,7 +139,7 @@ def test_container_args_and_args_are_exclusive() -> None:
     with pytest.raises(ValidationError, match="mutually exclusive") as err:
         validate_training_input(
             {
-                "region": "r",
+                "region": "us-central1",
                 "args": ["--a"],
                 "masterConfig": {"imageUri": "gcr.io/p/i", "containerArgs": ["x"]},
             }

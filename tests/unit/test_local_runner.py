@@ -1,10 +1,11 @@
-"""What the runner derives from a trainingInput: replicas, output dirs, TF_CONFIG's job, errors."""
+"""What the runner derives from a job's plan: replicas, output dirs, TF_CONFIG's job, errors."""
 
 from __future__ import annotations
 
 import pytest
 
-from airflow_aip.local.runner import AttemptOutcome, output_dirs, replica_counts, snake_case_keys
+from airflow_aip.local.plans import ml_plan
+from airflow_aip.local.runner import AttemptOutcome, expand_env_value, output_dirs, snake_case_keys
 
 
 @pytest.mark.parametrize(
@@ -20,7 +21,10 @@ from airflow_aip.local.runner import AttemptOutcome, output_dirs, replica_counts
     ],
 )
 def test_replica_counts(training_input: dict[str, str], expected: dict[str, int]) -> None:
-    assert replica_counts(training_input) == expected
+    ti = {"packageUris": ["gs://bkt/p.tar.gz"], "pythonModule": "t.task", **training_input}
+    plan = ml_plan("p", {"jobId": "j", "trainingInput": ti})
+    assert {pool.cluster_key: pool.count for pool in plan.pools} == expected
+    assert plan.primary.task_name(0) == "master-replica-0"
 
 
 def test_output_dirs_follow_job_dir_and_trial() -> None:
@@ -51,3 +55,10 @@ def test_error_message_names_replica_status_and_stderr() -> None:
     assert killed.error_message() == "The replica master 0 was terminated by signal 9."
     assert not failed.succeeded
     assert AttemptOutcome(0, "master-replica-0", "").succeeded
+
+
+def test_env_values_expand_references_as_vertex_does() -> None:
+    env = {"AIP_MODEL_DIR": "gs://b/out/model/", "MODE": "x"}
+    assert expand_env_value("$(AIP_MODEL_DIR)export", env) == "gs://b/out/model/export"
+    assert expand_env_value("$$(MODE) and $(MODE)", env) == "$(MODE) and x"
+    assert expand_env_value("$(UNKNOWN)-$5", env) == "$(UNKNOWN)-$5"

@@ -28,6 +28,7 @@ def environment_report(**extra: Any) -> dict[str, Any]:
         "AIP_MODEL_DIR",
         "AIP_CHECKPOINT_DIR",
         "AIP_TENSORBOARD_LOG_DIR",
+        "AIP_TEST_ENV",  # what a test sets through a worker pool's env
     ]
     report: dict[str, Any] = {name: os.environ.get(name) for name in names}
     report.update(cwd=os.getcwd(), prefix=sys.prefix, pid=os.getpid(), argv=sys.argv[1:], **extra)

@@ -37,7 +37,7 @@ def main() -> None:
     print("a warning on stderr", file=sys.stderr)
     tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     task = tf_config.get("task", {})
-    is_master = task.get("type", "master") == "master"
+    is_master = task.get("type", "master") in ("master", "chief")  # Vertex: chief
     name = "report.json" if is_master else f"report-{task['type']}-{task['index']}.json"
     uri = write_to_job_dir(known.job_dir, name, environment_report(message=known.message))
     print(f"wrote {uri}")

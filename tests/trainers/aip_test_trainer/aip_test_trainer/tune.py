@@ -12,7 +12,7 @@ import time
 
 import hypertune
 
-from aip_test_trainer.common import parser
+from aip_test_trainer.common import environment_report, parser, write_to_job_dir
 
 BONUS = {"good": 1.0, "bad": 0.0}
 
@@ -26,6 +26,10 @@ def main() -> None:
     args.add_argument("--steps", type=int, default=3)
     args.add_argument("--fail-when-x", dest="fail_when_x", type=float, default=None)
     args.add_argument("--metric-tag", dest="metric_tag", default="training/hptuning/metric")
+    args.add_argument("--report", action="store_true", help="write report.json to AIP_MODEL_DIR")
+    args.add_argument(
+        "--also-tag", dest="also_tag", default=None, help="report -objective under this tag too"
+    )
     known, _ = args.parse_known_args()
     print(f"trial {os.environ.get('CLOUD_ML_TRIAL_ID')} x={known.x} y={known.y} kind={known.kind}")
     if known.fail_when_x is not None and known.x == known.fail_when_x:
@@ -38,6 +42,10 @@ def main() -> None:
         # Intermediate values climb towards the objective, as a real training curve would.
         value = objective - (known.steps - step)
         tuner.report_hyperparameter_tuning_metric(known.metric_tag, value, global_step=step * 100)
+    if known.also_tag:
+        tuner.report_hyperparameter_tuning_metric(known.also_tag, -objective, global_step=known.steps * 100)
+    if known.report:
+        write_to_job_dir(os.environ["AIP_MODEL_DIR"], "report.json", environment_report())
     print(f"objective {objective}")
 
 

@@ -1,0 +1,200 @@
+"""A Vertex AI ``studySpec``: its rules, and the one search spec the tuner runs for both APIs.
+
+The tuner (the local service's, shared by ml v1 and aiplatform v1) reads ml v1's
+``HyperparameterSpec`` vocabulary: ``params[].parameterName/type/minValue/...``, ``goal``,
+``hyperparameterMetricTag``, ``maxTrials``... :func:`search_spec` translates a
+``HyperparameterTuningJob`` into it once, adding what only Vertex has: conditional parameters
+(``parent``/``parentValues``: the child is tried only when its parent took one of those
+values), ``measurementSelection`` (LAST or BEST reported value) and ``otherMetricTags`` (metrics
+after the first: recorded in each trial's final measurement, not optimized).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.hyperparameters import LOG_SCALES, MAX_DISCRETE_VALUES, check_parameter_id
+
+_VALUE_SPECS = {
+    "doubleValueSpec": "DOUBLE",
+    "integerValueSpec": "INTEGER",
+    "categoricalValueSpec": "CATEGORICAL",
+    "discreteValueSpec": "DISCRETE",
+}
+_PARENT_CONDITIONS = {
+    "parentDiscreteValues": "DISCRETE",
+    "parentIntValues": "INTEGER",
+    "parentCategoricalValues": "CATEGORICAL",
+}
+_STOPPING_SPECS = ("decayCurveStoppingSpec", "medianAutomatedStoppingSpec", "convexAutomatedStoppingSpec")
+
+
+def parameter_type(param: Mapping[str, Any], path: str) -> str:
+    """DOUBLE, INTEGER, CATEGORICAL or DISCRETE: exactly one value spec is set."""
+    kinds = [kind for field, kind in _VALUE_SPECS.items() if field in param]
+    if len(kinds) != 1:
+        raise ValidationError(path, f"set exactly one of {', '.join(_VALUE_SPECS)}")
+    return kinds[0]
+
+
+def _check_range(spec: Mapping[str, Any], kind: str, scale: str, path: str) -> None:
+    for name in ("minValue", "maxValue"):
+        if name not in spec:
+            raise ValidationError(f"{path}.{name}", f"is required for a {kind} parameter")
+    low, high = float(spec["minValue"]), float(spec["maxValue"])
+    if low > high:
+        raise ValidationError(f"{path}.minValue", f"must not exceed maxValue ({low} > {high})")
+    if scale in LOG_SCALES and low <= 0:
+        raise ValidationError(f"{path}.minValue", f"must be positive for {scale}, got {spec['minValue']}")
+
+
+def _check_values(values: Sequence[Any], kind: str, scale: str, path: str) -> None:
+    if not values:
+        raise ValidationError(path, f"is required (non-empty) for a {kind} parameter")
+    if len(values) > MAX_DISCRETE_VALUES:
+        raise ValidationError(path, f"at most {MAX_DISCRETE_VALUES} values, got {len(values)}")
+    if len(set(values)) != len(values):
+        raise ValidationError(path, "values must be unique")
+    if kind == "DISCRETE":
+        for i in range(1, len(values)):
+            if not values[i - 1] < values[i]:
+                raise ValidationError(f"{path}[{i}]", "discrete values must be increasing")
+        if scale in LOG_SCALES and values[0] <= 0:
+            raise ValidationError(f"{path}[0]", f"must be positive for {scale}")
+
+
+def _check_parameter(param: Mapping[str, Any], path: str, seen: set[str]) -> str:
+    check_parameter_id(param.get("parameterId", ""), f"{path}.parameterId")
+    if param["parameterId"] in seen:
+        raise ValidationError(f"{path}.parameterId", f"duplicate {param['parameterId']!r}")
+    seen.add(param["parameterId"])
+    kind = parameter_type(param, path)
+    scale = param.get("scaleType", "SCALE_TYPE_UNSPECIFIED")
+    if kind == "CATEGORICAL":
+        if scale != "SCALE_TYPE_UNSPECIFIED":
+            raise ValidationError(f"{path}.scaleType", "must be unset for a CATEGORICAL parameter")
+        _check_values(
+            param["categoricalValueSpec"].get("values") or [],
+            kind,
+            scale,
+            f"{path}.categoricalValueSpec.values",
+        )
+    elif kind == "DISCRETE":
+        _check_values(
+            param["discreteValueSpec"].get("values") or [], kind, scale, f"{path}.discreteValueSpec.values"
+        )
+    else:
+        field = "doubleValueSpec" if kind == "DOUBLE" else "integerValueSpec"
+        _check_range(param[field], kind, scale, f"{path}.{field}")
+    for i, child in enumerate(param.get("conditionalParameterSpecs") or []):
+        where = f"{path}.conditionalParameterSpecs[{i}]"
+        conditions = [c for c in _PARENT_CONDITIONS if c in child]
+        if len(conditions) != 1:
+            raise ValidationError(where, f"set exactly one of {', '.join(_PARENT_CONDITIONS)}")
+        if _PARENT_CONDITIONS[conditions[0]] != kind:
+            raise ValidationError(f"{where}.{conditions[0]}", f"does not fit a {kind} parent parameter")
+        if not child[conditions[0]].get("values"):
+            raise ValidationError(f"{where}.{conditions[0]}.values", "is required (non-empty)")
+        if "parameterSpec" not in child:
+            raise ValidationError(f"{where}.parameterSpec", "is required")
+        _check_parameter(child["parameterSpec"], f"{where}.parameterSpec", seen)
+    return kind
+
+
+def check_study_spec(spec: Mapping[str, Any], path: str = "studySpec") -> None:
+    """A ``StudySpec`` (already shape-checked) as a HyperparameterTuningJob needs it."""
+    metrics = spec.get("metrics") or []
+    if not metrics:
+        raise ValidationError(f"{path}.metrics", "at least one metric is required")
+    metric_ids: set[str] = set()
+    for i, metric in enumerate(metrics):
+        check_parameter_id(metric.get("metricId", ""), f"{path}.metrics[{i}].metricId")
+        if metric["metricId"] in metric_ids:
+            raise ValidationError(f"{path}.metrics[{i}].metricId", f"duplicate {metric['metricId']!r}")
+        metric_ids.add(metric["metricId"])
+        if "goal" not in metric:
+            raise ValidationError(f"{path}.metrics[{i}].goal", "is required: MAXIMIZE or MINIMIZE")
+    params = spec.get("parameters") or []
+    if not params:
+        raise ValidationError(f"{path}.parameters", "at least one parameter is required")
+    seen: set[str] = set()
+    for i, param in enumerate(params):
+        kind = _check_parameter(param, f"{path}.parameters[{i}]", seen)
+        if spec.get("algorithm") == "GRID_SEARCH" and kind == "DOUBLE":
+            raise ValidationError(
+                f"{path}.parameters[{i}]", "GRID_SEARCH needs INTEGER, CATEGORICAL or DISCRETE parameters"
+            )
+    stopping = [name for name in _STOPPING_SPECS if name in spec]
+    if len(stopping) > 1:
+        raise ValidationError(path, f"set at most one of {', '.join(_STOPPING_SPECS)}")
+
+
+def _typed(values: Sequence[Any], kind: str) -> list[Any]:
+    if kind == "INTEGER":
+        return [int(v) for v in values]
+    if kind == "DISCRETE":
+        return [float(v) for v in values]
+    return [str(v) for v in values]
+
+
+def _flatten(
+    param: Mapping[str, Any], out: list[dict[str, Any]], parent: tuple[str, list[Any]] | None
+) -> None:
+    kind = parameter_type(param, param["parameterId"])
+    flat: dict[str, Any] = {"parameterName": param["parameterId"], "type": kind}
+    scale = param.get("scaleType", "SCALE_TYPE_UNSPECIFIED")
+    if scale != "SCALE_TYPE_UNSPECIFIED":
+        flat["scaleType"] = scale
+    if kind == "CATEGORICAL":
+        flat["categoricalValues"] = list(param["categoricalValueSpec"]["values"])
+    elif kind == "DISCRETE":
+        flat["discreteValues"] = [float(v) for v in param["discreteValueSpec"]["values"]]
+    else:
+        spec = param["doubleValueSpec" if kind == "DOUBLE" else "integerValueSpec"]
+        cast = float if kind == "DOUBLE" else int
+        flat.update(minValue=cast(spec["minValue"]), maxValue=cast(spec["maxValue"]))
+    if parent is not None:
+        flat.update(parent=parent[0], parentValues=parent[1])
+    out.append(flat)
+    for child in param.get("conditionalParameterSpecs") or []:
+        condition = next(c for c in _PARENT_CONDITIONS if c in child)
+        values = _typed(child[condition]["values"], kind)
+        _flatten(child["parameterSpec"], out, (param["parameterId"], values))
+
+
+def search_spec(job: Mapping[str, Any]) -> dict[str, Any]:
+    """A validated HyperparameterTuningJob as the tuner's search spec (ml v1 vocabulary)."""
+    study = job["studySpec"]
+    metric = study["metrics"][0]
+    params: list[dict[str, Any]] = []
+    for param in study["parameters"]:
+        _flatten(param, params, None)
+    selection = study.get("measurementSelectionType", "MEASUREMENT_SELECTION_TYPE_UNSPECIFIED")
+    others = (
+        {"otherMetricTags": [m["metricId"] for m in study["metrics"][1:]]}
+        if len(study["metrics"]) > 1
+        else {}
+    )
+    return {
+        **others,
+        "goal": "MINIMIZE" if metric["goal"] == "MINIMIZE" else "MAXIMIZE",
+        "hyperparameterMetricTag": metric["metricId"],
+        "params": params,
+        "algorithm": study.get("algorithm", "ALGORITHM_UNSPECIFIED"),
+        "maxTrials": job["maxTrialCount"],
+        "maxParallelTrials": job["parallelTrialCount"],
+        "maxFailedTrials": job.get("maxFailedTrialCount", 0),
+        "enableTrialEarlyStopping": any(name in study for name in _STOPPING_SPECS),
+        "measurementSelection": "BEST" if selection == "BEST_MEASUREMENT" else "LAST",
+    }
+
+
+def trial_parameter_value(value: str, kind: str) -> Any:
+    """A trial's hyperparameter as ``TrialParameter.value``: a number, or a string if CATEGORICAL."""
+    if kind == "INTEGER":
+        return int(float(value))
+    if kind in ("DOUBLE", "DISCRETE"):
+        return float(value)
+    return value

@@ -1,0 +1,179 @@
+"""What the one executor runs, whichever API submitted the job: an :class:`ExecutionPlan`.
+
+The executor (:mod:`.execution`, :mod:`.runner`, :mod:`.trials`) never reads a wire format. Each
+API face stores its job as it answers it, and this module turns a stored job into a plan:
+
+- ml v1: ``trainingInput`` -> master/worker/ps/evaluator replicas named ``master-replica-0``...,
+  ``--job-dir`` appended, ``scheduling.maxRunningTime`` cancelling the job;
+- aiplatform v1: ``workerPoolSpecs[0..3]`` -> pools named ``workerpool0-0``... (TF_CONFIG roles
+  chief/worker/ps/evaluator), ``pythonPackageSpec.env`` set, AIP_* directories under
+  ``baseOutputDirectory``, ``scheduling.timeout`` failing the job, ``studySpec`` translated to
+  the tuner's search spec once (:func:`airflow_aip.jobs.vertex_study.search_spec`).
+
+``executorImageUri`` is recorded but not run: locally a package runs in a venv of this machine's
+Python (:mod:`.environments`), not in that image.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
+from airflow_aip.jobs.vertex_study import search_spec
+
+VERTEX_KINDS = ("customJobs", "hyperparameterTuningJobs")
+_CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
+_ML_ROLES = (
+    ("master", "master"),
+    ("worker", "worker"),
+    ("ps", "parameterServer"),
+    ("evaluator", "evaluator"),
+)
+_TF_ROLES = ("chief", "worker", "ps", "evaluator")
+
+
+def snake_case_keys(value: Any) -> Any:
+    """TF_CONFIG's ``job`` uses the proto field names (``package_uris``), not JSON's camelCase."""
+    if isinstance(value, Mapping):
+        return {_CAMEL.sub("_", str(k)).lower(): snake_case_keys(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [snake_case_keys(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class PoolPlan:
+    """One pool of identical replicas: ``count`` processes of ``python -m module args``."""
+
+    cluster_key: str  # CLUSTER_SPEC's key: master/worker/ps/evaluator (ml v1), workerpool0.. (Vertex)
+    tf_key: str  # TF_CONFIG's key: master or chief, worker, ps, evaluator
+    task_prefix: str  # task names are f"{task_prefix}{index}": master-replica-0, workerpool0-0
+    count: int
+    python_module: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    # Listed in CLUSTER_SPEC: AI Platform left evaluators out, Vertex lists every pool.
+    in_cluster: bool = True
+
+    def task_name(self, index: int) -> str:
+        return f"{self.task_prefix}{index}"
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    """Everything the executor needs to run one stored job, in neither API's vocabulary."""
+
+    job_id: str
+    project_env: str  # CLOUD_ML_PROJECT_ID (the project number on Vertex)
+    package_uris: tuple[str, ...]
+    pools: tuple[PoolPlan, ...]
+    job_json: Mapping[str, Any]  # TF_CONFIG / CLUSTER_SPEC "job"
+    output_base: str | None = None  # AIP_MODEL_DIR... live under it
+    job_dir_arg: str | None = None  # ml v1 appends --job-dir
+    extra_env: tuple[tuple[str, str], ...] = ()
+    run_limit: str | None = None
+    run_limit_field: str = "scheduling.maxRunningTime"
+    run_limit_state: JobState = JobState.CANCELLED
+    max_wait_time: str | None = None
+    # Where the record keeps when RUNNING began, if the API reports it (Vertex's startTime does;
+    # ml v1's startTime is when the job left the queue, which the executor records for both).
+    running_since_field: str | None = None
+    tuning: Mapping[str, Any] | None = None
+    metric_tag: str = DEFAULT_METRIC_TAG
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def primary(self) -> PoolPlan:
+        return self.pools[0]
+
+
+def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
+    """An ml v1 Job: the replicas of its scale tier (counts exist in CUSTOM only)."""
+    ti = job["trainingInput"]
+    master_key = "chief" if ti.get("useChiefInTfConfig") else "master"
+    pools = [PoolPlan("master", master_key, "master-replica-", 1, "")]
+    if ti.get("scaleTier") == "CUSTOM":
+        for role, name in _ML_ROLES[1:]:
+            count = int(ti.get(f"{name}Count", "0") or 0)
+            if count:
+                in_cluster = role != "evaluator"
+                pools.append(PoolPlan(role, role, f"{role}-replica-", count, "", in_cluster=in_cluster))
+    module, args = str(ti["pythonModule"]), tuple(ti.get("args", []))
+    pools = [
+        PoolPlan(p.cluster_key, p.tf_key, p.task_prefix, p.count, module, args, in_cluster=p.in_cluster)
+        for p in pools
+    ]
+    job_json = dict(snake_case_keys(dict(ti)), job_name=f"projects/{project}/jobs/{job['jobId']}")
+    scheduling = ti.get("scheduling") or {}
+    hyperparameters = ti.get("hyperparameters")
+    return ExecutionPlan(
+        job_id=str(job["jobId"]),
+        project_env=project,
+        package_uris=tuple(ti["packageUris"]),
+        pools=tuple(pools),
+        job_json=job_json,
+        output_base=ti.get("jobDir"),
+        job_dir_arg=ti.get("jobDir"),
+        run_limit=scheduling.get("maxRunningTime"),
+        max_wait_time=scheduling.get("maxWaitTime"),
+        tuning=hyperparameters,
+        metric_tag=(hyperparameters or {}).get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG,
+    )
+
+
+def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], list[str]]:
+    pools: list[PoolPlan] = []
+    uris: list[str] = []
+    images: list[str] = []
+    for index, pool in enumerate(spec["workerPoolSpecs"]):
+        count = int(pool.get("replicaCount", "1" if index == 0 else "0") or 0)
+        package = pool.get("pythonPackageSpec")
+        if not count or not package:
+            continue
+        uris += [u for u in package["packageUris"] if u not in uris]
+        images.append(package["executorImageUri"])
+        env = tuple((str(v["name"]), str(v.get("value", ""))) for v in package.get("env") or [])
+        key = f"workerpool{index}"
+        module, args = package["pythonModule"], tuple(package.get("args") or ())
+        pools.append(PoolPlan(key, _TF_ROLES[index], f"{key}-", count, module, args, env))
+    return pools, uris, images
+
+
+def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
+    """A stored aiplatform v1 job (:mod:`.vertex_service`'s record) as a plan."""
+    resource = record["resource"]
+    tuning_job = record["kind"] == "hyperparameterTuningJobs"
+    spec = resource["trialJobSpec"] if tuning_job else resource["jobSpec"]
+    pools, uris, images = _vertex_pools(spec)
+    tuning = search_spec(resource) if tuning_job else None
+    extra = (("CLOUD_ML_REGION", str(record["location"])), ("AIP_JOB_NAME", str(resource["name"])))
+    return ExecutionPlan(
+        job_id=str(record["jobId"]),
+        project_env=str(record["projectNumber"]),
+        package_uris=tuple(uris),
+        pools=tuple(pools),
+        job_json=snake_case_keys(dict(spec)),
+        output_base=(spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"),
+        extra_env=extra,
+        run_limit=(spec.get("scheduling") or {}).get("timeout"),
+        run_limit_field="scheduling.timeout",
+        run_limit_state=JobState.FAILED,
+        running_since_field="runningSince",
+        tuning=tuning,
+        metric_tag=tuning["hyperparameterMetricTag"] if tuning else DEFAULT_METRIC_TAG,
+        notes=tuple(
+            f"executorImageUri {image} recorded; locally the package runs in a venv of the service's "
+            "Python, not in that container image"
+            for image in dict.fromkeys(images)
+        ),
+    )
+
+
+def execution_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
+    """The plan for a stored job of either API."""
+    if job.get("kind") in VERTEX_KINDS:
+        return vertex_plan(job)
+    return ml_plan(project, job)

@@ -1,0 +1,200 @@
+"""How a stored Vertex job is answered: the resource, its trials, and the CustomJob of each trial.
+
+Neutral executor states become ``JOB_STATE_*``; a failed job gets ``error.code`` 3 (what Vertex
+reports for a replica that exited non-zero), a cancelled one code 1 (CANCELLED). Trials become
+Vertex ``Trial`` objects: ACTIVE while running, SUCCEEDED with a ``finalMeasurement``, and
+INFEASIBLE (Vertex has no FAILED trial) with an ``infeasibleReason`` otherwise. Each trial names
+its own CustomJob (the tuning job's ID plus the trial number), which a GET answers as a CustomJob
+with the trial's arguments and its ``{base}/{trialId}/`` output directory.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs import JobState
+from airflow_aip.jobs.locations import AIPLATFORM_V1
+from airflow_aip.jobs.schema import schema
+from airflow_aip.jobs.vertex_study import search_spec, trial_parameter_value
+
+CUSTOM_JOBS = "customJobs"
+TUNING_JOBS = "hyperparameterTuningJobs"
+MAX_TRIAL_LOOKUP = 1000  # trials past this number have no gettable CustomJob
+JOB_STATES = {
+    JobState.STATE_UNSPECIFIED: "JOB_STATE_UNSPECIFIED",
+    JobState.QUEUED: "JOB_STATE_QUEUED",
+    JobState.PREPARING: "JOB_STATE_PENDING",
+    JobState.RUNNING: "JOB_STATE_RUNNING",
+    JobState.SUCCEEDED: "JOB_STATE_SUCCEEDED",
+    JobState.FAILED: "JOB_STATE_FAILED",
+    JobState.CANCELLING: "JOB_STATE_CANCELLING",
+    JobState.CANCELLED: "JOB_STATE_CANCELLED",
+}
+CANCELLED_CODE = 1  # google.rpc.Code.CANCELLED
+FAILED_CODE = 3  # what Vertex reports for "The replica workerpool0-0 exited with a non-zero status"
+
+
+def _trial_job_id(job_id: str, trial_id: str) -> str:
+    """The ID named in ``Trial.customJob``: the tuning job's ID plus the trial number."""
+    return str(int(job_id) + int(trial_id))
+
+
+def _error(state: JobState, message: str | None) -> dict[str, Any] | None:
+    if state is JobState.FAILED:
+        return {"code": FAILED_CODE, "message": message or "Job failed."}
+    if state is JobState.CANCELLED:
+        return {"code": CANCELLED_CODE, "message": message or "CANCELED"}
+    return None
+
+
+def render(record: Mapping[str, Any], *, with_trials: bool = True) -> dict[str, Any]:
+    """A stored record as the Vertex resource Google would answer."""
+    resource = dict(record["resource"])
+    state = JobState.parse(record.get("state"))
+    resource["state"] = JOB_STATES[state]
+    times = [str(record["createTime"])]
+    # "startTime: Time when the job first entered JOB_STATE_RUNNING"
+    for name, stored in (("startTime", "runningSince"), ("endTime", "endTime")):
+        if record.get(stored):
+            resource[name] = record[stored]
+            times.append(str(record[stored]))
+    error = _error(state, record.get("errorMessage"))
+    if error:
+        resource["error"] = error
+    if record["kind"] == TUNING_JOBS:
+        trials = (record.get("trainingOutput") or {}).get("trials") or []
+        times += [str(t[k]) for t in trials for k in ("startTime", "endTime") if t.get(k)]
+        if with_trials and trials:
+            resource["trials"] = render_trials(record, trials)
+    resource["updateTime"] = max(times)
+    return resource
+
+
+# Vertex trials have no FAILED: a trial that ends without a final measurement is INFEASIBLE.
+_TRIAL_STATES = {
+    "RUNNING": "ACTIVE",
+    "SUCCEEDED": "SUCCEEDED",
+    "FAILED": "INFEASIBLE",
+    "CANCELLED": "INFEASIBLE",
+}
+
+
+def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The executor's trials as Vertex ``Trial`` objects."""
+    resource = record["resource"]
+    spec = search_spec(resource)
+    kinds = {p["parameterName"]: p["type"] for p in spec["params"]}
+    parent = resource["name"].split(f"/{TUNING_JOBS}/")[0]
+    out = []
+    for trial in trials:
+        state = _TRIAL_STATES.get(str(trial.get("state")), "REQUESTED")
+        metric = trial.get("finalMetric")
+        if state == "SUCCEEDED" and not metric:
+            state = "INFEASIBLE"  # "done but missing the final_measurement"
+        shown: dict[str, Any] = {
+            "id": trial["trialId"],
+            "state": state,
+            "parameters": [
+                {"parameterId": name, "value": trial_parameter_value(value, kinds[name])}
+                for name, value in trial.get("hyperparameters", {}).items()
+            ],
+            "startTime": trial.get("startTime"),
+            "customJob": f"{parent}/customJobs/{_trial_job_id(record['jobId'], trial['trialId'])}",
+        }
+        if trial.get("endTime"):
+            shown["endTime"] = trial["endTime"]
+        metric_id = spec["hyperparameterMetricTag"]
+        if trial.get("allMetrics"):
+            shown["measurements"] = [_measurement(point, metric_id) for point in trial["allMetrics"]]
+        if metric:
+            shown["finalMeasurement"] = _measurement(metric, metric_id)
+            others = trial.get("otherMetrics") or {}
+            shown["finalMeasurement"]["metrics"] += [{"metricId": k, "value": v} for k, v in others.items()]
+        if state == "INFEASIBLE":
+            shown["infeasibleReason"] = _infeasible_reason(trial)
+        out.append(shown)
+    return out
+
+
+def _measurement(point: Mapping[str, Any], metric_id: str) -> dict[str, Any]:
+    """ml v1's ``{trainingStep, objectiveValue}`` as a Vertex ``Measurement``."""
+    return {
+        "stepCount": str(point.get("trainingStep", "0")),
+        "metrics": [{"metricId": metric_id, "value": point["objectiveValue"]}],
+    }
+
+
+def _infeasible_reason(trial: Mapping[str, Any]) -> str:
+    if trial.get("state") == "CANCELLED":
+        return "The trial was stopped with its job."
+    if trial.get("state") == "FAILED":
+        return "The trial's CustomJob failed."
+    return "The trial reported no final measurement."
+
+
+def _camel(segment: str) -> str:
+    head, *rest = segment.split("_")
+    return head + "".join(part[:1].upper() + part[1:] for part in rest)
+
+
+def apply_read_mask(resource: Mapping[str, Any], mask: str | None, schema_name: str) -> dict[str, Any]:
+    """Only the fields a ``readMask`` names (``name,state,job_spec.worker_pool_specs``); all without one."""
+    if not mask:
+        return dict(resource)
+    known = schema(schema_name, AIPLATFORM_V1)["properties"]
+    out: dict[str, Any] = {}
+    for path in filter(None, (p.strip() for p in mask.split(","))):
+        segments = [_camel(s) for s in path.split(".")]
+        if segments[0] not in known:
+            raise ValidationError("readMask", f"unknown field {path!r}")
+        source: Any = resource
+        target = out
+        for i, segment in enumerate(segments):
+            if not isinstance(source, Mapping) or segment not in source:
+                break
+            if i == len(segments) - 1:
+                target[segment] = source[segment]
+            else:
+                target = target.setdefault(segment, {})
+                source = source[segment]
+    return out
+
+
+def trial_custom_job(record: Mapping[str, Any], trial_id: str) -> dict[str, Any] | None:
+    """The CustomJob of one trial of a stored tuning job, as a GET of ``Trial.customJob`` answers it."""
+    trials = (record.get("trainingOutput") or {}).get("trials") or []
+    trial = next((t for t in trials if t.get("trialId") == trial_id), None)
+    if trial is None:
+        return None
+    resource = record["resource"]
+    spec = copy.deepcopy(resource["trialJobSpec"])
+    flags = [f"--{name}={value}" for name, value in trial.get("hyperparameters", {}).items()]
+    for pool in spec["workerPoolSpecs"]:
+        if "pythonPackageSpec" in pool:
+            package = pool["pythonPackageSpec"]
+            package["args"] = [*package.get("args", []), *flags]
+    if "baseOutputDirectory" in spec:
+        base = spec["baseOutputDirectory"]["outputUriPrefix"].rstrip("/")
+        spec["baseOutputDirectory"] = {"outputUriPrefix": f"{base}/{trial_id}/"}
+    state = JobState.parse(trial.get("state"))
+    parent = resource["name"].split(f"/{TUNING_JOBS}/")[0]
+    shown: dict[str, Any] = {
+        "name": f"{parent}/{CUSTOM_JOBS}/{_trial_job_id(record['jobId'], trial_id)}",
+        "displayName": f"{resource['displayName']}-trial-{trial_id}"[:128],
+        "jobSpec": spec,
+        "state": JOB_STATES[state],
+        "createTime": trial.get("startTime"),
+        "startTime": trial.get("startTime"),
+        "updateTime": trial.get("endTime") or trial.get("startTime"),
+    }
+    if resource.get("labels"):
+        shown["labels"] = dict(resource["labels"])
+    if trial.get("endTime"):
+        shown["endTime"] = trial["endTime"]
+    error = _error(state, f"Trial {trial_id} of {resource['name']}: {_infeasible_reason(trial)}")
+    if error:
+        shown["error"] = error
+    return shown

@@ -1,0 +1,206 @@
+"""The aiplatform v1 face: Vertex AI ``customJobs`` and ``hyperparameterTuningJobs`` over the one executor.
+
+A job is stored as a record the executor understands (``jobId``, neutral ``state``, times,
+``errorMessage``, ``trainingOutput``) around the Vertex resource as created (``resource``), under
+the project *number*: names come back as ``projects/<number>/locations/<loc>/customJobs/<id>``,
+and a path may give the project ID or the number. IDs are server-assigned, 19 digits. Each answer
+is rendered from the record: ``JOB_STATE_*`` names, ``error`` with code 1 for a cancelled job and
+3 for a failed one, trials as Vertex ``Trial`` objects (ACTIVE, SUCCEEDED, INFEASIBLE) with typed
+parameters and a ``finalMeasurement``; lists leave ``trials`` out, as Google's do.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_aip.exceptions import JobNotFoundError, ValidationError
+from airflow_aip.jobs import JobState
+from airflow_aip.jobs.locations import check_location
+from airflow_aip.jobs.vertex import (
+    CUSTOM_JOB_SCHEMA,
+    TUNING_JOB_SCHEMA,
+    validate_custom_job,
+    validate_tuning_job,
+)
+from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.filters import VERTEX_JOB_FILTER_FIELDS, parse_filter
+from airflow_aip.local.service import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
+    FailedPreconditionError,
+    TrainingService,
+    decode_page_token,
+    encode_page_token,
+)
+from airflow_aip.local.store import project_number, validate_project
+from airflow_aip.local.vertex_render import (
+    CUSTOM_JOBS,
+    JOB_STATES,
+    MAX_TRIAL_LOOKUP,
+    TUNING_JOBS,
+    apply_read_mask,
+    render,
+    trial_custom_job,
+)
+
+_RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
+_SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
+
+
+def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
+    for index, pool in enumerate(spec.get("workerPoolSpecs") or []):
+        if "containerSpec" in pool:
+            raise ValidationError(
+                f"{path}.workerPoolSpecs[{index}].containerSpec",
+                "custom containers are not supported by the local training service (there is no container "
+                "engine here): use pythonPackageSpec with packageUris and pythonModule instead",
+            )
+
+
+def _job_id() -> str:
+    """A 19-digit job ID, as Vertex assigns (never starting with a letter: ml v1 IDs always do)."""
+    return str(10**18 + secrets.randbelow(9 * 10**18))
+
+
+class VertexJobs:
+    """create, get, list, cancel and delete for both Vertex job kinds, on a TrainingService."""
+
+    def __init__(self, service: TrainingService) -> None:
+        self.service = service
+        self.store = service.store
+
+    # -- names --------------------------------------------------------------------------------
+
+    @staticmethod
+    def parent(project: str, location: str) -> tuple[str, str]:
+        """``(project number, location)`` of a request path; a location Vertex does not serve is a 400."""
+        validate_project(project)
+        check_location(location, "parent")
+        return project_number(project), location
+
+    def _record(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
+        number, location = self.parent(project, location)
+        name = f"projects/{number}/locations/{location}/{kind}/{job_id}"
+        try:
+            job = self.store.get(number, job_id) if job_id.isdigit() else None
+        except JobNotFoundError:
+            job = None
+        if job is None or job.get("kind") != kind or job.get("location") != location:
+            raise JobNotFoundError(404, f"The {_RESOURCE_NAMES[kind]} {name} does not exist.")
+        return job
+
+    # -- the API -------------------------------------------------------------------------------
+
+    def create(self, kind: str, project: str, location: str, body: Any) -> dict[str, Any]:
+        number, location = self.parent(project, location)
+        if kind == CUSTOM_JOBS:
+            resource = validate_custom_job(body)
+            _reject_containers(resource["jobSpec"], "jobSpec")
+        else:
+            resource = validate_tuning_job(body)
+            _reject_containers(resource["trialJobSpec"], "trialJobSpec")
+        job_id = _job_id()
+        created = rfc3339()
+        resource.update(name=f"projects/{number}/locations/{location}/{kind}/{job_id}", createTime=created)
+        record = {
+            "jobId": job_id,
+            "kind": kind,
+            "location": location,
+            "projectNumber": number,
+            "projectId": project if not project.isdigit() else number,
+            "resource": resource,
+            "state": JobState.QUEUED.value,
+            "createTime": created,
+        }
+        return render(self.service.submit(number, record))
+
+    def get(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
+        try:
+            return render(self._record(kind, project, location, job_id))
+        except JobNotFoundError:
+            trial_job = self._trial_custom_job(kind, project, location, job_id)
+            if trial_job is None:
+                raise
+            return trial_job
+
+    def _trial_custom_job(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any] | None:
+        """The CustomJob a tuning job's trial names (``Trial.customJob``: the tuning job's ID + trial)."""
+        if kind != CUSTOM_JOBS or not job_id.isdigit():
+            return None
+        number, location = self.parent(project, location)
+        for trial in range(1, MAX_TRIAL_LOOKUP + 1):
+            try:
+                record = self.store.get(number, str(int(job_id) - trial))
+            except JobNotFoundError:
+                continue
+            if record.get("kind") == TUNING_JOBS and record.get("location") == location:
+                return trial_custom_job(record, str(trial))
+        return None
+
+    def list(
+        self,
+        kind: str,
+        project: str,
+        location: str,
+        filter_text: str | None,
+        page_size: int | None,
+        page_token: str | None,
+        read_mask: str | None,
+    ) -> dict[str, Any]:
+        number, location = self.parent(project, location)
+        node = parse_filter(filter_text, VERTEX_JOB_FILTER_FIELDS)
+        if page_size is not None and page_size < 0:
+            raise ValidationError("pageSize", f"must not be negative, got {page_size}")
+        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
+        before = decode_page_token(page_token)
+        matching: list[tuple[int, dict[str, Any]]] = []
+        for seq, job in self.store.list_jobs(number):
+            if (before is not None and seq >= before) or job.get("kind") != kind:
+                continue
+            if job.get("location") != location:
+                continue
+            shown = render(job, with_trials=False)
+            if node is None or node.matches(shown):
+                matching.append((seq, apply_read_mask(shown, read_mask, _SCHEMAS[kind])))
+                if len(matching) > size:
+                    break
+        response: dict[str, Any] = {}
+        if matching:
+            response[kind] = [job for _, job in matching[:size]]
+        if len(matching) > size:
+            response["nextPageToken"] = encode_page_token(matching[size - 1][0])
+        return response
+
+    def cancel(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
+        record = self._record(kind, project, location, job_id)
+        state = JobState.parse(record.get("state"))
+        if state.is_terminal:
+            raise FailedPreconditionError(
+                f"The {_RESOURCE_NAMES[kind]} {record['resource']['name']} is already {JOB_STATES[state]} "
+                "and cannot be cancelled."
+            )
+        self.service.cancel_job(record["projectNumber"], job_id)
+        return {}
+
+    def delete(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
+        record = self._record(kind, project, location, job_id)
+        state = JobState.parse(record.get("state"))
+        if not state.is_terminal:
+            raise FailedPreconditionError(
+                f"The {_RESOURCE_NAMES[kind]} {record['resource']['name']} is {JOB_STATES[state]}: "
+                "cancel it and wait until it ends before deleting it."
+            )
+        self.store.delete(record["projectNumber"], job_id)
+        now = rfc3339()
+        operation = f"{record['resource']['name']}/operations/{_job_id()}"
+        return {
+            "name": operation,
+            "done": True,
+            "metadata": {
+                "@type": "type.googleapis.com/google.cloud.aiplatform.v1.DeleteOperationMetadata",
+                "genericMetadata": {"createTime": now, "updateTime": now},
+            },
+            "response": {"@type": "type.googleapis.com/google.protobuf.Empty"},
+        }
