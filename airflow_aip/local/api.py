@@ -104,9 +104,18 @@ def _page_size(value: str | None) -> int | None:
 
 
 def create_app(service: TrainingService) -> FastAPI:
-    """The ASGI app serving ``service``."""
+    """The ASGI app serving ``service``: Google's error envelope, then one face per API."""
     app = FastAPI(title="aip-local", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodySizeLimit)
+    _add_error_envelope(app)
+    _add_ml_routes(app, service)
+    add_vertex_routes(app, VertexJobs(service), _json_body)
+    _add_logging_routes(app, service)
+    return app
+
+
+def _add_error_envelope(app: FastAPI) -> None:
+    """Every error as Google's APIs send it (``code``, ``message``, ``status``), 400s naming the field."""
 
     @app.exception_handler(ValidationError)
     async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
@@ -138,6 +147,10 @@ def create_app(service: TrainingService) -> FastAPI:
     async def internal(_: Request, exc: Exception) -> JSONResponse:
         return google_error(500, f"Internal error in the local training service: {exc!r}")
 
+
+def _add_ml_routes(app: FastAPI, service: TrainingService) -> None:
+    """ml v1 ``projects.jobs``: create, list, get, cancel."""
+
     @app.get("/")
     async def root() -> dict[str, Any]:
         apis = ["ml/v1", "aiplatform/v1", "logging/v2"]
@@ -165,7 +178,9 @@ def create_app(service: TrainingService) -> FastAPI:
         await _json_body(request)  # CancelJobRequest is empty; a broken body is still an error
         return await run_in_threadpool(service.cancel_job, project, job_id)
 
-    add_vertex_routes(app, VertexJobs(service), _json_body)
+
+def _add_logging_routes(app: FastAPI, service: TrainingService) -> None:
+    """Cloud Logging v2 ``entries.list`` over every job's log."""
 
     @app.post("/v2/entries:list")
     async def entries_list(request: Request) -> Any:
@@ -173,5 +188,3 @@ def create_app(service: TrainingService) -> FastAPI:
         if not isinstance(body, dict):
             raise ValidationError("body", "must be a JSON object")
         return await run_in_threadpool(list_entries, service.store, body)
-
-    return app

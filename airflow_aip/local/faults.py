@@ -162,24 +162,33 @@ def parse_rule(data: Any) -> FaultRule:
     when = data.get("when", "before")
     if when not in WHEN:
         raise ValidationError("rule.when", f"must be 'before' or 'after'; got {when!r}")
+    kind = _kind(data)
+    count = _whole(data, "count", 1, "a positive integer")
+    seconds = _seconds(data, "seconds")
+    if kind == "delay" and not seconds:
+        raise ValidationError("rule.seconds", "a delay needs a positive number of seconds")
+    skip = _whole(data, "skip", 0, "a non-negative integer")
+    for_seconds = _seconds(data, "for_seconds")
+    if for_seconds and "count" in data:
+        raise ValidationError("rule.count", "a rule with for_seconds has no count: it lasts that long")
+    return FaultRule(method, when, kind, count, seconds, skip, for_seconds)
+
+
+def _kind(data: Mapping[str, Any]) -> Any:
     kind = data.get("kind")
     if isinstance(kind, str) and kind.isdigit():
         kind = int(kind)
     if kind not in KINDS or isinstance(kind, bool):
         raise ValidationError("rule.kind", f"must be one of {', '.join(map(str, KINDS))}; got {kind!r}")
-    count = data.get("count", 1)
-    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise ValidationError("rule.count", f"must be a positive integer; got {count!r}")
-    seconds = _seconds(data, "seconds")
-    if kind == "delay" and not seconds:
-        raise ValidationError("rule.seconds", "a delay needs a positive number of seconds")
-    skip = data.get("skip", 0)
-    if not isinstance(skip, int) or isinstance(skip, bool) or skip < 0:
-        raise ValidationError("rule.skip", f"must be a non-negative integer; got {skip!r}")
-    for_seconds = _seconds(data, "for_seconds")
-    if for_seconds and "count" in data:
-        raise ValidationError("rule.count", "a rule with for_seconds has no count: it lasts that long")
-    return FaultRule(method, when, kind, count, seconds, skip, for_seconds)
+    return kind
+
+
+def _whole(data: Mapping[str, Any], name: str, default: int, rule: str) -> int:
+    """A whole number at least ``default`` (1 for count, 0 for skip)."""
+    value = data.get(name, default)
+    if not isinstance(value, int) or isinstance(value, bool) or value < default:
+        raise ValidationError(f"rule.{name}", f"must be {rule}; got {value!r}")
+    return value
 
 
 def _seconds(data: Mapping[str, Any], name: str) -> float:
@@ -313,6 +322,12 @@ class FaultInjection:
                 return
             await asyncio.sleep(fault.seconds)
             fault = None
+        await self._serve(scope, receive, send, method, fault)
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, method: str, fault: Fault | None
+    ) -> None:
+        """The app answers; an ``after`` fault then replaces (or delays) that answer, once applied."""
         held: list[Message] = []
 
         async def answer(message: Message) -> None:

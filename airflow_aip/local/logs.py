@@ -96,14 +96,8 @@ def _token(offset: int) -> str:
     return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
 
 
-def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
-    """Cloud Logging ``entries.list`` over the stored job logs.
-
-    ``resourceNames`` must name projects; ``filter`` is the usual filter language (a
-    ``resource.labels.job_id="..."`` term narrows the scan to that job); ``orderBy`` is
-    ``timestamp asc`` (default) or ``timestamp desc``.
-    """
-    names = request.get("resourceNames") or []
+def _projects(names: Any) -> list[str]:
+    """The projects ``resourceNames`` names, each also by number (Vertex jobs are kept under it)."""
     if not isinstance(names, list) or not names:
         raise ValidationError("resourceNames", "at least one projects/<project> is required")
     projects = []
@@ -111,8 +105,18 @@ def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
         if not isinstance(name, str) or not name.startswith("projects/") or name.count("/") != 1:
             raise ValidationError("resourceNames", f"only projects/<project> is supported, got {name!r}")
         project = name.split("/", 1)[1]
-        # Vertex jobs are kept under the project number: projects/<id> finds them too.
         projects += [project, project_number(project)]
+    return projects
+
+
+def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
+    """Cloud Logging ``entries.list`` over the stored job logs.
+
+    ``resourceNames`` must name projects; ``filter`` is the usual filter language (a
+    ``resource.labels.job_id="..."`` term narrows the scan to that job); ``orderBy`` is
+    ``timestamp asc`` (default) or ``timestamp desc``.
+    """
+    projects = _projects(request.get("resourceNames"))
     node = parse_filter(request.get("filter"))
     wanted_job = required_equalities(node).get(("resource", "labels", "job_id"))
     order = str(request.get("orderBy") or "timestamp asc").strip().lower()
