@@ -105,7 +105,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
         universe = getattr(self.credentials_and_project[0], "universe_domain", None) or DEFAULT_UNIVERSE
         return f"https://{self.default_host}.{universe}/"
 
-    @property
+    @cached_property
     def is_local(self) -> bool:
         """Talking to an emulator (loopback or plain http): anonymous credentials, no token sent."""
         return self.endpoint is not None and is_emulator(self.endpoint)
@@ -126,6 +126,11 @@ class GoogleApiHook(GoogleCloudBaseHook):
                 "project_id", "is required: pass it to the task or set 'project' on the connection"
             )
         return project
+
+    @cached_property
+    def _retry_policy(self) -> dict[str, Any]:
+        """tenacity's arguments, the same for both paths (built once: a trigger polls for hours)."""
+        return retry_policy(self.retry_attempts, self.retry_max_wait, self.log, self.api_label)
 
     # -- sync --------------------------------------------------------------------------------
 
@@ -176,9 +181,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
                     break
             return _decoded(response, method)
 
-        for attempt in Retrying(
-            **retry_policy(self.retry_attempts, self.retry_max_wait, self.log, self.api_label)
-        ):
+        for attempt in Retrying(**self._retry_policy):
             with attempt:
                 return once()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
@@ -248,8 +251,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
                     break
             return _decoded(response, method)
 
-        policy = retry_policy(self.retry_attempts, self.retry_max_wait, self.log, self.api_label)
-        async for attempt in AsyncRetrying(**policy):
+        async for attempt in AsyncRetrying(**self._retry_policy):
             with attempt:
                 return await once()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
