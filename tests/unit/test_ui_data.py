@@ -16,47 +16,12 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from airflow_aip.jobs import summarize_job
+from tests.fixtures.tuning_job import SUMMARY
 
 DAG, RUN = "aip_training_pipeline", "manual__2026-11-23T10:00:00+00:00"
 T0 = datetime(2026, 11, 23, 10, tzinfo=timezone.utc)
 
 
-def _trial(n: int, c: str, accuracy: float | None, state: str = "SUCCEEDED") -> dict[str, Any]:
-    trial: dict[str, Any] = {
-        "trialId": str(n),
-        "hyperparameters": {"C": c, "max_iter": str(10 * n)},
-        "state": state,
-        "startTime": f"2026-11-23T10:0{n}:00Z",
-        "endTime": f"2026-11-23T10:0{n}:30.5Z",
-    }
-    if accuracy is not None:
-        trial["finalMetric"] = {"trainingStep": str(n * 100), "objectiveValue": accuracy}
-    return trial
-
-
-JOB = {
-    "jobId": "iris_tuning_1",
-    "state": "SUCCEEDED",
-    "createTime": "2026-11-23T10:00:00Z",
-    "startTime": "2026-11-23T10:00:05Z",
-    "endTime": "2026-11-23T10:05:00Z",
-    "trainingInput": {
-        "hyperparameters": {
-            "goal": "MAXIMIZE",
-            "hyperparameterMetricTag": "accuracy",
-            "params": [
-                {"parameterName": "C", "type": "DOUBLE", "scaleType": "UNIT_LOG_SCALE"},
-                {"parameterName": "max_iter", "type": "INTEGER", "scaleType": "UNIT_LINEAR_SCALE"},
-            ],
-        }
-    },
-    "trainingOutput": {
-        "isHyperparameterTuningJob": True,
-        "trials": [_trial(1, "0.01", 0.81), _trial(2, "1.5", 0.95), _trial(3, "30", None, "FAILED")],
-    },
-}
-SUMMARY = summarize_job(JOB, "local-project")
 EXPORT = {
     "job_id": "iris_tuning_1",
     "trial_id": "2",

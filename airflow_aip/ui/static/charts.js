@@ -79,8 +79,13 @@ function metricPerTrial(job) {
   const y = scale(lo, hi, H - B - 8, T + 8, false);
   yAxis(root, lo, hi, y);
   const running = bestSoFar(job);
+  // A step line: the best so far holds until a trial beats it.
   const steps = [];
-  running.forEach((v, i) => { if (v !== null) steps.push(`${x(i)},${y(v)}`); });
+  running.forEach((v, i) => {
+    if (v === null) return;
+    if (steps.length) steps.push(`${x(i)},${y(running[i - 1])}`);
+    steps.push(`${x(i)},${y(v)}`);
+  });
   if (steps.length) root.append(svgEl("polyline", { class: "best-so-far", points: steps.join(" ") }, undefined));
   job.trials.forEach((t, i) => {
     root.append(svgEl("text", { x: x(i), y: H - B + 14, "text-anchor": "middle" }, t.id));
