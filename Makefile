@@ -49,8 +49,9 @@ test-dags: install
 demo: install
 	$(BIN)/python scripts/demo.py
 
+# DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
 ui: install
-	$(BIN)/python scripts/ui.py
+	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo)
 
 bench: install
 	$(BIN)/python -m bench.run
