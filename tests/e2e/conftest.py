@@ -24,7 +24,7 @@ import pytest
 
 from airflow_aip.local.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
-from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.local_service import ml_client, stage_trainer, storage_client
 
 E2E_DAGS = Path(__file__).resolve().parent / "dags"
 TOKEN_SECRET = "token-marker-e2e-41d7a2"
@@ -211,19 +211,36 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
 
 @dataclass
 class TuningRun:
-    """A finished run of the example pipeline: its tuning job's trials are in XCom."""
+    """A finished run of the example pipeline: its tuning job's trials are in XCom.
+
+    ``progress`` is what `make demo`'s progress display told while the run went (plain lines).
+    """
 
     dag_id: str
     run_id: str
     project: str
     state: str
+    progress: list[str]
 
 
 @pytest.fixture(scope="session")
 def tuning_run(airflow_stack: AirflowStack) -> TuningRun:
     """One pipeline run (3 trials) for the session, shared by the pipeline and the UI tests."""
+    from scripts.progress import ProgressTracker, Snapshot
+
+    stack, dag_id = airflow_stack, "aip_training_pipeline"
     project = f"e2e-{uuid.uuid4().hex[:8]}"
-    conf = {"bucket": airflow_stack.bucket, "project_id": project, "max_trials": 3, "max_parallel_trials": 2}
-    run_id = airflow_stack.trigger("aip_training_pipeline", conf)
-    state = airflow_stack.wait_for_run("aip_training_pipeline", run_id)
-    return TuningRun("aip_training_pipeline", run_id, project, state)
+    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 3, "max_parallel_trials": 2}
+    run_id = stack.trigger(dag_id, conf)
+    jobs = ml_client(stack.ml_url).projects().jobs()
+    tracker, progress = ProgressTracker(), []
+    deadline = time.monotonic() + 300
+    while True:  # looks at the run as `make demo` does, until it ended, and once more after
+        state = stack.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]
+        listed = jobs.list(parent=f"projects/{project}").execute().get("jobs", [])
+        progress += [e.text for e in tracker.update(Snapshot(stack.task_states(dag_id, run_id), listed))]
+        if state in TERMINAL_RUN_STATES:
+            return TuningRun(dag_id, run_id, project, state, progress)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{dag_id} {run_id} still {state} after 300s: {stack.task_states(dag_id, run_id)}")
+        time.sleep(1)

@@ -114,12 +114,12 @@ def test_training_job_tab_shows_the_jobs_trials(
     page = viewer_page
 
     page.goto(f"/dags/{tuning_run.dag_id}/runs/{quote(tuning_run.run_id, safe='')}/tasks/{TASK}")
-    page.get_by_role("tab", name="Training job").click()  # the plugin's tab, after Airflow's own
+    page.get_by_role("link", name="Training job", exact=True).click()  # the plugin's tab, after Airflow's own
     frame = page.frame_locator("iframe[title='Training job']")
 
     rows = frame.locator("table.trials tbody tr")
     expect(rows).to_have_count(len(trials), timeout=60_000)
-    expect(rows).to_have_attribute("data-trial", [t["trialId"] for t in trials])
+    assert [row.get_attribute("data-trial") for row in rows.all()] == [t["trialId"] for t in trials]
     expect(frame.locator("table.trials tr.best")).to_have_attribute(
         "data-trial", summary["best_trial"]["trialId"]
     )
@@ -145,7 +145,7 @@ def test_run_tab_and_browse_page_list_the_job(
     page = viewer_page
 
     page.goto(f"/dags/{tuning_run.dag_id}/runs/{quote(tuning_run.run_id, safe='')}")
-    page.get_by_role("tab", name="Training jobs").click()
+    page.get_by_role("link", name="Training jobs", exact=True).click()
     run_row = page.frame_locator("iframe[title='Training jobs']").locator(
         f"table.jobs tr[data-job='{job_id}']"
     )

@@ -2,7 +2,7 @@
 // The two charts of the task tab, as plain SVG. Every point carries its values as text (a <title>
 // for pointer users, an aria-label for screen readers), so the chart is never the only source.
 
-const W = 560, H = 240, L = 64, R = 16, T = 16, B = 40;
+const W = 420, H = 220, L = 60, R = 14, T = 14, B = 40;
 
 const better = (goal) => (goal === "MINIMIZE" ? (a, b) => a < b : (a, b) => a > b);
 const losing = new Set(["FAILED", "CANCELLED", "CANCELLING"]);
@@ -34,7 +34,7 @@ function ticks(lo, hi, log) {
 }
 
 function frame(label, xLabel, yLabel) {
-  const root = svgEl("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "group", "aria-label": label });
+  const root = svgEl("svg", { viewBox: `0 0 ${W} ${H}`, role: "group", "aria-label": label });
   root.append(svgEl("line", { class: "axis", x1: L, y1: H - B, x2: W - R, y2: H - B }),
               svgEl("line", { class: "axis", x1: L, y1: T, x2: L, y2: H - B }),
               svgEl("text", { x: (L + W - R) / 2, y: H - 6, "text-anchor": "middle" }, xLabel),

@@ -20,7 +20,7 @@ function trialsTable(job) {
   const columns = [
     { label: "Trial", cell: (t) => (t.id === job.best_trial_id ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : "") },
-    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => t.params[p.name] ?? "—", sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
+    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => (t.values[p.name] != null ? fmt(t.values[p.name], 4) : t.params[p.name] ?? "—"), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
     { label: metric, cell: (t) => fmt(t.objective, 6), sort: (t) => t.objective, numeric: true },
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
@@ -50,7 +50,7 @@ function drawJob(job, out) {
   const charts = el("div", { class: "charts" },
     figure(metricPerTrial(job), `${metric} of each trial (dots) and the best so far (line).`),
     ...job.parameters.map((p) => figure(metricAgainst(job, p), `${metric} against ${p.name}` + (p.log ? " on a log axis (log-scaled in the search)." : "."))));
-  out.append(el("h2", {}, "Trials"), charts, trialsTable(job));
+  out.append(el("h2", {}, "Trials"), trialsTable(job), charts);
 }
 
 render(() => getJson("task", params().toString()), (data, out) => {
