@@ -10,6 +10,7 @@ No cloud account, no network.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -70,6 +71,8 @@ def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
     """Show the run's progress until ``airflow dags test`` exits; its exit code."""
     from airflow_aip.hooks import TrainingJobHook
 
+    # The hook says once that there is no Airflow connection here (ADC): not news for the demo.
+    logging.getLogger("airflow.task.hooks.airflow_aip").setLevel(logging.WARNING)
     jobs = TrainingJobHook(project_id=PROJECT)
     tracker, printer = ProgressTracker(), printer_for()
     try:
@@ -109,6 +112,8 @@ def _report() -> bool:
     from airflow_aip.hooks import StorageHook, TrainingJobHook
     from airflow_aip.jobs import summarize_job
 
+    # The hook says once that there is no Airflow connection here (ADC): not news for the demo.
+    logging.getLogger("airflow.task.hooks.airflow_aip").setLevel(logging.WARNING)
     jobs = TrainingJobHook(project_id=PROJECT).list_jobs()
     storage = StorageHook()
     manifests = [o for o in storage.list(f"gs://{BUCKET}/models/iris/") if o.uri.endswith("/manifest.json")]

@@ -43,6 +43,7 @@ class ProgressTracker:
     """Remembers what was already told, so each start, end, state and trial is told once."""
 
     tasks: dict[str, str | None] = field(default_factory=dict)
+    started: set[str] = field(default_factory=set)
     job_states: dict[str, str] = field(default_factory=dict)
     trials_told: set[tuple[str, str]] = field(default_factory=set)
     best: dict[str, float] = field(default_factory=dict)
@@ -60,8 +61,10 @@ class ProgressTracker:
             if state == before:
                 continue
             self.tasks[task_id] = state
-            # A task seen only once it ended (a fast one, between two looks) still gets both lines.
-            if (state in RUNNING_TASK or state in ENDED_TASK) and before not in RUNNING_TASK:
+            # Told once, though a deferred task passes through "scheduled" on its way back; a task
+            # seen only once it ended (a fast one, between two looks) still gets both lines.
+            if (state in RUNNING_TASK or state in ENDED_TASK) and task_id not in self.started:
+                self.started.add(task_id)
                 events.append(Event("task_started", f"task {task_id} started"))
             if state in ENDED_TASK:
                 events.append(Event("task_ended", f"task {task_id} ended: {state}"))
@@ -94,7 +97,7 @@ class ProgressTracker:
         improves = best is None or (value is not None and (value > best if maximize else value < best))
         if value is not None and trial.get("state") == "SUCCEEDED" and improves:
             self.best[job_id] = best = value
-        params = " ".join(f"{k}={v}" for k, v in (trial.get("hyperparameters") or {}).items())
+        params = " ".join(f"{k}={_short(v)}" for k, v in (trial.get("hyperparameters") or {}).items())
         shown = f"{value:.4f}" if value is not None else "none"
         so_far = f"{best:.4f}" if best is not None else "none"
         return (
@@ -111,6 +114,14 @@ class ProgressTracker:
         if best is not None:
             parts.append(f"best: {best:.4f}")
         return " · ".join(parts)
+
+
+def _short(value: Any) -> str:
+    """A hyperparameter as people read it: 4 significant digits for a number, else as given."""
+    try:
+        return f"{float(value):.4g}"
+    except (TypeError, ValueError):
+        return str(value)
 
 
 class PlainPrinter:

@@ -17,7 +17,7 @@ def _job(state: str, *trials: tuple[str, str, float | None]) -> dict[str, Any]:
         trial: dict[str, Any] = {
             "trialId": trial_id,
             "state": trial_state,
-            "hyperparameters": {"C": trial_id},
+            "hyperparameters": {"C": f"{trial_id}.000123456", "kernel": "rbf"},
         }
         if value is not None:
             trial["finalMetric"] = {"objectiveValue": value}
@@ -45,6 +45,9 @@ RECORDED = [
         {**BEFORE, "tune": "deferred"}, [_job("RUNNING", ("1", "RUNNING", None), ("2", "SUCCEEDED", 0.9))]
     ),
     Snapshot(
+        {**BEFORE, "tune": "scheduled"}, [_job("RUNNING", ("1", "RUNNING", None), ("2", "SUCCEEDED", 0.9))]
+    ),
+    Snapshot(
         {**BEFORE, "tune": "running"},
         [_job("SUCCEEDED", ("1", "SUCCEEDED", 0.95), ("2", "SUCCEEDED", 0.9), ("3", "FAILED", None))],
     ),
@@ -63,9 +66,9 @@ EXPECTED = [
     "task tune started",
     "job iris_1: QUEUED",
     "job iris_1: RUNNING",
-    "trial 2 SUCCEEDED: C=2  accuracy=0.9000  best so far=0.9000",
-    "trial 1 SUCCEEDED: C=1  accuracy=0.9500  best so far=0.9500",
-    "trial 3 FAILED: C=3  accuracy=none  best so far=0.9500",
+    "trial 2 SUCCEEDED: C=2 kernel=rbf  accuracy=0.9000  best so far=0.9000",
+    "trial 1 SUCCEEDED: C=1 kernel=rbf  accuracy=0.9500  best so far=0.9500",
+    "trial 3 FAILED: C=3 kernel=rbf  accuracy=none  best so far=0.9500",
     "job iris_1: SUCCEEDED",
     "task tune ended: success",
     "task export_best_model started",
