@@ -10,7 +10,6 @@ No cloud account, no network.
 from __future__ import annotations
 
 import json
-import logging
 import os
 import shutil
 import subprocess
@@ -22,7 +21,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.progress import ProgressTracker, Snapshot, latest_run_id, printer_for, task_states
+from scripts.progress import ProgressTracker, latest_run_id, look, printer_for
 from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate, stop_group
 
 BUCKET = "aip-demo"
@@ -41,6 +40,11 @@ def main() -> int:
     with local_service(home / "aip-local", log) as service_env:
         env = {**airflow_env(home), **service_env}
         os.environ.update(service_env)
+        # This process's hooks (progress, report) get a connection, so none of them says it found
+        # none and falls back to Application Default Credentials (what it does either way here).
+        os.environ["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps(
+            {"conn_type": "google_cloud_platform", "extra": {"project": PROJECT}}
+        )
         _create_bucket()
         print("Migrating the Airflow metadata DB (SQLite)")
         migrate(env, log)
@@ -71,15 +75,12 @@ def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
     """Show the run's progress until ``airflow dags test`` exits; its exit code."""
     from airflow_aip.hooks import TrainingJobHook
 
-    # The hook says once that there is no Airflow connection here (ADC): not news for the demo.
-    logging.getLogger("airflow.task.hooks.airflow_aip").setLevel(logging.WARNING)
     jobs = TrainingJobHook(project_id=PROJECT)
     tracker, printer = ProgressTracker(), printer_for()
     try:
         while True:
             ended = proc.poll() is not None  # one last look after the exit
-            snapshot = Snapshot(task_states(db, DAG_ID), jobs.list_jobs())
-            printer.show(tracker.update(snapshot), tracker)
+            printer.show(tracker.update(look(db, DAG_ID, jobs.list_jobs())), tracker)
             if ended:
                 return int(proc.returncode)
             time.sleep(1)
@@ -112,8 +113,6 @@ def _report() -> bool:
     from airflow_aip.hooks import StorageHook, TrainingJobHook
     from airflow_aip.jobs import summarize_job
 
-    # The hook says once that there is no Airflow connection here (ADC): not news for the demo.
-    logging.getLogger("airflow.task.hooks.airflow_aip").setLevel(logging.WARNING)
     jobs = TrainingJobHook(project_id=PROJECT).list_jobs()
     storage = StorageHook()
     manifests = [o for o in storage.list(f"gs://{BUCKET}/models/iris/") if o.uri.endswith("/manifest.json")]

@@ -26,10 +26,13 @@ ENDED_TRIAL = frozenset({"SUCCEEDED", "FAILED", "CANCELLED"})
 
 @dataclass(frozen=True)
 class Snapshot:
-    """One look at the run: task id -> state, and the jobs as the service lists them."""
+    """One look at the run: task id -> state, the jobs as the service lists them, and the tasks
+    known to have started (a start date) whatever their state says: `airflow dags test` keeps a
+    deferred task "queued" while it runs the trigger inline."""
 
     tasks: Mapping[str, str | None]
     jobs: Sequence[Mapping[str, Any]] = ()
+    started: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -49,24 +52,25 @@ class ProgressTracker:
     best: dict[str, float] = field(default_factory=dict)
 
     def update(self, snapshot: Snapshot) -> list[Event]:
-        events = self._tasks(snapshot.tasks)
+        events = self._tasks(snapshot.tasks, snapshot.started)
         for job in snapshot.jobs:
             events += self._job(job)
         return events
 
-    def _tasks(self, tasks: Mapping[str, str | None]) -> list[Event]:
+    def _tasks(self, tasks: Mapping[str, str | None], started: frozenset[str]) -> list[Event]:
         events = []
         for task_id, state in tasks.items():
             before = self.tasks.get(task_id)
-            if state == before:
+            if state == before and (task_id in self.started or task_id not in started):
                 continue
             self.tasks[task_id] = state
             # Told once, though a deferred task passes through "scheduled" on its way back; a task
             # seen only once it ended (a fast one, between two looks) still gets both lines.
-            if (state in RUNNING_TASK or state in ENDED_TASK) and task_id not in self.started:
+            begun = state in RUNNING_TASK or state in ENDED_TASK or task_id in started
+            if begun and task_id not in self.started:
                 self.started.add(task_id)
                 events.append(Event("task_started", f"task {task_id} started"))
-            if state in ENDED_TASK:
+            if state in ENDED_TASK and state != before:
                 events.append(Event("task_ended", f"task {task_id} ended: {state}"))
         return events
 
@@ -166,21 +170,22 @@ def printer_for(out: TextIO = sys.stdout, started: float | None = None) -> Plain
     return LivePrinter(out, started) if out.isatty() else PlainPrinter(out, started)
 
 
-def task_states(db: Path, dag_id: str) -> dict[str, str | None]:
-    """The task states of the Dag's latest run, read-only from Airflow's SQLite DB ({} before it exists)."""
+def look(db: Path, dag_id: str, jobs: Sequence[Mapping[str, Any]]) -> Snapshot:
+    """The Dag's latest run, read-only from Airflow's SQLite DB (nothing before it exists), and ``jobs``."""
     if not db.exists():
-        return {}
+        return Snapshot({}, jobs)
     try:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
             rows = conn.execute(
-                "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = "
+                "SELECT task_id, state, start_date FROM task_instance WHERE dag_id = ? AND run_id = "
                 "(SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) "
                 "ORDER BY start_date IS NULL, start_date, task_id",
                 (dag_id, dag_id),
             ).fetchall()
     except sqlite3.Error:  # not migrated yet, or busy: the next look will tell
-        return {}
-    return {task_id: state for task_id, state in rows}
+        return Snapshot({}, jobs)
+    started = frozenset(task_id for task_id, _, start in rows if start is not None)
+    return Snapshot({task_id: state for task_id, state, _ in rows}, jobs, started)
 
 
 def latest_run_id(db: Path, dag_id: str) -> str | None:
