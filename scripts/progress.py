@@ -111,7 +111,7 @@ class ProgressTracker:
 
     def status(self) -> str:
         """One line for the live display: what is running now, trials done, the best so far."""
-        running = [t for t, s in self.tasks.items() if s in RUNNING_TASK]
+        running = [t for t, s in self.tasks.items() if t in self.started and s not in ENDED_TASK]
         done = len(self.trials_told)
         best = list(self.best.values())[-1] if self.best else None  # the latest job's
         parts = [f"running: {', '.join(running) or '—'}", f"trials done: {done}"]
