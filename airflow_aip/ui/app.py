@@ -99,7 +99,11 @@ def task_payload(session: Session, dag_id: str, run_id: str, task_id: str, map_i
 def jobs_payload(
     session: Session, readable: set[str], dag_id: str | None, state: str | None, limit: int
 ) -> dict[str, Any]:
-    """Recent jobs from readable Dags, newest first; filtered by Dag and by job state."""
+    """Recent jobs from readable Dags, newest first; filtered by Dag and by job state.
+
+    The job state lives in the summary's JSON, so that filter applies to the ``limit`` most recent
+    jobs (the Dag filter is SQL): "the failed ones among the last 100", which is what the page says.
+    """
     dags = sorted(readable)
     if dag_id is not None:
         readable = readable & {dag_id}

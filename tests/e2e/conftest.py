@@ -225,12 +225,12 @@ class TuningRun:
 
 @pytest.fixture(scope="session")
 def tuning_run(airflow_stack: AirflowStack) -> TuningRun:
-    """One pipeline run (3 trials) for the session, shared by the pipeline and the UI tests."""
+    """One pipeline run (6 trials, 3 at a time) for the session, shared by the pipeline and UI tests."""
     from scripts.progress import ProgressTracker, Snapshot
 
     stack, dag_id = airflow_stack, "aip_training_pipeline"
     project = f"e2e-{uuid.uuid4().hex[:8]}"
-    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 3, "max_parallel_trials": 2}
+    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 6, "max_parallel_trials": 3}
     run_id = stack.trigger(dag_id, conf)
     jobs = ml_client(stack.ml_url).projects().jobs()
     tracker, progress = ProgressTracker(), []

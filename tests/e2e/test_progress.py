@@ -23,7 +23,7 @@ def test_progress_tells_tasks_job_states_and_each_trial_once_in_order(
         assert lines.index(f"task {task} started") < lines.index(f"task {task} ended: success"), lines
     assert lines.index("task stage_trainer ended: success") < lines.index("task tune started")
     trial_lines = [line for line in lines if line.startswith("trial ")]
-    assert len(trial_lines) == len(summary["trials"]) == 3, lines  # one line per trial
+    assert len(trial_lines) == len(summary["trials"]) == 6, lines  # one line per trial
     assert lines.index(f"job {job}: RUNNING") < lines.index(trial_lines[0])
     assert lines.index(trial_lines[-1]) < lines.index(f"job {job}: SUCCEEDED")
     best = summary["best_trial"]["finalMetric"]["objectiveValue"]

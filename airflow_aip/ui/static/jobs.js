@@ -13,6 +13,15 @@ function select(name, label, options, chosen) {
   return el("label", { for: `filter-${name}` }, label, s);
 }
 
+const LIMIT = 100;
+
+function caption(data, q) {
+  const where = q.get("dag_id") ? ` of ${q.get("dag_id")}` : "";
+  return q.get("state")
+    ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} are ${q.get("state")}; newest first.`
+    : `The ${data.jobs.length} most recent job(s)${where}, newest first.`;
+}
+
 function draw(data, out) {
   const q = params();
   const form = el("form", { class: "filters", method: "get", "aria-label": "Filter training jobs" },
@@ -42,10 +51,14 @@ function draw(data, out) {
     { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];
-  const table = sortableTable(`${data.jobs.length} most recent job(s), newest first.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
+  const table = sortableTable(caption(data, q), columns, data.jobs, (j) => ({ "data-job": j.job_id }));
   table.classList.add("jobs");
   out.append(table);
 }
 
-const load = () => getJson("jobs", params().toString());
+const load = () => {
+  const q = params();
+  q.set("limit", String(LIMIT));
+  return getJson("jobs", q.toString());
+};
 render(load, draw);
