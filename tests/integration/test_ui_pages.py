@@ -18,7 +18,7 @@ import pytest
 
 from airflow_aip.ui import TASK_TAB_HREF
 from airflow_aip.ui.app import page_html
-from airflow_aip.ui.views import job_view
+from airflow_aip.ui.views import job_list_row, job_view
 from tests.fixtures.tuning_job import SUMMARY
 
 pytestmark = pytest.mark.integration
@@ -43,6 +43,7 @@ class Framed:
 
     tab: Any
     api: dict[str, Any]
+    asked: list[str]  # the API calls the page made, with their query strings
 
 
 @pytest.fixture
@@ -51,6 +52,24 @@ def framed(browser: Any) -> Iterator[Framed]:
     context = browser.new_context(viewport={"width": 1240, "height": 1500})
     api: dict[str, Any] = {
         "task": {"task_state": "success", "job_id": "iris_tuning_1", "job": job_view(SUMMARY, "tune", -1)},
+        "jobs": {
+            "dags": ["aip_training_pipeline", "other"],
+            "jobs": [
+                job_list_row(
+                    {
+                        "job_id": "iris_tuning_1",
+                        "dag_id": "aip_training_pipeline",
+                        "run_id": "manual__1",
+                        "task_id": "tune",
+                        "map_index": -1,
+                        "submitted": "2026-11-23T10:00:00+00:00",
+                    },
+                    SUMMARY,
+                    "success",
+                    {"job_id": "iris_tuning_1", "exported": True, "promoted": False},
+                )
+            ],
+        },
         "run": {
             "jobs": [
                 job_view(
@@ -78,6 +97,7 @@ def framed(browser: Any) -> Iterator[Framed]:
         elif kind == "ui":
             route.fulfill(content_type="text/html", body=page_html(name))
         elif kind == "api":
+            asked.append(route.request.url.removeprefix(f"{ORIGIN}/aip/api/"))
             route.fulfill(content_type="application/json", body=json.dumps(api[name]))
         else:
             route.fulfill(
@@ -92,11 +112,12 @@ def framed(browser: Any) -> Iterator[Framed]:
                 ),
             )
 
+    asked: list[str] = []
     context.route(f"{ORIGIN}/**", answer)
     tab = context.new_page()
     errors: list[Any] = []
     tab.on("pageerror", lambda error: errors.append(error))
-    yield Framed(tab, api)
+    yield Framed(tab, api, asked)
     context.close()
     assert errors == []
 
@@ -167,4 +188,36 @@ def test_run_tab_lists_the_job_with_its_best_trial_and_promotion(framed: Framed)
         ]
     )
     row.get_by_role("link", name="tune").click()  # in-frame navigation to the task's view
+    expect(page.locator("table.trials tbody tr")).to_have_count(3)
+
+
+def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    row = page.locator("table.jobs tbody tr[data-job='iris_tuning_1']")
+    expect(row.locator("td")).to_have_text(
+        [
+            "iris_tuning_1",
+            "aip_training_pipeline",
+            "manual__1",
+            "tune",
+            "SUCCEEDED",
+            "3",
+            "trial 2: 0.95",
+            "exported",
+            "2026-11-23 10:00:00 UTC",
+        ]
+    )
+
+    page.get_by_label("Dag").select_option("aip_training_pipeline")
+    page.get_by_label("Job state").select_option("SUCCEEDED")
+    page.get_by_role("button", name="Filter").click()
+
+    expect(page.locator("table.jobs caption")).to_have_text(
+        "1 of the 100 most recent jobs of aip_training_pipeline are SUCCEEDED; newest first."
+    )
+    assert framed.asked[-1] == "jobs?dag_id=aip_training_pipeline&state=SUCCEEDED&limit=100"
+    row.get_by_role("link", name="iris_tuning_1").click()
     expect(page.locator("table.trials tbody tr")).to_have_count(3)
