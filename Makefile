@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator test test-unit test-integration test-dags demo ui bench reliability lock clean
+.PHONY: install lint compose-validator browser screenshot test test-unit test-integration test-dags demo ui bench reliability lock clean
 
 install: $(STAMP)
 
@@ -33,8 +33,21 @@ compose-validator:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
 	else echo "note: no docker compose CLI; the compose schema test will skip"; fi
 
+# The UI tests drive Debian's chromium through the playwright package (a dev dependency). Never
+# `playwright install`: it downloads browsers from a CDN. Installed when missing and we are root;
+# otherwise the browser tests skip.
+browser:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; \
+	else echo "note: no chromium; the browser tests will skip"; fi
+
+# Rewrites docs/training-job-tab.png (the README's screenshot) from a real Airflow and pipeline run.
+screenshot: install browser
+	AIP_WRITE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -k training_job_tab
+
 # One pytest run over the four tiers, so its closing line counts them all (e2e: airflow standalone).
-test: lint compose-validator
+test: lint compose-validator browser
 	$(BIN)/pytest tests/unit tests/integration tests/dags tests/e2e
 
 test-unit: install
@@ -49,8 +62,9 @@ test-dags: install
 demo: install
 	$(BIN)/python scripts/demo.py
 
+# DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
 ui: install
-	$(BIN)/python scripts/ui.py
+	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo)
 
 bench: install
 	$(BIN)/python -m bench.run

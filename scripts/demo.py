@@ -2,7 +2,9 @@
 
 Starts `aip-local serve` (the ml v1 API and fake-gcs-server on 127.0.0.1), runs
 `aip_training_pipeline` with `airflow dags test` on a SQLite metadata DB under `.airflow/`,
-prints what it produced, and stops everything it started. No cloud account, no network.
+shows its progress as it goes (tasks, the job's states, each trial with the best so far), prints
+what it produced and how to open the run in Airflow's UI, and stops everything it started.
+No cloud account, no network.
 """
 
 from __future__ import annotations
@@ -15,13 +17,16 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate
+from scripts.progress import ProgressTracker, latest_run_id, look, printer_for
+from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, migrate, stop_group
 
 BUCKET = "aip-demo"
 PROJECT = "local-project"
+DAG_ID = "aip_training_pipeline"
 
 
 def main() -> int:
@@ -35,24 +40,64 @@ def main() -> int:
     with local_service(home / "aip-local", log) as service_env:
         env = {**airflow_env(home), **service_env}
         os.environ.update(service_env)
+        # This process's hooks (progress, report) get a connection, so none of them says it found
+        # none and falls back to Application Default Credentials (what it does either way here).
+        os.environ["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = json.dumps(
+            {"conn_type": "google_cloud_platform", "extra": {"project": PROJECT}}
+        )
         _create_bucket()
         print("Migrating the Airflow metadata DB (SQLite)")
         migrate(env, log)
         conf = {"bucket": BUCKET, "project_id": PROJECT, "max_trials": 6, "max_parallel_trials": 2}
-        print(f"Running aip_training_pipeline with {json.dumps(conf)} ...")
+        print(f"Running {DAG_ID} with {json.dumps(conf)} ...", flush=True)
         with log.open("ab") as out:
-            done = subprocess.run(
-                ["airflow", "dags", "test", "aip_training_pipeline", "-c", json.dumps(conf)],
+            proc = subprocess.Popen(
+                ["airflow", "dags", "test", DAG_ID, "-c", json.dumps(conf)],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
+                start_new_session=True,
             )
-        if done.returncode != 0 or not _report():
+        try:
+            returncode = _watch(proc, home / "airflow.db")
+        finally:
+            stop_group(proc, timeout=30)
+        if returncode != 0 or not _report():
             print(f"The pipeline failed; the last lines of {log}:", file=sys.stderr)
             print("".join(log.read_text(errors="replace").splitlines(True)[-40:]), file=sys.stderr)
             return 1
     print(f"Done in {time.monotonic() - started:.0f} s; everything started was stopped.")
+    _how_to_open(home / "airflow.db")
     return 0
+
+
+def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
+    """Show the run's progress until ``airflow dags test`` exits; its exit code."""
+    from airflow_aip.hooks import TrainingJobHook
+
+    jobs = TrainingJobHook(project_id=PROJECT)
+    tracker, printer = ProgressTracker(), printer_for()
+    try:
+        while True:
+            ended = proc.poll() is not None  # one last look after the exit
+            printer.show(tracker.update(look(db, DAG_ID, jobs.list_jobs())), tracker)
+            if ended:
+                return int(proc.returncode)
+            time.sleep(1)
+    finally:
+        printer.close()
+
+
+def _how_to_open(db: Path) -> None:
+    run_id = latest_run_id(db, DAG_ID)
+    if run_id is None:
+        return
+    path = f"dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/tune/plugin/aip-training-job"
+    print(
+        "\nSee this run in Airflow's UI, with its trials in the tune task's \"Training job\" tab:\n"
+        "  make ui DEMO=1      (Airflow on this demo's data; Ctrl-C stops it)\n"
+        f"  then open http://127.0.0.1:8080/{path}"
+    )
 
 
 def _create_bucket() -> None:

@@ -2,7 +2,8 @@
 
 Runs `airflow standalone` (api-server, scheduler, dag-processor and triggerer, so deferrable
 waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters.
-Stop it with Ctrl-C: everything started here is stopped.
+Stop it with Ctrl-C: everything started here is stopped. With ``--demo`` (``make ui DEMO=1``)
+it opens the last ``make demo``'s Airflow home instead, so that run and its trials are there.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ PORT = int(os.environ.get("AIP_UI_PORT", "8080"))
 
 def main() -> int:
     exit_on_sigterm()
-    home = REPO / ".airflow-ui"  # kept between runs: your DAG runs and their logs stay
+    # kept between runs: your DAG runs and their logs stay; --demo: the last `make demo`'s run
+    home = REPO / (".airflow" if "--demo" in sys.argv[1:] else ".airflow-ui")
     home.mkdir(parents=True, exist_ok=True)
     log = home / "ui.log"
     with local_service(home / "aip-local", log) as service_env:

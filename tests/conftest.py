@@ -30,7 +30,12 @@ os.environ.pop("STORAGE_EMULATOR_HOST", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", None)
 
-pytest_plugins = ["tests.fixtures.gcs", "tests.fixtures.local_service", "tests.fixtures.dags"]
+pytest_plugins = [
+    "tests.fixtures.gcs",
+    "tests.fixtures.local_service",
+    "tests.fixtures.dags",
+    "tests.fixtures.browser",
+]
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,10 @@ def summarize_job(job: Mapping[str, Any], project_id: str | None = None) -> dict
 
     Keys: job_id, project_id, state, job_dir, console_url, error_message, create_time,
     start_time, end_time, labels, training_output, is_hyperparameter_tuning_job,
-    hyperparameter_metric_tag, goal, trials, best_trial.
+    hyperparameter_metric_tag, goal, parameters, trials, best_trial.
+
+    ``parameters`` is the tuned hyperparameters' names, types and scales (from the spec), so the
+    UI can draw a log axis for a log-scaled one without asking the API again.
     """
     job_id = str(job.get("jobId", ""))
     project_id = project_id or _project_from_name(job)
@@ -63,6 +66,22 @@ def summarize_job(job: Mapping[str, Any], project_id: str | None = None) -> dict
             else None
         ),
         "goal": goal if tuning else None,
+        "parameters": _parameters(spec) if tuning else [],
         "trials": trials,
         "best_trial": best_trial(trials, goal) if tuning else None,
     }
+
+
+def _parameters(spec: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each tuned hyperparameter's name, type and scale, in the spec's order."""
+    out = []
+    for param in spec.get("params") or []:
+        if isinstance(param, Mapping) and param.get("parameterName"):
+            out.append(
+                {
+                    "name": str(param["parameterName"]),
+                    "type": param.get("type"),
+                    "scale": param.get("scaleType"),
+                }
+            )
+    return out

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +24,7 @@ import pytest
 
 from airflow_aip.local.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
-from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.local_service import ml_client, stage_trainer, storage_client
 
 E2E_DAGS = Path(__file__).resolve().parent / "dags"
 TOKEN_SECRET = "token-marker-e2e-41d7a2"
@@ -31,6 +32,9 @@ FLAGGED_SECRET = "flagged-marker-e2e-93c0b5"
 KEY_SECRET = "PRIVATE-KEY-MARKER-e2e-6f1e0d"
 PROJECT = "e2e-project"
 TERMINAL_RUN_STATES = {"success", "failed"}
+# Real logins (no all-admins shortcut), so the UI plugin's 401 and 403 can be proved: "outsider"
+# has no role, hence no access to any Dag. Passwords are written before Airflow starts.
+USERS = {"admin": "admin", "viewer": "viewer", "outsider": ""}
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -42,12 +46,20 @@ class AirflowStack:
     """The running stack: Airflow's REST API, the training service, the staged test trainer."""
 
     api: httpx.Client
+    base_url: str
+    passwords: dict[str, str]
     home: Path
     log: Path
     ml_url: str
     gcs_url: str
     bucket: str
     package_uri: str
+
+    def token(self, user: str) -> str:
+        """A JWT for ``user``, from Airflow's own login endpoint (what the login page does)."""
+        body = {"username": user, "password": self.passwords[user]}
+        answer = httpx.post(f"{self.base_url}/auth/token", json=body, timeout=30)
+        return str(answer.raise_for_status().json()["access_token"])
 
     def get(self, path: str, **params: Any) -> Any:
         return self.api.get(path, params=params).raise_for_status().json()
@@ -87,13 +99,18 @@ class AirflowStack:
 
 
 def _wait_until_ready(
-    api: httpx.Client, dag_ids: list[str], proc: subprocess.Popen[bytes], log: Path
+    api: httpx.Client, dag_ids: list[str], proc: subprocess.Popen[bytes], log: Path, admin_password: str
 ) -> None:
+    """Wait for every component and the Dags; log the REST client in as admin on the way."""
     deadline = time.monotonic() + 240
     while True:
         if proc.poll() is not None:
             raise RuntimeError(f"airflow standalone exited ({proc.returncode}); see {log}")
         try:
+            if "authorization" not in api.headers:
+                login = {"username": "admin", "password": admin_password}
+                token = api.post(str(api.base_url.join("/auth/token")), json=login).raise_for_status()
+                api.headers["authorization"] = f"Bearer {token.json()['access_token']}"
             health = api.get("monitor/health").json()
             healthy = all(
                 (health.get(part) or {}).get("status") == "healthy"
@@ -119,6 +136,8 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
         trainer = stage_trainer(gcs_url, home / "sdist")
         bucket = storage_client(gcs_url).create_bucket(f"aip-e2e-{os.getpid()}-{int(time.time())}")
         port = free_port()
+        passwords = {user: f"{user}-{uuid.uuid4().hex[:12]}" for user in USERS}
+        passwords_file = home / "passwords.json"
         bundles = [
             {
                 "name": "dags-folder",
@@ -145,7 +164,8 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             **airflow_env(home),
             **service_env,
             "AIRFLOW__API__PORT": str(port),
-            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords_file),
             "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
             "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
             "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
@@ -159,6 +179,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             "AIP_EXAMPLE_BUCKET": bucket.name,
         }
         migrate(env, log)
+        passwords_file.write_text(json.dumps(passwords))
         with log.open("ab") as out:
             proc = subprocess.Popen(
                 ["airflow", "standalone"],
@@ -170,9 +191,12 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             )
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2/", timeout=30)
         try:
-            _wait_until_ready(api, ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets"], proc, log)
+            dag_ids = ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets"]
+            _wait_until_ready(api, dag_ids, proc, log, passwords["admin"])
             yield AirflowStack(
                 api=api,
+                base_url=f"http://127.0.0.1:{port}",
+                passwords=passwords,
                 home=home,
                 log=log,
                 ml_url=service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"],
@@ -183,3 +207,40 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
         finally:
             api.close()
             stop_group(proc, timeout=60)
+
+
+@dataclass
+class TuningRun:
+    """A finished run of the example pipeline: its tuning job's trials are in XCom.
+
+    ``progress`` is what `make demo`'s progress display told while the run went (plain lines).
+    """
+
+    dag_id: str
+    run_id: str
+    project: str
+    state: str
+    progress: list[str]
+
+
+@pytest.fixture(scope="session")
+def tuning_run(airflow_stack: AirflowStack) -> TuningRun:
+    """One pipeline run (6 trials, 3 at a time) for the session, shared by the pipeline and UI tests."""
+    from scripts.progress import ProgressTracker, Snapshot
+
+    stack, dag_id = airflow_stack, "aip_training_pipeline"
+    project = f"e2e-{uuid.uuid4().hex[:8]}"
+    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 6, "max_parallel_trials": 3}
+    run_id = stack.trigger(dag_id, conf)
+    jobs = ml_client(stack.ml_url).projects().jobs()
+    tracker, progress = ProgressTracker(), []
+    deadline = time.monotonic() + 300
+    while True:  # looks at the run as `make demo` does, until it ended, and once more after
+        state = stack.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]
+        listed = jobs.list(parent=f"projects/{project}").execute().get("jobs", [])
+        progress += [e.text for e in tracker.update(Snapshot(stack.task_states(dag_id, run_id), listed))]
+        if state in TERMINAL_RUN_STATES:
+            return TuningRun(dag_id, run_id, project, state, progress)
+        if time.monotonic() > deadline:
+            pytest.fail(f"{dag_id} {run_id} still {state} after 300s: {stack.task_states(dag_id, run_id)}")
+        time.sleep(1)

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack
+from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack, TuningRun
 from tests.fixtures.local_service import log_entries, ml_client, storage_client
 
 pytestmark = pytest.mark.e2e
@@ -39,13 +39,11 @@ def _wait(condition: Any, what: str, timeout: float = 240, state: Any = None) ->
     return found
 
 
-def test_pipeline_defers_to_the_installed_trigger_and_exports(airflow_stack: AirflowStack) -> None:
+def test_pipeline_defers_to_the_installed_trigger_and_exports(
+    airflow_stack: AirflowStack, tuning_run: TuningRun
+) -> None:
     stack = airflow_stack
-    project = f"e2e-{uuid.uuid4().hex[:8]}"
-    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 2, "max_parallel_trials": 2}
-    run_id = stack.trigger("aip_training_pipeline", conf)
-
-    state = stack.wait_for_run("aip_training_pipeline", run_id)
+    project, run_id, state = tuning_run.project, tuning_run.run_id, tuning_run.state
 
     assert state == "success", stack.task_states("aip_training_pipeline", run_id)
     jobs = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()["jobs"]

@@ -1,0 +1,201 @@
+"""The FastAPI app Airflow's API server mounts at ``/aip``; imported only by the plugin's lazy factory.
+
+A mounted app inherits none of the core API's authentication, so every route declares Airflow's
+own dependencies: anonymous callers get 401, a user who may not read the Dag's XComs 403. Routes
+are GET-only (no CSRF surface) and sync (database work runs in the threadpool).
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Any
+
+from airflow.api_fastapi.app import get_auth_manager
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.common.db.common import SessionDep
+from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
+from airflow.models.taskinstance import TaskInstance
+from airflow.models.xcom import XComModel
+from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi.responses import HTMLResponse, Response
+from sqlalchemy import and_, select, tuple_
+from sqlalchemy.orm import Session
+
+from airflow_aip.links import JOB_ID_XCOM_KEY
+from airflow_aip.ui.views import XComRow, is_export_result, job_list_row, map_index_param, run_view
+
+RETURN_VALUE = "return_value"
+# dag_id comes from the query string; with none, the check is "may this user read XComs at all".
+READ_XCOM = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.XCOM))
+LOGGED_IN = Depends(requires_authenticated())
+STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
+PAGES = {"task": "Training job", "run": "Training jobs of the run", "jobs": "Training jobs"}
+
+
+def _static(name: str) -> str:
+    return (files("airflow_aip.ui") / "static" / name).read_text(encoding="utf-8")
+
+
+def page_html(page: str) -> str:
+    """A page's shell: its data comes from /api, its code and style from /static (same origin)."""
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{PAGES[page]}</title><link rel='stylesheet' href='../static/style.css'></head>"
+        "<body><main><p id='status' class='status' role='status'>Loading…</p><div id='content'></div></main>"
+        "<script src='../static/common.js'></script><script src='../static/charts.js'></script>"
+        f"<script src='../static/{page}.js'></script></body></html>"
+    )
+
+
+def _state(state: Any) -> str | None:
+    """A TaskInstanceState (a str Enum) or None, as plain text."""
+    return str(getattr(state, "value", state)) if state else None
+
+
+def _return_values(session: Session, dag_id: str, run_id: str) -> list[XComRow]:
+    rows = session.execute(
+        select(XComModel.task_id, XComModel.map_index, XComModel.value)
+        .where(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == RETURN_VALUE)
+        .order_by(XComModel.task_id, XComModel.map_index)
+    ).all()
+    # The raw DB value, as core's XCom endpoint reads it: a custom XCom backend may have stored a
+    # reference there, which then simply is not a job summary (no remote fetch in the API server).
+    return [(r.task_id, r.map_index, XComModel.deserialize_value(r)) for r in rows]
+
+
+def task_payload(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
+    """The task instance's job: its summary once the task ended; its id while it still waits."""
+    same_ti = (
+        XComModel.dag_id == dag_id,
+        XComModel.run_id == run_id,
+        XComModel.task_id == task_id,
+        XComModel.map_index == map_index,
+    )
+    stored = {
+        r.key: XComModel.deserialize_value(r)
+        for r in session.execute(
+            select(XComModel.key, XComModel.value).where(
+                *same_ti, XComModel.key.in_([RETURN_VALUE, JOB_ID_XCOM_KEY])
+            )
+        ).all()
+    }
+    state = session.scalar(
+        select(TaskInstance.state).where(
+            TaskInstance.dag_id == dag_id,
+            TaskInstance.run_id == run_id,
+            TaskInstance.task_id == task_id,
+            TaskInstance.map_index == map_index,
+        )
+    )
+    runs = run_view([(task_id, map_index, stored.get(RETURN_VALUE))])
+    job_id = stored.get(JOB_ID_XCOM_KEY)
+    return {
+        "task_state": _state(state),
+        "job_id": job_id if isinstance(job_id, str) else None,
+        "job": runs[0] if runs else None,
+    }
+
+
+def jobs_payload(
+    session: Session, readable: set[str], dag_id: str | None, state: str | None, limit: int
+) -> dict[str, Any]:
+    """Recent jobs from readable Dags, newest first; filtered by Dag and by job state.
+
+    The job state lives in the summary's JSON, so that filter applies to the ``limit`` most recent
+    jobs (the Dag filter is SQL): "the failed ones among the last 100", which is what the page says.
+    """
+    dags = sorted(readable)
+    if dag_id is not None:
+        readable = readable & {dag_id}
+    same_ti = and_(
+        TaskInstance.dag_id == XComModel.dag_id,
+        TaskInstance.run_id == XComModel.run_id,
+        TaskInstance.task_id == XComModel.task_id,
+        TaskInstance.map_index == XComModel.map_index,
+    )
+    submitted = session.execute(
+        select(
+            XComModel.dag_id,
+            XComModel.run_id,
+            XComModel.task_id,
+            XComModel.map_index,
+            XComModel.value,
+            XComModel.timestamp,
+            TaskInstance.state,
+        )
+        .join(TaskInstance, same_ti, isouter=True)
+        .where(XComModel.key == JOB_ID_XCOM_KEY, XComModel.dag_id.in_(readable))
+        .order_by(XComModel.timestamp.desc())
+        .limit(limit)
+    ).all()
+    runs = {(r.dag_id, r.run_id) for r in submitted}
+    values: dict[tuple[str, str, str, int], Any] = {}
+    if runs:
+        for r in session.execute(
+            select(
+                XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index, XComModel.value
+            ).where(XComModel.key == RETURN_VALUE, tuple_(XComModel.dag_id, XComModel.run_id).in_(runs))
+        ).all():
+            values[(r.dag_id, r.run_id, r.task_id, r.map_index)] = XComModel.deserialize_value(r)
+    exports = {(d, run, str(v["job_id"])): v for (d, run, _, _), v in values.items() if is_export_result(v)}
+    rows = []
+    for r in submitted:
+        job_id = str(XComModel.deserialize_value(r))
+        summary = values.get((r.dag_id, r.run_id, r.task_id, r.map_index))
+        ident = {
+            "job_id": job_id,
+            "dag_id": r.dag_id,
+            "run_id": r.run_id,
+            "task_id": r.task_id,
+            "map_index": r.map_index,
+            "submitted": r.timestamp.isoformat() if r.timestamp else None,
+        }
+        rows.append(job_list_row(ident, summary, _state(r.state), exports.get((r.dag_id, r.run_id, job_id))))
+    if state is not None:
+        rows = [row for row in rows if (row["state"] or "") == state]
+    return {"dags": dags, "jobs": rows}
+
+
+def create_app() -> FastAPI:
+    """The sub-app; no /docs or /openapi.json, which would be served to anyone."""
+    app = FastAPI(title="airflow_aip UI", docs_url=None, redoc_url=None, openapi_url=None)
+
+    @app.get("/ui/{page}", response_class=HTMLResponse, dependencies=[LOGGED_IN, READ_XCOM])
+    def page(page: str) -> str:
+        if page not in PAGES:
+            raise HTTPException(404, "No such page")
+        return page_html(page)
+
+    @app.get("/static/{name}", dependencies=[LOGGED_IN])
+    def static(name: str) -> Response:
+        suffix = name[name.rfind(".") :] if "." in name else ""
+        if suffix not in STATIC_TYPES or "/" in name or name.startswith("."):
+            raise HTTPException(404, "No such file")
+        try:
+            return Response(_static(name), media_type=STATIC_TYPES[suffix])
+        except FileNotFoundError:
+            raise HTTPException(404, "No such file") from None
+
+    @app.get("/api/task", dependencies=[READ_XCOM])
+    def task(
+        session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None
+    ) -> dict[str, Any]:
+        return task_payload(session, dag_id, run_id, task_id, map_index_param(map_index))
+
+    @app.get("/api/run", dependencies=[READ_XCOM])
+    def run(session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
+        return {"jobs": run_view(_return_values(session, dag_id, run_id))}
+
+    @app.get("/api/jobs", dependencies=[READ_XCOM])
+    def jobs(
+        user: GetUserDep,
+        session: SessionDep,
+        dag_id: str | None = None,
+        state: str | None = None,
+        limit: int = Query(100, ge=1, le=500),
+    ) -> dict[str, Any]:
+        """Only Dags this user may read, as core's list endpoints filter them."""
+        readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
+        return jobs_payload(session, set(readable), dag_id, state, limit)
+
+    return app

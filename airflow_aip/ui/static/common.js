@@ -1,0 +1,97 @@
+"use strict";
+// Shared by the three pages. Data enters the DOM through textContent and setAttribute only,
+// never innerHTML: job ids, hyperparameters and error messages are user-controlled text.
+
+const el = (tag, attrs = {}, ...children) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
+  for (const c of children) e.append(c instanceof Node ? c : String(c ?? ""));
+  return e;
+};
+
+const svgEl = (tag, attrs = {}, text) => {
+  const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, String(v));
+  if (text !== undefined) e.textContent = String(text);
+  return e;
+};
+
+const fmt = (x, digits = 4) => {
+  if (x === null || x === undefined) return "—";
+  const n = Number(x);
+  return Math.abs(n) >= 1e5 || (n !== 0 && Math.abs(n) < 1e-3) ? n.toExponential(digits - 1) : String(+n.toFixed(digits));
+};
+
+const when = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");
+
+const seconds = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
+
+const params = () => new URLSearchParams(location.search);
+
+// Each page is {prefix}/ui/<page>; its data is {prefix}/api/<page>.
+async function getJson(path, query) {
+  const r = await fetch(`../api/${path}?${query}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  if (r.status === 401) throw new Error("You are not logged in to Airflow.");
+  if (r.status === 403) throw new Error("You may not read this Dag's XComs.");
+  if (!r.ok) throw new Error(`The server answered ${r.status}.`);
+  return r.json();
+}
+
+// The task tab's URL for a job, inside this iframe (its sandbox allows no top-level navigation).
+const taskPage = (j) => "task?" + new URLSearchParams({ dag_id: j.dag_id, run_id: j.run_id, task_id: j.task_id, map_index: j.map_index });
+
+// A link the sandbox lets the user open (middle click, or "open in new tab"): the URL is shown too.
+const external = (label, url) => (url ? el("li", {}, el("a", { href: url, rel: "noopener noreferrer" }, label), " ", el("span", { class: "muted" }, url)) : null);
+
+function stateText(state) {
+  return el("span", { class: `state state-${state ?? "none"}` }, state ?? "—");
+}
+
+// A table whose columns sort on click (keyboard too: the headers are buttons); aria-sort says how.
+function sortableTable(caption, columns, rows, rowAttrs) {
+  const table = el("table", { class: "sortable" }, el("caption", {}, caption));
+  const headRow = el("tr");
+  table.append(el("thead", {}, headRow));
+  const body = el("tbody");
+  table.append(body);
+  const draw = (order) => {
+    body.replaceChildren(...order.map((r) => {
+      const tr = el("tr", rowAttrs(r));
+      for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : undefined }, c.cell(r)));
+      return tr;
+    }));
+  };
+  columns.forEach((c) => {
+    const th = el("th", { scope: "col", "aria-sort": "none" });
+    const button = el("button", { type: "button" }, c.label);
+    button.addEventListener("click", () => {
+      const ascending = th.getAttribute("aria-sort") !== "ascending";
+      for (const other of headRow.children) other.setAttribute("aria-sort", "none");
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      const key = c.sort ?? c.cell;
+      const sorted = [...rows].sort((a, b) => {
+        const x = key(a), y = key(b);
+        if (x === null || x === undefined || x === "—") return 1;
+        if (y === null || y === undefined || y === "—") return -1;
+        const cmp = typeof x === "number" && typeof y === "number" ? x - y : String(x).localeCompare(String(y), undefined, { numeric: true });
+        return ascending ? cmp : -cmp;
+      });
+      draw(sorted);
+    });
+    th.append(button);
+    headRow.append(th);
+  });
+  draw(rows);
+  return table;
+}
+
+async function render(load, draw) {
+  const status = document.getElementById("status");
+  try {
+    const data = await load();
+    status.textContent = "";
+    draw(data, document.getElementById("content"), status);
+  } catch (e) {
+    status.textContent = e.message;
+  }
+}

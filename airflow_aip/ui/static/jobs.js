@@ -1,0 +1,64 @@
+"use strict";
+// Browse → Training jobs: recent jobs across the Dags this user may read, filtered by Dag and state.
+
+const STATES = ["SUCCEEDED", "FAILED", "CANCELLED", "RUNNING", "QUEUED", "PREPARING", "CANCELLING"];
+
+function select(name, label, options, chosen) {
+  const s = el("select", { name, id: `filter-${name}` }, el("option", { value: "" }, "all"));
+  for (const o of options) {
+    const opt = el("option", { value: o }, o);
+    if (o === chosen) opt.selected = true;
+    s.append(opt);
+  }
+  return el("label", { for: `filter-${name}` }, label, s);
+}
+
+const LIMIT = 100;
+
+function caption(data, q) {
+  const where = q.get("dag_id") ? ` of ${q.get("dag_id")}` : "";
+  return q.get("state")
+    ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} are ${q.get("state")}; newest first.`
+    : `The ${data.jobs.length} most recent job(s)${where}, newest first.`;
+}
+
+function draw(data, out) {
+  const q = params();
+  const form = el("form", { class: "filters", method: "get", "aria-label": "Filter training jobs" },
+                  select("dag_id", "Dag", data.dags, q.get("dag_id")), select("state", "Job state", STATES, q.get("state")),
+                  el("button", { type: "submit" }, "Filter"));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const next = new URLSearchParams();
+    for (const [k, v] of new FormData(form)) if (v) next.set(k, String(v));
+    history.replaceState(null, "", "?" + next);
+    out.replaceChildren();
+    render(load, draw);
+  });
+  out.append(el("h1", {}, "Training jobs"), form);
+  if (data.jobs.length === 0) {
+    out.append(el("p", { class: "no-job" }, "No training job matches."));
+    return;
+  }
+  const columns = [
+    { label: "Job", cell: (j) => el("a", { href: taskPage(j) }, j.job_id), sort: (j) => j.job_id },
+    { label: "Dag", cell: (j) => j.dag_id },
+    { label: "Run", cell: (j) => j.run_id },
+    { label: "Task", cell: (j) => (j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id) },
+    { label: "State", cell: (j) => stateText(j.state ?? `task ${j.task_state ?? "?"}`), sort: (j) => j.state ?? "" },
+    { label: "Trials", cell: (j) => j.trials ?? "—", sort: (j) => j.trials, numeric: true },
+    { label: "Best", cell: (j) => (j.best_trial_id ? `trial ${j.best_trial_id}: ${fmt(j.best_objective, 6)}` : "—"), sort: (j) => j.best_objective, numeric: true },
+    { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
+    { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
+  ];
+  const table = sortableTable(caption(data, q), columns, data.jobs, (j) => ({ "data-job": j.job_id }));
+  table.classList.add("jobs");
+  out.append(table);
+}
+
+const load = () => {
+  const q = params();
+  q.set("limit", String(LIMIT));
+  return getJson("jobs", q.toString());
+};
+render(load, draw);

@@ -1,0 +1,35 @@
+"use strict";
+// The Dag run's "Training jobs" tab: every job of the run, its best trial, and what the export made of it.
+
+function exportText(job) {
+  if (!job.export) return "not exported";
+  if (job.export.promoted) return `promoted (${job.export.destination ?? ""})`;
+  if (job.export.exported) return `exported (${job.export.destination ?? ""})`;
+  return "not exported (did not beat the champion)";
+}
+
+function bestText(job) {
+  const best = job.trials.find((t) => t.id === job.best_trial_id);
+  if (!best) return "—";
+  const values = Object.entries(best.params).map(([k, v]) => `${k}=${v}`).join(", ");
+  return `trial ${best.id}: ${job.metric} ${fmt(best.objective, 6)}${values ? ` (${values})` : ""}`;
+}
+
+render(() => getJson("run", params().toString()), (data, out) => {
+  if (data.jobs.length === 0) {
+    out.append(el("p", { class: "no-job" }, "No task of this run has a finished training job."));
+    return;
+  }
+  const q = params();
+  const columns = [
+    { label: "Task", cell: (j) => el("a", { href: taskPage({ ...j, dag_id: q.get("dag_id"), run_id: q.get("run_id") }) }, j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
+    { label: "Job", cell: (j) => j.job_id, sort: (j) => j.job_id },
+    { label: "State", cell: (j) => stateText(j.state), sort: (j) => j.state },
+    { label: "Trials", cell: (j) => j.trials.length, sort: (j) => j.trials.length, numeric: true },
+    { label: "Best trial", cell: (j) => bestText(j), sort: (j) => bestText(j) },
+    { label: "Export", cell: (j) => exportText(j), sort: (j) => exportText(j) },
+  ];
+  const table = sortableTable(`${data.jobs.length} training job(s) in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
+  table.classList.add("jobs");
+  out.append(el("h1", {}, "Training jobs of this run"), table);
+});

@@ -1,0 +1,176 @@
+"""What the pages draw, from what the tasks stored in XCom: pure functions, no Airflow, no I/O.
+
+The submit operator and the sensor return the job summary (:func:`airflow_aip.jobs.summarize_job`)
+and push the job id before they wait; the export operator returns what it exported. The pages
+read only those, so opening one never calls a Google API and still works after the job is gone.
+Only the fields a page draws leave the server, never the whole XCom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from airflow_aip.jobs.logs import LogCursor, log_filter
+from airflow_aip.jobs.trials import objective_value
+
+LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
+LOG_SCALES = frozenset({"UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"})
+
+
+def map_index_param(raw: str | None) -> int:
+    """The UI leaves ``{MAP_INDEX}`` literal on an unmapped task instance's page: that is -1."""
+    try:
+        return int(raw) if raw is not None else -1
+    except ValueError:
+        return -1
+
+
+def is_job_summary(value: Any) -> bool:
+    """True for what the submit operator and the sensor return; other tasks return other things."""
+    return isinstance(value, Mapping) and {"job_id", "state", "trials", "training_output"} <= value.keys()
+
+
+def is_export_result(value: Any) -> bool:
+    """True for what the export operator returns."""
+    return isinstance(value, Mapping) and {"job_id", "exported", "promoted"} <= value.keys()
+
+
+def logs_url(project_id: str | None, job_id: str) -> str | None:
+    """The job's entries in Cloud Logging's explorer (the filter the log streamer uses)."""
+    if not project_id or not job_id:
+        return None
+    query = quote(log_filter(job_id, LogCursor()), safe="")
+    return LOGS_URL.format(query=query, project=urlencode({"project": project_id}))
+
+
+def _number(value: Any) -> float | None:
+    """A hyperparameter value as a finite number (ml v1 sends them as strings), else None."""
+    if isinstance(value, bool):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _seconds_between(start: Any, end: Any) -> float | None:
+    try:
+        began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
+        ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return round((ended - began).total_seconds(), 3)
+
+
+def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
+    """One row of the trials table: values as text, and as numbers where the charts need them."""
+    params = trial.get("hyperparameters") or {}
+    metric = trial.get("finalMetric") if isinstance(trial.get("finalMetric"), Mapping) else {}
+    step = _number(metric.get("trainingStep")) if metric else None
+    return {
+        "id": str(trial.get("trialId", "")),
+        "state": trial.get("state"),
+        "params": {str(k): str(v) for k, v in params.items()},
+        "values": {str(k): _number(v) for k, v in params.items()},
+        "objective": objective_value(trial),
+        "step": int(step) if step is not None else None,
+        "start_time": trial.get("startTime"),
+        "end_time": trial.get("endTime"),
+        "duration_s": _seconds_between(trial.get("startTime"), trial.get("endTime")),
+        "stopped_early": bool(trial.get("isTrialStoppedEarly")),
+    }
+
+
+def _parameters(summary: Mapping[str, Any], trials: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Spec order first (with scales); then any name only the trials carry (an older summary)."""
+    out = [
+        {"name": p["name"], "type": p.get("type"), "log": p.get("scale") in LOG_SCALES}
+        for p in summary.get("parameters") or []
+        if isinstance(p, Mapping) and p.get("name")
+    ]
+    known = {p["name"] for p in out}
+    for name in sorted({n for t in trials for n in t["params"]} - known):
+        out.append({"name": name, "type": None, "log": False})
+    return out
+
+
+def job_view(
+    summary: Mapping[str, Any],
+    task_id: str,
+    map_index: int,
+    export: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One training job as the pages draw it: state, timeline, links, trials, best trial, export."""
+    trials = [trial_row(t) for t in summary.get("trials") or [] if isinstance(t, Mapping)]
+    best = summary.get("best_trial") or {}
+    job_id = str(summary.get("job_id") or "")
+    return {
+        "task_id": task_id,
+        "map_index": map_index,
+        "job_id": job_id,
+        "project_id": summary.get("project_id"),
+        "state": summary.get("state"),
+        "error_message": summary.get("error_message"),
+        "create_time": summary.get("create_time"),
+        "start_time": summary.get("start_time"),
+        "end_time": summary.get("end_time"),
+        "console_url": summary.get("console_url"),
+        "logs_url": logs_url(summary.get("project_id"), job_id),
+        "tuning": bool(summary.get("is_hyperparameter_tuning_job")),
+        "goal": summary.get("goal"),
+        "metric": summary.get("hyperparameter_metric_tag"),
+        "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
+        "parameters": _parameters(summary, trials),
+        "trials": trials,
+        "export": export_view(export) if export is not None else None,
+    }
+
+
+def export_view(result: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "exported": bool(result.get("exported")),
+        "promoted": bool(result.get("promoted")),
+        "destination": result.get("destination"),
+        "trial_id": result.get("trial_id"),
+        "metric": result.get("metric"),
+    }
+
+
+XComRow = tuple[str, int, Any]  # (task_id, map_index, deserialized return value)
+
+
+def run_view(return_values: Iterable[XComRow]) -> list[dict[str, Any]]:
+    """Every training job of a Dag run, each with what the run's export made of it."""
+    rows = list(return_values)
+    exports = {str(v["job_id"]): v for _, _, v in rows if is_export_result(v)}
+    return [
+        job_view(value, task_id, map_index, exports.get(str(value["job_id"])))
+        for task_id, map_index, value in rows
+        if is_job_summary(value)
+    ]
+
+
+def job_list_row(
+    submitted: Mapping[str, Any], summary: Any, task_state: str | None, export: Any = None
+) -> dict[str, Any]:
+    """One row of Browse → Training jobs: the job id pushed before the wait, its summary if it ended.
+
+    A job whose task is still waiting has no summary yet: its state is then the task's.
+    """
+    done = is_job_summary(summary)
+    best = (summary.get("best_trial") or {}) if done else {}
+    return {
+        **submitted,
+        "state": summary["state"] if done else None,
+        "task_state": task_state,
+        "trials": len(summary["trials"]) if done else None,
+        "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
+        "best_objective": objective_value(best) if best else None,
+        "exported": bool(export.get("exported")) if is_export_result(export) else None,
+        "promoted": bool(export.get("promoted")) if is_export_result(export) else None,
+    }

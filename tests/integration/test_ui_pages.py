@@ -1,0 +1,223 @@
+"""The plugin's pages in a real headless Chromium, framed as Airflow frames them, on canned data.
+
+The host page copies what Airflow 3.3's UI does for an external view: a sandboxed iframe whose
+``src`` is the plugin's href with ``{MAP_INDEX}`` left literal. The data is what the endpoints
+return for the sample job (the endpoint itself is tested against XCom rows in the unit tier,
+and the whole path under a real Airflow in the e2e tier). Every request is answered here: the
+origin is never resolved.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+
+from airflow_aip.ui import TASK_TAB_HREF
+from airflow_aip.ui.app import page_html
+from airflow_aip.ui.views import job_list_row, job_view
+from tests.fixtures.tuning_job import SUMMARY
+
+pytestmark = pytest.mark.integration
+
+ORIGIN = "http://airflow.test"
+HOST = (
+    "<!doctype html><html><head><base href='/'></head><body>"
+    "<iframe title='Training job' sandbox='allow-scripts allow-same-origin allow-forms allow-downloads' "
+    "style='width:1200px;height:1400px' src='{src}'></iframe></body></html>"
+)
+
+
+def _static(name: str) -> str:
+    from importlib.resources import files
+
+    return (files("airflow_aip.ui") / "static" / name).read_text()
+
+
+@dataclass
+class Framed:
+    """A browser tab, and the answers its plugin API calls get (a test may change them)."""
+
+    tab: Any
+    api: dict[str, Any]
+    asked: list[str]  # the API calls the page made, with their query strings
+
+
+@pytest.fixture
+def framed(browser: Any) -> Iterator[Framed]:
+    """A page whose requests to ORIGIN are answered from the package and canned API answers."""
+    context = browser.new_context(viewport={"width": 1240, "height": 1500})
+    api: dict[str, Any] = {
+        "task": {"task_state": "success", "job_id": "iris_tuning_1", "job": job_view(SUMMARY, "tune", -1)},
+        "jobs": {
+            "dags": ["aip_training_pipeline", "other"],
+            "jobs": [
+                job_list_row(
+                    {
+                        "job_id": "iris_tuning_1",
+                        "dag_id": "aip_training_pipeline",
+                        "run_id": "manual__1",
+                        "task_id": "tune",
+                        "map_index": -1,
+                        "submitted": "2026-11-23T10:00:00+00:00",
+                    },
+                    SUMMARY,
+                    "success",
+                    {"job_id": "iris_tuning_1", "exported": True, "promoted": False},
+                )
+            ],
+        },
+        "run": {
+            "jobs": [
+                job_view(
+                    SUMMARY,
+                    "tune",
+                    -1,
+                    {
+                        "job_id": "iris_tuning_1",
+                        "exported": True,
+                        "promoted": True,
+                        "destination": "gs://b/m/v1",
+                    },
+                )
+            ]
+        },
+    }
+
+    def answer(route: Any) -> None:
+        path = route.request.url.removeprefix(ORIGIN).split("?")[0]
+        kind, _, name = path.removeprefix("/aip/").partition("/")
+        if kind == "static":
+            route.fulfill(
+                content_type="text/javascript" if name.endswith(".js") else "text/css", body=_static(name)
+            )
+        elif kind == "ui":
+            route.fulfill(content_type="text/html", body=page_html(name))
+        elif kind == "api":
+            asked.append(route.request.url.removeprefix(f"{ORIGIN}/aip/api/"))
+            route.fulfill(content_type="application/json", body=json.dumps(api[name]))
+        else:
+            route.fulfill(
+                content_type="text/html",
+                body=HOST.format(
+                    src=TASK_TAB_HREF.format(
+                        DAG_ID="aip_training_pipeline",
+                        RUN_ID="manual__1",
+                        TASK_ID="tune",
+                        MAP_INDEX="{MAP_INDEX}",
+                    )
+                ),
+            )
+
+    asked: list[str] = []
+    context.route(f"{ORIGIN}/**", answer)
+    tab = context.new_page()
+    errors: list[Any] = []
+    tab.on("pageerror", lambda error: errors.append(error))
+    yield Framed(tab, api, asked)
+    context.close()
+    assert errors == []
+
+
+def test_task_tab_draws_the_table_the_best_trial_and_the_charts(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+
+    page.goto(f"{ORIGIN}/dags/aip_training_pipeline/runs/manual__1/tasks/tune/plugin/aip-training-job")
+    frame = page.frame_locator("iframe[title='Training job']")
+
+    rows = frame.locator("table.trials tbody tr")
+    expect(rows).to_have_count(3)
+    expect(frame.locator("table.trials tr.best")).to_have_attribute("data-trial", "2")
+    expect(frame.locator("table.trials thead th")).to_have_text(
+        ["Trial", "State", "C", "max_iter", "accuracy", "Steps", "Duration"]
+    )
+    # one point per trial with a metric (trial 3 failed without one), values carried as text
+    points = frame.locator("svg.metric-per-trial circle.trial")
+    expect(points).to_have_count(2)
+    expect(frame.locator("svg.metric-per-trial circle.best title")).to_have_text(
+        "trial 2: accuracy 0.95; best so far 0.95 (best trial)"
+    )
+    expect(frame.locator("svg.metric-per-trial polyline.best-so-far")).to_have_count(1)
+    expect(frame.locator("svg.metric-vs-param[data-param='C']")).to_have_attribute("data-log", "true")
+    expect(frame.locator("svg.metric-vs-param[data-param='max_iter']")).to_have_attribute("data-log", "false")
+    expect(frame.locator("section.job dl.timeline dd").first).to_have_text("2026-11-23 10:00:00 UTC")
+
+    frame.get_by_role("button", name="accuracy").click()  # ascending; the failed trial sorts last
+    expect(rows.first).to_have_attribute("data-trial", "1")
+    expect(rows.last).to_have_attribute("data-trial", "3")
+    frame.get_by_role("button", name="accuracy").click()
+    expect(rows.first).to_have_attribute("data-trial", "2")
+    expect(frame.locator("th[aria-sort='descending']")).to_have_text("accuracy")
+
+
+def test_task_tab_says_so_when_the_task_ran_no_job(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+
+    framed.api["task"] = {"task_state": "success", "job_id": None, "job": None}
+    page.goto(
+        f"{ORIGIN}/dags/aip_training_pipeline/runs/manual__1/tasks/prepare_data/plugin/aip-training-job"
+    )
+
+    expect(page.frame_locator("iframe").locator("p.no-job")).to_have_text("Task tune ran no training job.")
+
+
+def test_run_tab_lists_the_job_with_its_best_trial_and_promotion(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+
+    page.goto(f"{ORIGIN}/aip/ui/run?dag_id=aip_training_pipeline&run_id=manual__1")
+
+    row = page.locator("table.jobs tbody tr")
+    expect(row).to_have_count(1)
+    expect(row.locator("td")).to_have_text(
+        [
+            "tune",
+            "iris_tuning_1",
+            "SUCCEEDED",
+            "3",
+            "trial 2: accuracy 0.95 (C=1.5, max_iter=20)",
+            "promoted (gs://b/m/v1)",
+        ]
+    )
+    row.get_by_role("link", name="tune").click()  # in-frame navigation to the task's view
+    expect(page.locator("table.trials tbody tr")).to_have_count(3)
+
+
+def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    row = page.locator("table.jobs tbody tr[data-job='iris_tuning_1']")
+    expect(row.locator("td")).to_have_text(
+        [
+            "iris_tuning_1",
+            "aip_training_pipeline",
+            "manual__1",
+            "tune",
+            "SUCCEEDED",
+            "3",
+            "trial 2: 0.95",
+            "exported",
+            "2026-11-23 10:00:00 UTC",
+        ]
+    )
+
+    page.get_by_label("Dag").select_option("aip_training_pipeline")
+    page.get_by_label("Job state").select_option("SUCCEEDED")
+    page.get_by_role("button", name="Filter").click()
+
+    expect(page.locator("table.jobs caption")).to_have_text(
+        "1 of the 100 most recent jobs of aip_training_pipeline are SUCCEEDED; newest first."
+    )
+    assert framed.asked[-1] == "jobs?dag_id=aip_training_pipeline&state=SUCCEEDED&limit=100"
+    row.get_by_role("link", name="iris_tuning_1").click()
+    expect(page.locator("table.trials tbody tr")).to_have_count(3)

@@ -1,0 +1,181 @@
+"""The plugin's data endpoints against real XCom and task-instance rows (SQLite, Airflow's own models).
+
+Access checks are Airflow's and are proved over HTTP in the e2e tier; here they are switched off
+so the test is about what each endpoint makes of the rows the tasks stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from tests.fixtures.tuning_job import SUMMARY
+
+DAG, RUN = "aip_training_pipeline", "manual__2026-11-23T10:00:00+00:00"
+T0 = datetime(2026, 11, 23, 10, tzinfo=timezone.utc)
+
+
+EXPORT = {
+    "job_id": "iris_tuning_1",
+    "trial_id": "2",
+    "exported": True,
+    "promoted": False,
+    "destination": "gs://b/m",
+}
+
+
+@pytest.fixture
+def session() -> Iterator[Session]:
+    from airflow.models import import_all_models
+    from airflow.models.xcom import XComModel
+
+    import_all_models()  # type: ignore[no-untyped-call]  # the whole schema: xcom's foreign keys reach task_instance, dag_run...
+    engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    XComModel.metadata.create_all(engine)
+    with sessionmaker(engine)() as db:
+        yield db
+    engine.dispose()
+
+
+def _xcom(
+    db: Session, run_row: int, task_id: str, key: str, value: Any, at: datetime, dag: str = DAG
+) -> None:
+    from airflow.models.xcom import XComModel
+
+    db.add(
+        XComModel(
+            dag_run_id=run_row,
+            task_id=task_id,
+            map_index=-1,
+            key=key,
+            dag_id=dag,
+            run_id=f"{RUN}-{run_row}" if run_row > 1 else RUN,
+            value=value,
+            timestamp=at,
+        )
+    )
+
+
+@pytest.fixture
+def client(session: Session, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestClient]:
+    from airflow.api_fastapi.common.db.common import _get_session
+    from airflow.api_fastapi.core_api.security import get_user
+
+    from airflow_aip.ui import app as ui_app
+
+    class Readable:
+        def get_authorized_dag_ids(self, **_: Any) -> set[str]:
+            return {DAG, "other_dag"}
+
+    monkeypatch.setattr(ui_app, "get_auth_manager", Readable)
+    app = ui_app.create_app()
+    app.dependency_overrides[_get_session] = lambda: session
+    app.dependency_overrides[get_user] = lambda: object()
+    app.dependency_overrides[ui_app.READ_XCOM.dependency] = lambda: None
+    app.dependency_overrides[ui_app.LOGGED_IN.dependency] = lambda: None
+    # the pipeline: tune (job id pushed before the wait, summary returned), export, a plain task
+    _xcom(session, 1, "tune", "training_job_id", "iris_tuning_1", T0)
+    _xcom(session, 1, "tune", "return_value", SUMMARY, T0 + timedelta(minutes=5))
+    _xcom(session, 1, "export_best_model", "return_value", EXPORT, T0 + timedelta(minutes=6))
+    _xcom(session, 1, "prepare_data", "return_value", {"train": "gs://b/t.csv"}, T0)
+    # a second run whose job is still running: only its id is stored
+    _xcom(session, 2, "tune", "training_job_id", "iris_tuning_2", T0 + timedelta(hours=1))
+    # a Dag the user may not read
+    _xcom(session, 3, "tune", "training_job_id", "secret_job", T0 + timedelta(hours=2), dag="hidden_dag")
+    session.commit()
+    with TestClient(app) as test_client:
+        yield test_client
+
+
+def test_task_endpoint_draws_the_summary_of_an_unmapped_task(client: TestClient) -> None:
+    # the UI leaves {MAP_INDEX} literal on an unmapped task instance's page
+    query = {"dag_id": DAG, "run_id": RUN, "task_id": "tune", "map_index": "{MAP_INDEX}"}
+    job = client.get("/api/task", params=query).raise_for_status().json()["job"]
+
+    assert (job["job_id"], job["state"], job["metric"], job["goal"]) == (
+        "iris_tuning_1",
+        "SUCCEEDED",
+        "accuracy",
+        "MAXIMIZE",
+    )
+    assert [(t["id"], t["objective"], t["state"]) for t in job["trials"]] == [
+        ("1", 0.81, "SUCCEEDED"),
+        ("2", 0.95, "SUCCEEDED"),
+        ("3", None, "FAILED"),
+    ]
+    assert job["best_trial_id"] == "2"
+    assert job["parameters"] == [
+        {"name": "C", "type": "DOUBLE", "log": True},
+        {"name": "max_iter", "type": "INTEGER", "log": False},
+    ]
+    trial = job["trials"][1]
+    assert (trial["params"]["C"], trial["values"]["C"], trial["step"], trial["duration_s"]) == (
+        "1.5",
+        1.5,
+        200,
+        30.5,
+    )
+    assert job["console_url"].startswith("https://console.cloud.google.com/ai-platform/jobs/iris_tuning_1?")
+    assert "iris_tuning_1" in job["logs_url"]
+    assert "project=local-project" in job["logs_url"]
+
+
+def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestClient) -> None:
+    plain = {"dag_id": DAG, "run_id": RUN, "task_id": "prepare_data", "map_index": "-1"}
+    waiting = {"dag_id": DAG, "run_id": f"{RUN}-2", "task_id": "tune"}
+
+    assert client.get("/api/task", params=plain).json() == {"task_state": None, "job_id": None, "job": None}
+    assert client.get("/api/task", params=waiting).json()["job_id"] == "iris_tuning_2"
+
+
+def test_run_endpoint_lists_the_runs_jobs_with_their_export(client: TestClient) -> None:
+    jobs = client.get("/api/run", params={"dag_id": DAG, "run_id": RUN}).raise_for_status().json()["jobs"]
+
+    assert [(j["task_id"], j["job_id"], j["best_trial_id"]) for j in jobs] == [("tune", "iris_tuning_1", "2")]
+    assert jobs[0]["export"] == {
+        "exported": True,
+        "promoted": False,
+        "destination": "gs://b/m",
+        "trial_id": "2",
+        "metric": None,
+    }
+
+
+def test_jobs_endpoint_lists_readable_dags_newest_first_and_filters(client: TestClient) -> None:
+    listed = client.get("/api/jobs").raise_for_status().json()
+    only_done = client.get("/api/jobs", params={"state": "SUCCEEDED"}).json()["jobs"]
+    other_dag = client.get("/api/jobs", params={"dag_id": "other_dag"}).json()["jobs"]
+
+    assert [(j["job_id"], j["state"]) for j in listed["jobs"]] == [
+        ("iris_tuning_2", None),
+        ("iris_tuning_1", "SUCCEEDED"),
+    ]
+    done = listed["jobs"][1]
+    assert (done["trials"], done["best_trial_id"], done["best_objective"], done["exported"]) == (
+        3,
+        "2",
+        0.95,
+        True,
+    )
+    assert listed["dags"] == ["aip_training_pipeline", "other_dag"]
+    assert [j["job_id"] for j in only_done] == ["iris_tuning_1"]
+    assert other_dag == []
+
+
+@pytest.mark.parametrize("page", ["task", "run", "jobs"])
+def test_pages_and_their_scripts_are_served(client: TestClient, page: str) -> None:
+    html = client.get(f"/ui/{page}", params={"dag_id": DAG}).raise_for_status().text
+    script = client.get(f"/static/{page}.js")
+
+    assert f"../static/{page}.js" in html
+    assert script.headers["content-type"].startswith("text/javascript")
+    assert "render(" in script.text
+    assert client.get("/static/../app.py").status_code == 404
+    assert client.get("/ui/nope").status_code == 404
