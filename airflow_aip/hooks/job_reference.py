@@ -22,6 +22,15 @@ class JobHooksMixin:
     api_endpoint: str | None
     impersonation_chain: str | list[str] | None = None
 
+    @property
+    def job_api_arguments(self) -> dict[str, Any]:
+        """How this task reaches the job's API, as handed on to its trigger and to a cancel."""
+        return {
+            "gcp_conn_id": self.gcp_conn_id,
+            "api_endpoint": self.api_endpoint,
+            "impersonation_chain": self.impersonation_chain,
+        }
+
     @cached_property
     def hook(self) -> TrainingJobHook:
         return self._training_hook()

@@ -19,7 +19,11 @@ def objective_value(trial: Mapping[str, Any]) -> float | None:
     metric = trial.get("finalMetric")
     if not isinstance(metric, Mapping):
         return None
-    value = metric.get("objectiveValue")
+    return finite_number(metric.get("objectiveValue"))
+
+
+def finite_number(value: Any) -> float | None:
+    """A finite float from an API number (ml v1 sends some as strings); None for anything else."""
     if isinstance(value, bool) or value is None:
         return None
     try:

@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.local.filters import page_size
 from airflow_aip.local.logs import list_entries
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
 from airflow_aip.local.vertex_api import add_vertex_routes
@@ -94,15 +95,6 @@ async def _json_body(request: Request) -> Any:
         raise ValidationError("body", f"is not valid JSON: {exc}") from exc
 
 
-def _page_size(value: str | None) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise ValidationError("pageSize", f"must be an integer, got {value!r}") from exc
-
-
 def create_app(service: TrainingService) -> FastAPI:
     """The ASGI app serving ``service``: Google's error envelope, then one face per API."""
     app = FastAPI(title="aip-local", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
@@ -164,7 +156,7 @@ def _add_ml_routes(app: FastAPI, service: TrainingService) -> None:
     @app.get("/v1/projects/{project}/jobs")
     async def list_jobs(project: str, request: Request) -> Any:
         query = request.query_params
-        size = _page_size(query.get("pageSize"))
+        size = page_size(query.get("pageSize"))
         return await run_in_threadpool(
             service.list_jobs, project, query.get("filter"), size, query.get("pageToken")
         )

@@ -297,3 +297,13 @@ def required_equalities(node: Node | None) -> dict[tuple[str, ...], str]:
             out.update(required_equalities(part))
         return out
     return {}
+
+
+def page_size(value: str | None) -> int | None:
+    """A list call's ``pageSize`` query parameter (absent: the service's default)."""
+    if value is None or value == "":
+        return None
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise ValidationError("pageSize", f"must be an integer, got {value!r}") from exc

@@ -20,6 +20,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import enums_as_numbers
 from airflow_aip.jobs.vertex import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
+from airflow_aip.local.filters import page_size
 from airflow_aip.local.vertex_render import CUSTOM_JOBS, TUNING_JOBS
 from airflow_aip.local.vertex_service import VertexJobs
 
@@ -47,15 +48,6 @@ def _answer(job: dict[str, Any], kind: str, numbers: bool) -> Any:
     return enums_as_numbers(job, _SCHEMAS[kind], AIPLATFORM_V1) if numbers else job
 
 
-def _page_size(value: str | None) -> int | None:
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError as exc:
-        raise ValidationError("pageSize", f"must be an integer, got {value!r}") from exc
-
-
 def add_vertex_routes(app: FastAPI, jobs: VertexJobs, json_body: Any) -> None:
     """Register both job kinds' five methods; ``json_body`` parses a request body as the ml face does."""
     for kind in (CUSTOM_JOBS, TUNING_JOBS):
@@ -73,7 +65,7 @@ def _add_kind(app: FastAPI, jobs: VertexJobs, kind: str, json_body: Any) -> None
     async def list_jobs(project: str, location: str, request: Request) -> Any:
         numbers = _check_system_parameters(request)
         query = request.query_params
-        size = _page_size(query.get("pageSize"))
+        size = page_size(query.get("pageSize"))
         page = await run_in_threadpool(
             jobs.list,
             kind,

@@ -29,13 +29,13 @@ from airflow_aip.export import (
     same_export,
 )
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
-from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import summarize_job, validate_job_id
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
-class ExportArtifactsOperator(BaseOperator):
+class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
     """Copy a SUCCEEDED job's model to a versioned URI and write its manifest.
 
     :param source_subdir: folder below the job (or trial) output that holds the model.
@@ -88,15 +88,6 @@ class ExportArtifactsOperator(BaseOperator):
         self.impersonation_chain = impersonation_chain
 
     @cached_property
-    def training(self) -> TrainingJobHook:
-        return TrainingJobHook(
-            self.gcp_conn_id,
-            project_id=self.project_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
-        )
-
-    @cached_property
     def storage(self) -> StorageHook:
         return StorageHook(self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
 
@@ -111,8 +102,8 @@ class ExportArtifactsOperator(BaseOperator):
         for name in ("source_subdir", "metrics_file"):  # checked before the first request, too
             if getattr(self, name):
                 validate_object_name(str(getattr(self, name)).strip("/"), name)
-        project = self.training.project_id
-        job = self.training.get_job(job_id, project)
+        project = self.hook.project_id
+        job = self.hook.get_job(job_id, project)
         source = self._with_metric(export_source(summarize_job(job, project), self.source_subdir))
         result: dict[str, Any] = {"job_id": job_id, "trial_id": source.trial_id, "metric": source.metric}
 

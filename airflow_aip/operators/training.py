@@ -279,9 +279,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
                 trigger=TrainingJobTrigger(
                     job_id=job_id,
                     project_id=project,
-                    gcp_conn_id=self.gcp_conn_id,
-                    api_endpoint=self.api_endpoint,
-                    impersonation_chain=self.impersonation_chain,
+                    **self.job_api_arguments,
                     poll_interval=self.poll_interval,
                     end_time=end_time,
                     cancel_on_kill=self.cancel_on_kill,
@@ -337,9 +335,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         cancel_quietly(
             job_id,
             project,
-            gcp_conn_id=self.gcp_conn_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
+            **self.job_api_arguments,
             reason=reason,
             log=self.log,
         )

@@ -120,9 +120,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             trigger=TrainingJobTrigger(
                 job_id=job_id,
                 project_id=project,
-                gcp_conn_id=self.gcp_conn_id,
-                api_endpoint=self.api_endpoint,
-                impersonation_chain=self.impersonation_chain,
+                **self.job_api_arguments,
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
                 cancel_on_kill=self.cancel_on_kill,
@@ -178,9 +176,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         cancel_quietly(
             self.job_id,
             self.project_id,
-            gcp_conn_id=self.gcp_conn_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
+            **self.job_api_arguments,
             reason="task killed",
             log=self.log,
         )

@@ -8,14 +8,13 @@ Only the fields a page draws leave the server, never the whole XCom.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from airflow_aip.jobs.logs import LogCursor, log_filter
-from airflow_aip.jobs.trials import objective_value
+from airflow_aip.jobs.trials import finite_number, objective_value
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
 LOG_SCALES = frozenset({"UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"})
@@ -47,17 +46,6 @@ def logs_url(project_id: str | None, job_id: str) -> str | None:
     return LOGS_URL.format(query=query, project=urlencode({"project": project_id}))
 
 
-def _number(value: Any) -> float | None:
-    """A hyperparameter value as a finite number (ml v1 sends them as strings), else None."""
-    if isinstance(value, bool):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def _seconds_between(start: Any, end: Any) -> float | None:
     try:
         began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
@@ -71,12 +59,12 @@ def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
     """One row of the trials table: values as text, and as numbers where the charts need them."""
     params = trial.get("hyperparameters") or {}
     metric = trial.get("finalMetric") if isinstance(trial.get("finalMetric"), Mapping) else {}
-    step = _number(metric.get("trainingStep")) if metric else None
+    step = finite_number(metric.get("trainingStep")) if metric else None
     return {
         "id": str(trial.get("trialId", "")),
         "state": trial.get("state"),
         "params": {str(k): str(v) for k, v in params.items()},
-        "values": {str(k): _number(v) for k, v in params.items()},
+        "values": {str(k): finite_number(v) for k, v in params.items()},
         "objective": objective_value(trial),
         "step": int(step) if step is not None else None,
         "start_time": trial.get("startTime"),

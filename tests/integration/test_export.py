@@ -137,7 +137,7 @@ def test_impersonation_chain_reaches_both_hooks() -> None:
         task_id="export", job_id="j", destination_uri="gs://b/m", impersonation_chain=["a@p.iam", "b@p.iam"]
     )
     assert "impersonation_chain" in op.template_fields
-    assert op.training.impersonation_chain == op.storage.impersonation_chain
+    assert op.hook.impersonation_chain == op.storage.impersonation_chain
     assert op.storage.impersonation_chain is not None
     assert list(op.storage.impersonation_chain) == ["a@p.iam", "b@p.iam"]
 
