@@ -15,6 +15,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import JobState, objective_value
+from airflow_aip.jobs.view import AI_PLATFORM, VERTEX
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 MANIFEST_NAME = "manifest.json"
@@ -32,6 +33,8 @@ class ExportSource:
     metric_tag: str | None = None
     metric: float | None = None
     goal: str = "MAXIMIZE"
+    backend: str = AI_PLATFORM
+    resource_name: str | None = None
 
     @property
     def version(self) -> str:
@@ -39,26 +42,42 @@ class ExportSource:
         return f"{self.job_id}_trial{self.trial_id}" if self.trial_id else self.job_id
 
 
-def export_source(summary: Mapping[str, Any], source_subdir: str = "") -> ExportSource:
-    """Where a SUCCEEDED job's model lies: ``jobDir[/<best trial id>][/source_subdir]``.
+VERTEX_MODEL_DIR = "model"  # AIP_MODEL_DIR is <base>/model/, or <base>/<trial id>/model/ for a trial
 
-    Tuning trials write below ``jobDir/<trialId>`` (Google's convention, and the local service's),
-    so the best trial's output is chosen by the spec's goal. Raises ValidationError naming the
-    field when the job cannot be exported.
+
+def export_source(summary: Mapping[str, Any], source_subdir: str | None = None) -> ExportSource:
+    """Where a SUCCEEDED job's model lies: ``{output dir}[/<best trial id>][/source_subdir]``.
+
+    The output dir is ml v1's ``jobDir`` or Vertex AI's ``baseOutputDirectory``. Tuning trials
+    write below ``<output dir>/<trialId>`` (Google's convention on both, and the local
+    service's), so the best trial's output is chosen by the spec's goal. ``source_subdir``
+    None means the backend's own place: ``model`` on Vertex AI (where ``AIP_MODEL_DIR``
+    points), the output dir itself on ml v1. Raises ValidationError naming the field when the
+    job cannot be exported.
     """
     job_id = str(summary.get("job_id") or "")
     state = JobState.parse(summary.get("state"))
     if state is not JobState.SUCCEEDED:
         raise ValidationError("job_id", f"job {job_id} is {state.value}; only a SUCCEEDED job is exported")
-    job_dir = summary.get("job_dir")
-    if not job_dir:
-        raise ValidationError("job_id", f"job {job_id} has no trainingInput.jobDir to export from")
-    prefix = parse_gcs_uri(str(job_dir), "trainingInput.jobDir")
+    backend = str(summary.get("backend") or AI_PLATFORM)
+    output_dir = summary.get("output_dir")
+    field_name = "jobSpec.baseOutputDirectory" if backend == VERTEX else "trainingInput.jobDir"
+    if not output_dir:
+        raise ValidationError("job_id", f"job {job_id} has no {field_name} to export from")
+    prefix = parse_gcs_uri(str(output_dir), field_name)
+    if source_subdir is None:
+        source_subdir = VERTEX_MODEL_DIR if backend == VERTEX else ""
     parts = [source_subdir.strip("/")] if source_subdir.strip("/") else []
     if parts:
         validate_object_name(parts[0], "source_subdir")
+    name = str(summary["name"]) if summary.get("name") else None
     if not summary.get("is_hyperparameter_tuning_job"):
-        return ExportSource(job_id=job_id, prefix=prefix.join(*parts, field="source_subdir"))
+        return ExportSource(
+            job_id=job_id,
+            prefix=prefix.join(*parts, field="source_subdir"),
+            backend=backend,
+            resource_name=name,
+        )
     best = summary.get("best_trial")
     if not best:
         raise ValidationError("job_id", f"tuning job {job_id} has no trial with a final metric to export")
@@ -71,6 +90,8 @@ def export_source(summary: Mapping[str, Any], source_subdir: str = "") -> Export
         metric_tag=summary.get("hyperparameter_metric_tag"),
         metric=objective_value(best),
         goal=str(summary.get("goal") or "MAXIMIZE"),
+        backend=backend,
+        resource_name=name,
     )
 
 
@@ -127,6 +148,8 @@ def build_manifest(
         "manifest_version": MANIFEST_VERSION,
         "model_uri": destination.uri,
         "job_id": source.job_id,
+        "backend": source.backend,
+        "resource_name": source.resource_name,
         "trial_id": source.trial_id,
         "hyperparameters": source.hyperparameters,
         "metric": {"tag": source.metric_tag, "value": source.metric, "goal": source.goal},
@@ -142,3 +165,29 @@ def same_export(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> boo
     """An earlier export of the same source with the same content: a re-run rewrites nothing."""
     keys = ("model_uri", "job_id", "trial_id", "source_uri", "objects")
     return all(existing.get(k) == manifest.get(k) for k in keys)
+
+
+def package_uris(view: Mapping[str, Any]) -> list[str]:
+    """The trainer packages a job ran (ml v1's ``packageUris``; every Vertex AI pool's), once each."""
+    spec = view.get("spec") or {}
+    if view.get("backend") != VERTEX:
+        return list((spec.get("trainingInput") or {}).get("packageUris") or [])
+    job_spec = spec.get("trialJobSpec") or spec.get("jobSpec") or {}
+    uris: list[str] = []
+    for pool in job_spec.get("workerPoolSpecs") or []:
+        for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris") or []:
+            if uri not in uris:
+                uris.append(uri)
+    return uris
+
+
+def describe_source(source: ExportSource) -> str:
+    """One line for the task log: what is exported, from where, and why it is the one."""
+    where = f"{source.backend} job {source.resource_name or source.job_id}"
+    if source.trial_id is None:
+        metric = f"; {source.metric_tag} = {source.metric}" if source.metric is not None else ""
+        return f"Exporting the model of {where} from {source.prefix.uri}{metric}"
+    return (
+        f"Exporting trial {source.trial_id} of {where} from {source.prefix.uri}: the best "
+        f"{source.metric_tag} = {source.metric} ({source.goal}), hyperparameters {source.hyperparameters}"
+    )

@@ -1,4 +1,8 @@
-"""The "AI Platform Training job" button: the job's Cloud Console page, read from XCom.
+"""The "Training job" button: the job's page, read from XCom.
+
+On Google Cloud it is the job's Cloud Console page (Vertex AI's training page, or AI
+Platform's); on the local training service it is the service's own page of the job
+(``/console/<resource name>``), never Google's console for a project that does not exist.
 
 The operator and the sensor push the URL under :data:`CONSOLE_URL_XCOM_KEY` (the link's
 ``xcom_key``) before they start waiting, so the button works while the task is still running
@@ -21,9 +25,9 @@ JOB_ID_XCOM_KEY = "training_job_id"
 
 
 class TrainingJobConsoleLink(BaseOperatorLink):
-    """Link to the training job in the Google Cloud console."""
+    """Link to the training job's page (Google Cloud console, or the local service's)."""
 
-    name = "AI Platform Training job"
+    name = "Training job"
 
     @property
     def xcom_key(self) -> str:

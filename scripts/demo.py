@@ -1,7 +1,8 @@
 """`make demo`: the example pipeline end to end on the local training service.
 
-Starts `aip-local serve` (the ml v1 API and fake-gcs-server on 127.0.0.1), runs
-`aip_training_pipeline` with `airflow dags test` on a SQLite metadata DB under `.airflow/`,
+Starts `aip-local serve` (Vertex AI's and the ml v1 API, and fake-gcs-server on 127.0.0.1), runs
+`aip_training_pipeline` on the Vertex AI backend with `airflow dags test` on a SQLite
+metadata DB under `.airflow/`,
 shows its progress as it goes (tasks, the job's states, each trial with the best so far), prints
 what it produced and how to open the run in Airflow's UI, and stops everything it started.
 No cloud account, no network.
@@ -27,6 +28,7 @@ from scripts.stack import REPO, airflow_env, exit_on_sigterm, local_service, mig
 BUCKET = "aip-demo"
 PROJECT = "local-project"
 DAG_ID = "aip_training_pipeline"
+REGION = "us-central1"
 
 
 def main() -> int:
@@ -73,14 +75,11 @@ def main() -> int:
 
 def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
     """Show the run's progress until ``airflow dags test`` exits; its exit code."""
-    from airflow_aip.hooks import TrainingJobHook
-
-    jobs = TrainingJobHook(project_id=PROJECT)
     tracker, printer = ProgressTracker(), printer_for()
     try:
         while True:
             ended = proc.poll() is not None  # one last look after the exit
-            printer.show(tracker.update(look(db, DAG_ID, jobs.list_jobs())), tracker)
+            printer.show(tracker.update(look(db, DAG_ID, _jobs())), tracker)
             if ended:
                 return int(proc.returncode)
             time.sleep(1)
@@ -100,6 +99,16 @@ def _how_to_open(db: Path) -> None:
     )
 
 
+def _jobs() -> list[dict[str, Any]]:
+    """Every training job in the demo's project and region, as neutral views (with trials)."""
+    from airflow_aip.hooks.vertex import VertexJobHook
+    from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND
+
+    hook = VertexJobHook(project_id=PROJECT, region=REGION)
+    listed = [job for kind in (TUNING_KIND, CUSTOM_KIND) for job in hook.list_jobs(kind)]
+    return [hook.read(str(job["name"])) for job in listed]
+
+
 def _create_bucket() -> None:
     from airflow_aip.hooks import StorageHook
 
@@ -110,18 +119,19 @@ def _create_bucket() -> None:
 
 def _report() -> bool:
     """Print the jobs, the best trial and the exported model; False when something is missing."""
-    from airflow_aip.hooks import StorageHook, TrainingJobHook
+    from airflow_aip.hooks import StorageHook
     from airflow_aip.jobs import summarize_job
 
-    jobs = TrainingJobHook(project_id=PROJECT).list_jobs()
+    jobs = _jobs()
     storage = StorageHook()
     manifests = [o for o in storage.list(f"gs://{BUCKET}/models/iris/") if o.uri.endswith("/manifest.json")]
     if not jobs or not manifests:
         return False
     print("\nTraining jobs:")
     for job in jobs:
-        s = summarize_job(job, PROJECT)
+        s = summarize_job(job)
         print(f"  {s['job_id']}  {s['state']}  trials={len(s['trials'])}")
+        print(f"    Vertex AI resource: {s['name']}")
         for trial in s["trials"]:
             metric = (trial.get("finalMetric") or {}).get("objectiveValue")
             print(f"    trial {trial['trialId']}: {trial.get('hyperparameters')}  accuracy={metric}")
@@ -131,7 +141,8 @@ def _report() -> bool:
     manifest: dict[str, Any] = json.loads(storage.read_bytes(manifests[-1].uri))
     print(f"\nExported model: {manifest['model_uri']}")
     print(f"Manifest ({manifests[-1].uri}):")
-    print(json.dumps({k: manifest[k] for k in ("job_id", "trial_id", "hyperparameters", "metric")}, indent=2))
+    shown = ("job_id", "backend", "resource_name", "trial_id", "hyperparameters", "metric")
+    print(json.dumps({k: manifest.get(k) for k in shown}, indent=2))
     print("Objects:", ", ".join(f"{o['name']} ({o['size']} B)" for o in manifest["objects"]))
     return True
 

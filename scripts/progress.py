@@ -75,15 +75,16 @@ class ProgressTracker:
         return events
 
     def _job(self, job: Mapping[str, Any]) -> list[Event]:
-        job_id, state = str(job.get("jobId")), str(job.get("state"))
+        """``job``: the neutral job view (``airflow_aip.jobs.view``), from either backend."""
+        job_id, state = str(job.get("job_id")), str(job.get("state"))
         events = []
         if self.job_states.get(job_id) != state:
             self.job_states[job_id] = state
-            events.append(Event("job_state", f"job {job_id}: {state}"))
-        spec = (job.get("trainingInput") or {}).get("hyperparameters") or {}
-        maximize = spec.get("goal", "MAXIMIZE") != "MINIMIZE"
-        metric = spec.get("hyperparameterMetricTag") or "metric"
-        trials = (job.get("trainingOutput") or {}).get("trials") or []
+            shown = f" ({job['name']})" if job.get("name") else ""
+            events.append(Event("job_state", f"job {job_id}: {state}{shown}"))
+        maximize = job.get("goal", "MAXIMIZE") != "MINIMIZE"
+        metric = job.get("hyperparameter_metric_tag") or "metric"
+        trials = job.get("trials") or []
         for trial in sorted(trials, key=lambda t: int(t.get("trialId", 0))):
             key = (job_id, str(trial.get("trialId")))
             if trial.get("state") not in ENDED_TRIAL or key in self.trials_told:

@@ -97,13 +97,17 @@ class GoogleApiHook(GoogleCloudBaseHook):
             self._api_endpoint, self.settings, extra=self.endpoint_extra, env=self.endpoint_env
         )
 
+    def google_host(self) -> str:
+        """The API's host name before the universe domain (``ml``; Vertex AI's is regional)."""
+        return self.default_host
+
     @property
     def root_url(self) -> str:
         """The override, else Google's endpoint in the credentials' universe (googleapis.com)."""
         if self.endpoint:
             return self.endpoint
         universe = getattr(self.credentials_and_project[0], "universe_domain", None) or DEFAULT_UNIVERSE
-        return f"https://{self.default_host}.{universe}/"
+        return f"https://{self.google_host()}.{universe}/"
 
     @cached_property
     def is_local(self) -> bool:
@@ -163,10 +167,12 @@ class GoogleApiHook(GoogleCloudBaseHook):
         body: Any = None,
         params: dict[str, Any] | None = None,
         on_send: Callable[[], None] | None = None,
+        retry: bool = True,
     ) -> dict[str, Any]:
         """One API call with the retry policy; an error answer becomes a typed error.
 
         ``on_send`` is called before each attempt: a create counts its sends with it.
+        ``retry=False`` sends once: for a create on an API that cannot recognise a re-send.
         """
         url = self.root_url + path
 
@@ -181,6 +187,8 @@ class GoogleApiHook(GoogleCloudBaseHook):
                     break
             return _decoded(response, method)
 
+        if not retry:
+            return once()
         for attempt in Retrying(**self._retry_policy):
             with attempt:
                 return once()

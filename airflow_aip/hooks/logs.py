@@ -66,7 +66,8 @@ class JobLogsHook(GoogleApiHook):
     :param gcp_conn_id: Airflow connection (provider-google extras; missing => ADC).
     :param project_id: the project whose logs are read (default: connection, then credentials).
     :param api_endpoint: logging root URL override, e.g. ``http://127.0.0.1:8080/``.
-    :param ml_api_endpoint: the ml endpoint of the job: when it is an emulator, logs come from it too.
+    :param ml_api_endpoint: the job API's endpoint: when it is an emulator, logs come from it too.
+    :param job_endpoint_env: the gcloud variable that overrides the job API's endpoint.
     :param impersonation_chain: account (or chain) to impersonate; wins over the connection's.
     """
 
@@ -83,6 +84,7 @@ class JobLogsHook(GoogleApiHook):
         project_id: str | None = None,
         api_endpoint: str | None = None,
         ml_api_endpoint: str | None = None,
+        job_endpoint_env: str = ENDPOINT_ENV,
         impersonation_chain: str | Sequence[str] | None = None,
         retry_attempts: int = LOG_RETRY_ATTEMPTS,
         retry_max_wait: float = LOG_RETRY_MAX_WAIT,
@@ -102,6 +104,7 @@ class JobLogsHook(GoogleApiHook):
             **kwargs,
         )
         self._ml_api_endpoint = ml_api_endpoint
+        self._job_endpoint_env = job_endpoint_env
         self.page_size = page_size
         self.max_pages = max_pages
 
@@ -112,7 +115,7 @@ class JobLogsHook(GoogleApiHook):
         if own:
             return own
         ml = resolve_api_endpoint(
-            self._ml_api_endpoint, self.settings, extra=ENDPOINT_EXTRA, env=ENDPOINT_ENV
+            self._ml_api_endpoint, self.settings, extra=ENDPOINT_EXTRA, env=self._job_endpoint_env
         )
         return ml if ml and is_emulator(ml) else None
 

@@ -15,13 +15,15 @@ through the operators.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 from urllib.parse import quote
 
-from airflow_aip.exceptions import ApiError, JobAlreadyExistsError
+from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import error_message, is_transient
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
+from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.view import AI_PLATFORM, JobView, ml_job_name, view_from_ml
 from airflow_aip.uris import is_loopback
 
 __all__ = [
@@ -37,9 +39,7 @@ ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
 ENDPOINT_EXTRA = "api_endpoint"
 
 
-def job_name(project_id: str, job_id: str) -> str:
-    """``projects/{project}/jobs/{job}``: the resource name every job method takes."""
-    return f"projects/{project_id}/jobs/{job_id}"
+job_name = ml_job_name
 
 
 class TrainingJobHook(GoogleApiHook):
@@ -53,6 +53,7 @@ class TrainingJobHook(GoogleApiHook):
     default_host = "ml"
     endpoint_extra = ENDPOINT_EXTRA
     endpoint_env = ENDPOINT_ENV
+    backend: ClassVar[str] = AI_PLATFORM
 
     def _job_path(self, job_id: str, project_id: str | None) -> str:
         return "v1/" + quote(job_name(project_id or self.project_id, validate_job_id(job_id)))
@@ -119,6 +120,53 @@ class TrainingJobHook(GoogleApiHook):
                 return jobs
             params = {**params, "pageToken": page["nextPageToken"]}
 
+    # -- the neutral interface (the same on VertexJobHook) ------------------------------------
+
+    def _view(self, job: dict[str, Any], project_id: str | None = None) -> JobView:
+        view = view_from_ml(job, project_id or self.project_id)
+        if self.is_local and view["name"]:
+            view["console_url"] = f"{self.root_url.rstrip('/')}/console/{view['name']}"
+        return view
+
+    @staticmethod
+    def _split(name: str) -> tuple[str, str]:
+        """``(project, job_id)`` of ``projects/P/jobs/ID``."""
+        parts = name.strip("/").split("/")
+        if len(parts) != 4 or parts[0] != "projects" or parts[2] != "jobs":
+            raise ValidationError("job_name", f"must be projects/<project>/jobs/<job id>, got {name!r}")
+        return parts[1], parts[3]
+
+    def find_job(self, job_id: str, kind: str | None = None) -> JobView | None:
+        """The job with this ID, or None (ml v1 IDs are the client's: a get answers it)."""
+        try:
+            return self._view(self.get_job(job_id))
+        except JobNotFoundError:
+            return None
+
+    def create(self, request: JobRequest, job_id: str) -> JobView:
+        """``projects.jobs.create`` under ``job_id`` (409: JobAlreadyExistsError, see create_job)."""
+        return self._view(self.create_job(request.for_attempt(job_id)))
+
+    def read(self, name: str) -> JobView:
+        project, job_id = self._split(name)
+        return self._view(self.get_job(job_id, project), project)
+
+    async def aread(self, name: str) -> JobView:
+        project, job_id = self._split(name)
+        return self._view(await self.aget_job(job_id, project), project)
+
+    def cancel(self, name: str) -> bool:
+        project, job_id = self._split(name)
+        return self.cancel_job(job_id, project)
+
+    async def acancel(self, name: str) -> bool:
+        project, job_id = self._split(name)
+        return await self.acancel_job(job_id, project)
+
+    def resolve(self, job_id: str) -> str:
+        """The resource name of a job ID (no request: ml v1 names are the client's)."""
+        return ml_job_name(self.project_id, validate_job_id(job_id))
+
     # -- async path (triggers) ---------------------------------------------------------------
 
     async def aget_job(self, job_id: str, project_id: str | None = None) -> dict[str, Any]:
@@ -141,31 +189,3 @@ class TrainingJobHook(GoogleApiHook):
             raise
         self.log.info("Cancellation of training job %s requested", job_id)
         return True
-
-
-def cancel_quietly(
-    job_id: str,
-    project_id: str | None,
-    *,
-    gcp_conn_id: str,
-    api_endpoint: str | None,
-    reason: str,
-    log: Any,
-    impersonation_chain: str | list[str] | None = None,
-) -> None:
-    """Cancel a job for a task that is being killed or gives up: log, never raise.
-
-    A fresh hook, because ``on_kill`` runs in a signal handler, maybe in the middle of a request
-    on the task's own hook's client; never raising, because the kill must go on either way.
-    """
-    log.warning("Cancelling training job %s (%s)", job_id, reason)
-    try:
-        hook = TrainingJobHook(
-            gcp_conn_id,
-            project_id=project_id,
-            api_endpoint=api_endpoint,
-            impersonation_chain=impersonation_chain,
-        )
-        hook.cancel_job(job_id)
-    except Exception:
-        log.exception("Could not cancel training job %s", job_id)

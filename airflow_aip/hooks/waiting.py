@@ -28,13 +28,13 @@ import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_aip.hooks.training import is_transient
+from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream
 from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event
 
 if TYPE_CHECKING:
+    from airflow_aip.hooks.job_reference import JobHook
     from airflow_aip.hooks.logs import JobLogsHook
-    from airflow_aip.hooks.training import TrainingJobHook
 
 StreamFor = Callable[[Mapping[str, Any]], LogStream]
 
@@ -44,11 +44,12 @@ class _Wait:
 
     def __init__(
         self,
-        hook: TrainingJobHook,
+        hook: JobHook,
         logs_hook: JobLogsHook,
         job_id: str,
         project_id: str,
         *,
+        job_name: str,
         poll_interval: float,
         deadline: float | None,
         log: Any,
@@ -59,6 +60,7 @@ class _Wait:
         self.hook = hook
         self.logs_hook = logs_hook
         self.job_id = job_id
+        self.job_name = job_name
         self.project_id = project_id
         self.poll_interval = poll_interval
         self.deadline = deadline
@@ -68,7 +70,7 @@ class _Wait:
         self.jitter = jitter or random.random
         self.state = WaitState.begin(job_id, time.time())
         self.stream: LogStream | None = None
-        self.last_job: Mapping[str, Any] = {}  # the job as the last successful read showed it
+        self.last_job: Mapping[str, Any] = {}  # the job's view as the last successful read showed it
 
     @staticmethod
     def failed_read(err: Exception) -> Seen:
@@ -92,7 +94,7 @@ class _Wait:
         return decided
 
     def event(self, decided: Step) -> dict[str, Any]:
-        return step_event(decided, self.project_id, time.time())
+        return step_event(decided, self.project_id, time.time(), self.job_name)
 
     def stream_of(self, seen: Seen, decided: Step) -> LogStream | None:
         """The stream to follow (running) or drain (ended) after this read, if any."""
@@ -118,7 +120,7 @@ class SyncWait(_Wait):
             seen = Seen(job)
         else:
             try:
-                seen = Seen(self.hook.get_job(self.job_id, self.project_id))
+                seen = Seen(self.hook.read(self.job_name))
             except Exception as err:
                 seen = self.failed_read(err)
         decided = self.decide(seen)
@@ -150,7 +152,7 @@ class AsyncWait(_Wait):
 
     async def observe(self) -> Step:
         try:
-            seen = Seen(await self.hook.aget_job(self.job_id, self.project_id))
+            seen = Seen(await self.hook.aread(self.job_name))
         except Exception as err:  # the step tells transient from not; cancellation passes
             seen = self.failed_read(err)
         decided = self.decide(seen)

@@ -46,10 +46,13 @@ from airflow_aip.jobs.diff import diff_training_input
 from airflow_aip.jobs.labels import OWNER_LABELS
 from airflow_aip.jobs.logs import normalize_timestamp
 from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.view import VERTEX
 
 IF_EXISTS = ("adopt", "fail", "new")
 CLOCK_SKEW = 60.0  # seconds the API's clock may run behind ours when dating this call's create
-_WILL_NOT_SUCCEED = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.CANCELLING})
+_WILL_NOT_SUCCEED = frozenset(
+    {JobState.FAILED, JobState.CANCELLED, JobState.CANCELLING, JobState.PAUSED, JobState.EXPIRED}
+)
 
 
 class Owner(str, Enum):
@@ -92,8 +95,21 @@ def check_if_exists(value: object) -> str:
 
 
 def spec_differences(requested: Mapping[str, Any], existing: Mapping[str, Any]) -> list[str]:
-    """The trainingInput fields, then the ``labels.<key>``, in which two jobs differ."""
-    differing = diff_training_input(requested.get("trainingInput") or {}, existing.get("trainingInput") or {})
+    """The spec fields, then the ``labels.<key>``, in which two jobs differ.
+
+    Both are neutral (``spec`` and ``labels``, see :mod:`.view`); the spec compares in its
+    backend's vocabulary: ml v1's trainingInput with its defaults, or the Vertex AI body we
+    sent against what the server holds (fields only the server sets are not differences).
+    """
+    ours_spec, theirs_spec = requested.get("spec") or {}, existing.get("spec") or {}
+    if requested.get("backend") == VERTEX:
+        from airflow_aip.jobs.vertex_diff import diff_vertex_spec
+
+        differing = diff_vertex_spec(ours_spec, theirs_spec)
+    else:
+        differing = diff_training_input(
+            ours_spec.get("trainingInput") or {}, theirs_spec.get("trainingInput") or {}
+        )
     ours, theirs = dict(requested.get("labels") or {}), dict(existing.get("labels") or {})
     keys = sorted(set(ours) | set(theirs))
     return differing + [f"labels.{key}" for key in keys if ours.get(key) != theirs.get(key)]
@@ -104,7 +120,7 @@ def _created_since(existing: Mapping[str, Any], first_sent: float) -> bool:
 
     Without a readable createTime the spec and labels are all there is to go by.
     """
-    created = normalize_timestamp(existing.get("createTime"))
+    created = normalize_timestamp(existing.get("create_time"))
     if created is None:
         return True
     since = normalize_timestamp(datetime.fromtimestamp(first_sent - CLOCK_SKEW, timezone.utc).isoformat())

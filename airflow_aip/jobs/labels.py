@@ -24,6 +24,9 @@ DAG_ID_LABEL = "airflow-dag-id"
 TASK_ID_LABEL = "airflow-task-id"
 RUN_ID_LABEL = "airflow-run-id"
 MAP_INDEX_LABEL = "airflow-map-index"
+# Vertex AI assigns numeric IDs: our job ID (sanitised) in this label is how a job is found again.
+# An underscore, not a dash: it is written in list filters (``labels.aip_job_id="..."``).
+JOB_ID_LABEL = "aip_job_id"
 # Together they name the task instance that made a job: the adoption rule's owner.
 OWNER_LABELS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
 

@@ -1,7 +1,10 @@
-"""Job states as the ml v1 API spells them, and which of them end a job.
+"""The neutral job states (ml v1's names, plus Vertex AI's PAUSED and EXPIRED), and which end a job.
 
 Waiting code decides with these properties only: a string comparison scattered over
-operators, sensors and triggers is how FAILED jobs once got reported as success.
+operators, sensors and triggers is how FAILED jobs once got reported as success. Each backend
+maps its wire states here explicitly (Vertex: :mod:`.vertex_view`). PAUSED and EXPIRED end a
+wait and are not success: Google's SDK and Airflow's Vertex triggers count PAUSED as complete,
+and the Google provider reports it as success; we do not (a paused job trained nothing yet).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ class JobState(str, Enum):
     FAILED = "FAILED"
     CANCELLING = "CANCELLING"
     CANCELLED = "CANCELLED"
+    PAUSED = "PAUSED"  # Vertex AI: "stopped, and can be resumed"
+    EXPIRED = "EXPIRED"  # Vertex AI
 
     def __str__(self) -> str:
         return self.value
@@ -49,8 +54,10 @@ class JobState(str, Enum):
 
     @property
     def is_failure(self) -> bool:
-        """Ended without success: FAILED or CANCELLED."""
-        return self in (JobState.FAILED, JobState.CANCELLED)
+        """Ended without success: FAILED, CANCELLED, PAUSED or EXPIRED."""
+        return self in TERMINAL_STATES and self is not JobState.SUCCEEDED
 
 
-TERMINAL_STATES: frozenset[JobState] = frozenset({JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED})
+TERMINAL_STATES: frozenset[JobState] = frozenset(
+    {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PAUSED, JobState.EXPIRED}
+)

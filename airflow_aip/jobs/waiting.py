@@ -182,28 +182,35 @@ def _after_error(
 
 
 def job_event(job: Mapping[str, Any], project_id: str) -> dict[str, Any]:
-    """The event for a job that ended."""
-    summary = summarize_job(job, project_id)
+    """The event for a job that ended (``job``: the neutral view, see ``airflow_aip.jobs.view``)."""
+    summary = summarize_job(job)
     state = JobState.parse(summary["state"])
     message = f"Training job {summary['job_id']} ended {state.value}"
     if summary["error_message"]:
         message += f": {summary['error_message']}"
     return {
-        "status": _STATUS.get(state, "error"),
+        "status": _STATUS.get(state, "failed" if state.is_failure else "error"),
         "message": message,
         "job_id": summary["job_id"],
+        "job_name": summary["name"],
         "project_id": project_id,
         "state": state.value,
         "summary": summary,
     }
 
 
-def step_event(decided: Step, project_id: str, now: float) -> dict[str, Any]:
+def step_event(decided: Step, project_id: str, now: float, job_name: str = "") -> dict[str, Any]:
     """The event for a step that ended the wait (``ended``, ``timed_out`` or ``failed``) at ``now``."""
     if decided.action == "ended" and decided.job is not None:
         return job_event(decided.job, project_id)
     state = decided.state
-    base = {"job_id": state.job_id, "project_id": project_id, "state": state.state.value, "summary": None}
+    base = {
+        "job_id": state.job_id,
+        "job_name": job_name,
+        "project_id": project_id,
+        "state": state.state.value,
+        "summary": None,
+    }
     if decided.action == "timed_out":
         message = f"Stopped waiting for training job {state.job_id}: still {state.state.value}"
         waited = round(max(0.0, now - state.started), 3)

@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
-from airflow_aip.jobs import validate_job_id
 
 
 class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
@@ -18,11 +17,16 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     As a teardown (``.as_teardown(setups=submit)``) it runs once the tasks between it and the
     submit ended, however they ended: a job outlives its run only if it already ended. Its result
     says whether a cancel was needed (``cancel_requested``).
+
+    :param job_id: our job ID or the job's resource name (as the sensor's).
+    :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
+    :param region: the job's location on Vertex AI (default ``[aip] region``).
     """
 
     template_fields: Sequence[str] = (
         "job_id",
         "project_id",
+        "region",
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
@@ -34,6 +38,8 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         *,
         job_id: str,
         project_id: str | None = None,
+        backend: str = conf.get("aip", "backend", fallback="vertex"),
+        region: str | None = conf.get("aip", "region", fallback=None),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
@@ -42,12 +48,14 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         super().__init__(**kwargs)
         self.job_id = job_id
         self.project_id = project_id
+        self.backend = backend
+        self.region = region
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Context) -> dict[str, Any]:
-        job_id = validate_job_id(self.job_id)
+        name = self.job_name_for(self.job_id)
         project = self.hook.project_id
-        requested = self.hook.cancel_job(job_id, project)
-        return {"job_id": job_id, "project_id": project, "cancel_requested": requested}
+        requested = self.hook.cancel(name)
+        return {"job_id": self.job_id, "name": name, "project_id": project, "cancel_requested": requested}

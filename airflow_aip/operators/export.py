@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.export import (
@@ -23,31 +23,38 @@ from airflow_aip.export import (
     beats,
     build_manifest,
     champion_metric,
+    describe_source,
     export_source,
     metric_from_file,
+    package_uris,
     relative_names,
     same_export,
 )
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
-from airflow_aip.jobs import summarize_job, validate_job_id
+from airflow_aip.jobs import summarize_job
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
 class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
     """Copy a SUCCEEDED job's model to a versioned URI and write its manifest.
 
-    :param source_subdir: folder below the job (or trial) output that holds the model.
+    :param job_id: our job ID (the submit task's XCom ``job_id``) or the job's resource name.
+    :param source_subdir: folder below the job (or trial) output that holds the model
+        (default: ``model`` on Vertex AI, where ``AIP_MODEL_DIR`` points; the job dir on ml v1).
     :param metrics_file: for jobs that are not tuned, a JSON file below the source whose
         ``metric_key`` is the model's metric (tuning jobs use the best trial's final metric).
     :param champion_manifest_uri: the current model's manifest; export only if we beat it.
     :param impersonation_chain: account (or chain) to impersonate for both APIs, as in the
         Google provider's operators.
+    :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
+    :param region: the job's location on Vertex AI (default ``[aip] region``).
     """
 
     template_fields: Sequence[str] = (
         "project_id",
+        "region",
         "job_id",
         "destination_uri",
         "source_subdir",
@@ -66,16 +73,20 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         job_id: str,
         destination_uri: str,
         project_id: str | None = None,
-        source_subdir: str = "",
+        source_subdir: str | None = None,
         metrics_file: str | None = None,
         metric_key: str = "metric",
         champion_manifest_uri: str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
+        backend: str = conf.get("aip", "backend", fallback="vertex"),
+        region: str | None = conf.get("aip", "region", fallback=None),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.backend = backend
+        self.region = region
         self.job_id = job_id
         self.destination_uri = destination_uri
         self.project_id = project_id
@@ -98,20 +109,27 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
             if self.champion_manifest_uri
             else None
         )
-        job_id = validate_job_id(self.job_id, "job_id")
         for name in ("source_subdir", "metrics_file"):  # checked before the first request, too
             if getattr(self, name):
                 validate_object_name(str(getattr(self, name)).strip("/"), name)
-        project = self.hook.project_id
-        job = self.hook.get_job(job_id, project)
-        source = self._with_metric(export_source(summarize_job(job, project), self.source_subdir))
-        result: dict[str, Any] = {"job_id": job_id, "trial_id": source.trial_id, "metric": source.metric}
-
+        name = self.job_name_for(self.job_id)  # first: a Vertex AI name sets the region of the hook
+        job = self.hook.read(name)
+        source = self._with_metric(export_source(summarize_job(job), self.source_subdir))
+        result: dict[str, Any] = {
+            "job_id": source.job_id,
+            "name": source.resource_name,
+            "trial_id": source.trial_id,
+            "metric": source.metric,
+            "metric_tag": source.metric_tag,
+        }
+        self.log.info("%s", describe_source(source))
         champion_generation, champion_value = self._champion(champion_uri)
-        result["champion_metric"] = champion_value
+        if champion_uri:
+            result["champion_metric"] = champion_value
         if champion_uri and not beats(source.metric, champion_value, source.goal):
             self.log.info(
-                "Not exported: metric %s does not beat the champion's %s (%s)",
+                "Not exported: %s %s does not beat the champion's %s (goal %s)",
+                source.metric_tag or "metric",
                 source.metric,
                 champion_value,
                 source.goal,
@@ -136,8 +154,19 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
                 if_generation_match=champion_generation,
                 content_type="application/json",
             )
-            self.log.info("Promoted %s: %s is the new champion", destination.uri, champion_uri.uri)
-        result["promoted"] = champion_uri is not None
+            self.log.info(
+                "Promoted %s: %s %s beats the champion's %s (goal %s); %s is the new champion",
+                destination.uri,
+                source.metric_tag or "metric",
+                source.metric,
+                champion_value,
+                source.goal,
+                champion_uri.uri,
+            )
+            result["promoted"] = True
+        else:
+            self.log.info("No champion_manifest_uri: exported without a promotion gate")
+            result["promoted"] = None
         return result
 
     def _with_metric(self, source: ExportSource) -> ExportSource:
@@ -203,7 +232,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
 
     def _packages(self, job: dict[str, Any]) -> list[dict[str, Any]]:
         out = []
-        for uri in (job.get("trainingInput") or {}).get("packageUris") or []:
+        for uri in package_uris(job):
             info = self.storage.get_metadata(uri) if str(uri).startswith("gs://") else None
             out.append(
                 {

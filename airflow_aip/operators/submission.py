@@ -5,45 +5,65 @@ whole of "retries never duplicate a job and never re-attach to a failed one". Wh
 existing job and what to do about it is decided once, by
 :func:`airflow_aip.jobs.decide_adoption` (its module has the table); this only fetches, asks
 and acts: adopt, try the next attempt ID (``_r2``...), or raise.
+
+The two backends find a taken ID differently, through the same hook methods:
+
+- ml v1 IDs are the client's: the create is sent first, and a 409 says the ID is taken (one
+  request on the common path, and race-free: two tries creating at once meet at the 409);
+- Vertex AI assigns its own IDs, so nothing would stop a second create: the ID is looked up
+  first (label and displayName), and a create whose answer was lost is settled by lookups
+  before it is ever sent again (:mod:`airflow_aip.hooks.vertex`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
-from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import IF_EXISTS, MAX_ATTEMPTS, Action, decide_adoption
+from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.view import VERTEX, JobView
+
+if TYPE_CHECKING:
+    from airflow_aip.hooks.job_reference import JobHook
 
 __all__ = ["IF_EXISTS", "submit_job"]
 
 
 def submit_job(
-    hook: TrainingJobHook,
-    body: dict[str, Any],
-    project_id: str,
+    hook: JobHook,
+    request: JobRequest,
     id_for: Callable[[int], str],
     if_exists: str,
     log: Any,
-) -> dict[str, Any]:
-    """Create the job, or adopt/skip past an existing one with the same ID; return the job.
+) -> JobView:
+    """Create the job, or adopt/skip past an existing one with the same ID; return its view.
 
-    ``id_for(n)`` names attempt ``n`` (1 = the base ID). Creating first and reading on 409 keeps
-    the common path to one request and is race-free: two tries creating at once meet at the 409.
+    ``id_for(n)`` names attempt ``n`` (1 = the base ID).
     """
     for attempt in range(1, MAX_ATTEMPTS + 1):
         job_id = id_for(attempt)
-        try:
-            return hook.create_job({**body, "jobId": job_id}, project_id)
-        except JobAlreadyExistsError as taken:
-            existing = hook.get_job(job_id, project_id)
-            decision = decide_adoption(body, existing, if_exists=if_exists, first_sent=taken.first_sent)
-            log.info("%s", decision.describe(job_id, str(existing.get("state"))))
-            if decision.action is Action.ADOPT:
-                return existing
-            if decision.action is Action.FAIL_EXISTS:
-                raise
-            if decision.action is Action.FAIL_MISMATCH:
-                raise JobSpecMismatchError(job_id, list(decision.differing)) from None
+        taken: JobAlreadyExistsError | None = None
+        existing = hook.find_job(job_id, request.kind) if request.backend == VERTEX else None
+        if existing is None:
+            try:
+                return hook.create(request, job_id)
+            except JobAlreadyExistsError as err:
+                existing, taken = hook.find_job(job_id, request.kind), err
+                if existing is None:
+                    raise
+        first_sent = taken.first_sent if taken is not None else None
+        decision = decide_adoption(
+            request.compared(job_id), existing, if_exists=if_exists, first_sent=first_sent
+        )
+        log.info("%s", decision.describe(job_id, str(existing.get("state"))))
+        if decision.action is Action.ADOPT:
+            return existing
+        if decision.action is Action.FAIL_EXISTS:
+            raise taken or JobAlreadyExistsError(
+                409, f"Training job {job_id} already exists", method="create"
+            )
+        if decision.action is Action.FAIL_MISMATCH:
+            raise JobSpecMismatchError(job_id, list(decision.differing)) from None
     raise ValidationError("job_id", f"no free attempt ID within {MAX_ATTEMPTS} attempts of {id_for(1)}")

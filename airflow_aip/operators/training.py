@@ -1,4 +1,9 @@
-"""Submit an AI Platform Training job and wait for it.
+"""Submit a training job (Vertex AI by default, or ml v1) and wait for it.
+
+Users keep AI Platform's vocabulary (trainingInput arguments, gcloud's config.yaml): on Vertex
+AI (``backend="vertex"``, the default: ``[aip] backend``) it is translated to a CustomJob or a
+HyperparameterTuningJob (``airflow_aip.jobs.vertex_translate``), with Vertex's own vocabulary
+(``vertex_job``) on top. Everything below holds on both backends.
 
 What the removed MLEngineStartTrainingJobOperator got wrong, and what this does instead:
 
@@ -34,24 +39,22 @@ from airflow.sdk import BaseOperator, Context, conf
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
-from airflow_aip.hooks.training import cancel_quietly
+from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs import (
     JobState,
     airflow_labels,
-    build_training_input,
     check_if_exists,
-    console_url,
     deep_merge,
     job_id_for_task,
     load_job_config,
     summarize_job,
-    validate_job,
     validate_pinned_job_id,
     with_attempt,
 )
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
+from airflow_aip.jobs.request import JobRequest, build_request
+from airflow_aip.jobs.view import ml_job_name
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
@@ -60,7 +63,7 @@ from airflow_aip.triggers.training import TrainingJobTrigger
 
 
 class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
-    """Submit a training job (``projects.jobs.create``) and, by default, wait for it to end.
+    """Submit a training job and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
     ``training_input`` (any API field), then the named arguments; later wins, as gcloud's
@@ -71,6 +74,15 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     :param cancel_on_kill: cancel the job if the task is killed or gives up waiting.
     :param stream_logs: while waiting, copy the job's log lines (Cloud Logging) into the task log.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
+    :param backend: "vertex" (Vertex AI custom training; default ``[aip] backend``) or
+        "ai_platform" (the ml v1 API: the local service or a compatible endpoint; Google shut
+        AI Platform Training down on 2025-01-31).
+    :param executor_image_uri: Vertex AI pre-built training container; wins over the one
+        ``runtime_version``/``python_version``/``framework`` translate to.
+    :param framework: what the trainer needs from the container on Vertex AI
+        (tensorflow, scikit-learn, xgboost, pytorch; default tensorflow, as AI Platform's runtimes).
+    :param vertex_job: a CustomJob or HyperparameterTuningJob body in Vertex AI's own REST
+        vocabulary, merged over the translation (or the whole job, without AI Platform arguments).
     """
 
     template_fields: Sequence[str] = (
@@ -102,6 +114,9 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
+        "executor_image_uri",
+        "framework",
+        "vertex_job",
     )
     template_fields_renderers = {
         name: "json"
@@ -113,6 +128,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             "labels",
             "scheduling",
             "master_config",
+            "vertex_job",
         )
     }
     operator_extra_links = (TrainingJobConsoleLink(),)
@@ -157,9 +173,17 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
+        backend: str = conf.get("aip", "backend", fallback="vertex"),
+        executor_image_uri: str | None = None,
+        framework: str | None = None,
+        vertex_job: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.backend = backend
+        self.executor_image_uri = executor_image_uri
+        self.framework = framework
+        self.vertex_job = vertex_job
         self.project_id = project_id
         self.region = region
         self.job_id = job_id
@@ -196,7 +220,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
-        self._watched: tuple[str, str] | None = None  # (job_id, project) while waiting, for on_kill
+        self._watched: tuple[str, str] | None = None  # (job name, project) while waiting, for on_kill
 
     # -- building the request (pure; every check before any side effect) --------------------
 
@@ -223,8 +247,8 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             "hyperparameters": self.hyperparameters,
         }
 
-    def build_job(self, context: Context) -> tuple[dict[str, Any], Callable[[int], str]]:
-        """The validated Job body (without jobId) and the attempt-ID function."""
+    def build_job(self, context: Context) -> tuple[JobRequest, Callable[[int], str]]:
+        """The validated request (any attempt ID) and the attempt-ID function; sets ``region``."""
         check_if_exists(self.if_exists)
         for name in ("poll_interval", "wait_timeout"):
             value = getattr(self, name)
@@ -232,16 +256,26 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
                 raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
         check_lines_per_minute(self.max_log_lines_per_minute)
         loaded = load_job_config(self.config)
-        layered = {"trainingInput": deep_merge(loaded.get("trainingInput") or {}, self.training_input or {})}
-        training_input = build_training_input(layered, **self._named_arguments())
+        layered = deep_merge(loaded.get("trainingInput") or {}, self.training_input or {})
         if self.labels is not None and not isinstance(self.labels, Mapping):
             raise ValidationError("labels", f"must be a mapping of strings, got {type(self.labels).__name__}")
         ti = context["ti"]
         user_labels = {**(loaded.get("labels") or {}), **(self.labels or {})}
         labels = airflow_labels(ti.dag_id, ti.task_id, ti.run_id, user_labels, getattr(ti, "map_index", -1))
         id_for = self._attempt_ids(context)
-        validate_job({"jobId": id_for(1), "trainingInput": training_input, "labels": labels})
-        return {"trainingInput": training_input, "labels": labels}, id_for
+        request = build_request(
+            self.backend,
+            layered_input=layered,
+            named=self._named_arguments(),
+            labels=labels,
+            first_id=id_for(1),
+            default_region=conf.get("aip", "region", fallback=None),
+            executor_image_uri=self.executor_image_uri,
+            framework=self.framework,
+            vertex_job=self.vertex_job,
+        )
+        self.region = request.region or self.region
+        return request, id_for
 
     def _attempt_ids(self, context: Context) -> Callable[[int], str]:
         """Attempt n's job ID: every try of this task instance computes the same ones (see jobs.ids)."""
@@ -262,22 +296,24 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        body, id_for = self.build_job(context)
+        request, id_for = self.build_job(context)
         project = self.hook.project_id
-        job = submit_job(self.hook, body, project, id_for, self.if_exists, self.log)
-        job_id = str(job["jobId"])
-        self._watched = (job_id, project)
+        job = submit_job(self.hook, request, id_for, self.if_exists, self.log)
+        job_id, name = str(job["job_id"]), str(job["name"])
+        self._watched = (name, project)
+        summary = summarize_job(job)
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
-        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=console_url(project, job_id))
-        self.log.info("Training job %s: %s", job_id, console_url(project, job_id))
+        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=summary["console_url"])
+        self.log.info("Training job %s (%s): %s", job_id, name, summary["console_url"])
         if not self.wait_for_completion:
             self._watched = None
-            return summarize_job(job, project)
+            return summary
         end_time = time.time() + self.wait_timeout if self.wait_timeout else None
         if self.deferrable and not JobState.parse(job.get("state")).is_terminal:
             self.defer(
                 trigger=TrainingJobTrigger(
                     job_id=job_id,
+                    job_name=name,
                     project_id=project,
                     **self.job_api_arguments,
                     poll_interval=self.poll_interval,
@@ -285,7 +321,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
                     cancel_on_kill=self.cancel_on_kill,
                     stream_logs=self.stream_logs,
                     max_log_lines_per_minute=self.max_log_lines_per_minute,
-                    masked_values=masked_values_in(body),
+                    masked_values=masked_values_in(request.body),
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=self.wait_timeout + DEFERRAL_TIMEOUT_MARGIN)
@@ -300,18 +336,18 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         With ``stream_logs``, each poll also copies the new log lines, and once the job ended
         the last ones are drained (lines printed just before the end are ingested after it).
         """
-        job_id = str(job["jobId"])
 
         def stream_for(seen: Mapping[str, Any]) -> LogStream:
             return LogStream.for_job(
-                job_id, seen.get("createTime"), lines_per_minute=self.max_log_lines_per_minute
+                str(seen["log_id"]), seen.get("create_time"), lines_per_minute=self.max_log_lines_per_minute
             )
 
         wait = SyncWait(
             self.wait_hook,
             self.logs_hook,
-            job_id,
+            str(job["job_id"]),
             project,
+            job_name=str(job["name"]),
             poll_interval=self.poll_interval,
             deadline=end_time,
             log=self.log,
@@ -321,7 +357,11 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event alone says which job and how it ended."""
-        self._watched = (str(event.get("job_id")), str(event.get("project_id")))
+        project = str(event.get("project_id"))
+        name = event.get("job_name") or ml_job_name(
+            project, str(event.get("job_id"))
+        )  # events before job_name
+        self._watched = (str(name), project)
         return self._finish(event)
 
     def _finish(self, event: dict[str, Any]) -> dict[str, Any]:
@@ -331,14 +371,8 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self._watched = None
         return summary_from_event(event)
 
-    def _cancel(self, job_id: str, project: str, reason: str) -> None:
-        cancel_quietly(
-            job_id,
-            project,
-            **self.job_api_arguments,
-            reason=reason,
-            log=self.log,
-        )
+    def _cancel(self, name: str, project: str, reason: str) -> None:
+        cancel_quietly(name, project_id=project, reason=reason, log=self.log, **self.job_api_arguments)
 
     def on_kill(self) -> None:
         """Killed while waiting in the worker: cancel the job (deferred kills: the trigger's on_kill)."""

@@ -47,10 +47,8 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
-from airflow_aip.hooks.training import cancel_quietly
+from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait
-from airflow_aip.jobs import console_url, validate_job_id
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
@@ -61,6 +59,11 @@ from airflow_aip.triggers.training import TrainingJobTrigger
 class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     """Succeeds when the job is SUCCEEDED and returns its summary; fails when it ends otherwise.
 
+    :param job_id: our job ID (on Vertex AI: looked up by its label and displayName) or the
+        job's resource name (``projects/.../locations/.../hyperparameterTuningJobs/123``).
+    :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
+    :param region: the job's location on Vertex AI (default ``[aip] region``; a resource
+        name carries its own).
     :param poke_interval: seconds between checks (default ``[aip] poll_interval``).
     :param stream_logs: copy the job's log lines (Cloud Logging) into the task log while waiting.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
@@ -70,6 +73,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     template_fields: Sequence[str] = (
         "job_id",
         "project_id",
+        "region",
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
@@ -82,6 +86,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         *,
         job_id: str,
         project_id: str | None = None,
+        backend: str = conf.get("aip", "backend", fallback="vertex"),
+        region: str | None = conf.get("aip", "region", fallback=None),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
@@ -95,6 +101,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         super().__init__(poke_interval=poke_interval, **kwargs)
         self.job_id = job_id
         self.project_id = project_id
+        self.backend = backend
+        self.region = region
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
@@ -103,13 +111,21 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.cancel_on_kill = cancel_on_kill
         self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
+        self._job_name: str | None = None
+
+    @property
+    def job_name(self) -> str:
+        """The watched job's resource name (looked up once per process)."""
+        if self._job_name is None:
+            self._job_name = self.job_name_for(self.job_id)
+        return self._job_name
 
     def execute(self, context: Context) -> Any:
-        job_id = validate_job_id(self.job_id)
         check_lines_per_minute(self.max_log_lines_per_minute)
+        name = self.job_name  # first: a Vertex AI name sets the region of the hook
         project = self.hook.project_id
-        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
-        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=console_url(project, job_id))
+        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=self.job_id)
+        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=self.console_url_for(name, self.job_id))
         if not self.deferrable:
             return super().execute(context)
         wait = self._wait(project, deadline=None)
@@ -118,7 +134,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             return self._outcome(wait.event(checked))
         self.defer(
             trigger=TrainingJobTrigger(
-                job_id=job_id,
+                job_id=self.job_id,
+                job_name=self.job_name,
                 project_id=project,
                 **self.job_api_arguments,
                 poll_interval=self.poke_interval,
@@ -127,7 +144,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
                 stream_logs=self.stream_logs,
                 log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
                 max_log_lines_per_minute=self.max_log_lines_per_minute,
-                masked_values=masked_values_in(wait.last_job.get("trainingInput")),
+                masked_values=masked_values_in(wait.last_job.get("spec")),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
@@ -135,6 +152,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         """Reschedule mode: one read. Poke mode: the whole wait (see the module docstring)."""
+        self.job_name  # noqa: B018  (resolved first: a Vertex AI name sets the region of the hook)
         project = self.hook.project_id
         if not self.reschedule:
             wait = self._wait(project, deadline=time.time() + self.timeout)
@@ -151,6 +169,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             self.logs_hook,
             self.job_id,
             project,
+            job_name=self.job_name,
             poll_interval=float(self.poke_interval),
             deadline=deadline,
             log=self.log,
@@ -162,7 +181,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         """The sensor's stream (kept on it: the trigger continues from its cursor)."""
         if self._log_stream is None:
             self._log_stream = LogStream.for_job(
-                self.job_id, job.get("createTime"), lines_per_minute=self.max_log_lines_per_minute
+                str(job["log_id"]), job.get("create_time"), lines_per_minute=self.max_log_lines_per_minute
             )
         return self._log_stream
 
@@ -173,13 +192,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         """Killed while poking (deferred kills: the trigger's on_kill): cancel the job if asked to."""
         if not self.cancel_on_kill:
             return
-        cancel_quietly(
-            self.job_id,
-            self.project_id,
-            **self.job_api_arguments,
-            reason="task killed",
-            log=self.log,
-        )
+        api = self.job_api_arguments
+        cancel_quietly(self.job_name, project_id=self.project_id, reason="task killed", log=self.log, **api)
 
     @staticmethod
     def _outcome(event: dict[str, Any]) -> dict[str, Any]:

@@ -41,6 +41,7 @@ from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.waiting import AsyncWait
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
+from airflow_aip.jobs.view import AI_PLATFORM, ml_job_name
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
 
@@ -57,8 +58,12 @@ def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
 class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     """Poll one training job until it ends, the deadline passes, or it cannot be read (not transiently).
 
-    :param job_id: the job to watch.
+    :param job_id: the job to watch (our ID: messages and events name it).
     :param project_id: its project (resolved by the task before deferring).
+    :param job_name: its resource name, which the backend reads it by.
+    :param backend: "vertex" or "ai_platform" (the default, for triggers serialized before
+        Vertex AI was served: they always watched ml v1 jobs).
+    :param region: the job's location (Vertex AI's endpoints are regional).
     :param gcp_conn_id: the Airflow connection for credentials.
     :param api_endpoint: root URL override (None: connection extra, env, then Google).
     :param impersonation_chain: account (or chain) the task acts as; wins over the connection's.
@@ -78,6 +83,9 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         *,
         job_id: str,
         project_id: str,
+        job_name: str | None = None,
+        backend: str = AI_PLATFORM,
+        region: str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
@@ -92,6 +100,9 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.job_id = job_id
         self.project_id = project_id
+        self.job_name = job_name or ml_job_name(project_id, job_id)
+        self.backend = backend
+        self.region = region
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
@@ -109,6 +120,9 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             {
                 "job_id": self.job_id,
                 "project_id": self.project_id,
+                "job_name": self.job_name,
+                "backend": self.backend,
+                "region": self.region,
                 "gcp_conn_id": self.gcp_conn_id,
                 "api_endpoint": self.api_endpoint,
                 "impersonation_chain": self.impersonation_chain,
@@ -133,6 +147,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             self.logs_hook,
             self.job_id,
             self.project_id,
+            job_name=self.job_name,
             poll_interval=self.poll_interval,
             deadline=self.end_time,
             log=self.log,
@@ -146,6 +161,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
                 "status": "error",
                 "message": f"{type(err).__name__}: {err}",
                 "job_id": self.job_id,
+                "job_name": self.job_name,
                 "project_id": self.project_id,
                 "state": wait.state.state.value,
                 "summary": None,
@@ -155,7 +171,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     def _log_stream(self, job: Mapping[str, Any]) -> LogStream:
         cursor = LogCursor.from_json(self.log_cursor)
         stream = LogStream.for_job(
-            self.job_id, job.get("createTime"), cursor, lines_per_minute=self.max_log_lines_per_minute
+            str(job["log_id"]), job.get("create_time"), cursor, lines_per_minute=self.max_log_lines_per_minute
         )
         start = stream.cursor.timestamp or "the start"
         self.log.info("Streaming logs of training job %s from %s", self.job_id, start)
@@ -166,4 +182,4 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         if not self.cancel_on_kill:
             return
         self.log.info("Deferred task killed: cancelling training job %s", self.job_id)
-        await self.hook.acancel_job(self.job_id, self.project_id)
+        await self.hook.acancel(self.job_name)

@@ -30,7 +30,7 @@ def map_index_param(raw: str | None) -> int:
 
 def is_job_summary(value: Any) -> bool:
     """True for what the submit operator and the sensor return; other tasks return other things."""
-    return isinstance(value, Mapping) and {"job_id", "state", "trials", "training_output"} <= value.keys()
+    return isinstance(value, Mapping) and {"job_id", "state", "trials", "backend"} <= value.keys()
 
 
 def is_export_result(value: Any) -> bool:
@@ -44,6 +44,16 @@ def logs_url(project_id: str | None, job_id: str) -> str | None:
         return None
     query = quote(log_filter(job_id, LogCursor()), safe="")
     return LOGS_URL.format(query=query, project=urlencode({"project": project_id}))
+
+
+def _summary_logs_url(summary: Mapping[str, Any]) -> str | None:
+    """Cloud Logging's explorer for a job on Google (entries carry the job's own ID: Vertex's is numeric)."""
+    console = str(summary.get("console_url") or "")
+    if console and not console.startswith("https://console.cloud.google.com/"):
+        return None  # the local service: its own job page has the logs
+    name = str(summary.get("name") or "")
+    log_id = name.rsplit("/", 1)[-1] if name else str(summary.get("job_id") or "")
+    return logs_url(summary.get("project_id"), log_id)
 
 
 def _seconds_between(start: Any, end: Any) -> float | None:
@@ -108,7 +118,7 @@ def job_view(
         "start_time": summary.get("start_time"),
         "end_time": summary.get("end_time"),
         "console_url": summary.get("console_url"),
-        "logs_url": logs_url(summary.get("project_id"), job_id),
+        "logs_url": _summary_logs_url(summary),
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")),
         "goal": summary.get("goal"),
         "metric": summary.get("hyperparameter_metric_tag"),

@@ -1,4 +1,7 @@
-"""Submit, sense and cancel through real Airflow task runs (dag.test) on the local training service."""
+"""Submit, sense and cancel on the ml v1 backend, through real Airflow task runs (dag.test).
+
+The same flows on Vertex AI, the default backend: test_vertex_operators.py.
+"""
 
 from __future__ import annotations
 
@@ -21,16 +24,16 @@ from airflow_aip.sensors import TrainingJobSensor
 
 with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     submit = SubmitTrainingJobOperator(
-        task_id="submit", project_id={project!r}, job_id_prefix={prefix!r},
+        task_id="submit", project_id={project!r}, job_id_prefix={prefix!r}, backend="ai_platform",
         training_input={training_input!r}, hyperparameters={hyperparameters!r},
         deferrable={deferrable!r}, poll_interval=0.5, retries=0,
     )
     sense = TrainingJobSensor(
-        task_id="sense", project_id={project!r}, poke_interval=0.5, mode="poke",
+        task_id="sense", project_id={project!r}, poke_interval=0.5, mode="poke", backend="ai_platform",
         job_id="{{{{ ti.xcom_pull(task_ids='submit')['job_id'] }}}}",
     )
     cancel = CancelTrainingJobOperator(
-        task_id="cancel_finished", project_id={project!r},
+        task_id="cancel_finished", project_id={project!r}, backend="ai_platform",
         job_id="{{{{ ti.xcom_pull(task_ids='submit')['job_id'] }}}}",
     )
     submit >> sense >> cancel
@@ -125,7 +128,8 @@ def test_cancel_operator_cancels_a_running_job(
         "from datetime import datetime\nfrom airflow.sdk import DAG\n"
         "from airflow_aip.operators import CancelTrainingJobOperator\n"
         "with DAG('aip_cancel_running', schedule=None, start_date=datetime(2026, 1, 1)) as dag:\n"
-        f"    CancelTrainingJobOperator(task_id='cancel', project_id={PROJECT!r}, job_id={job_id!r})\n",
+        f"    CancelTrainingJobOperator(task_id='cancel', project_id={PROJECT!r}, job_id={job_id!r}, "
+        "backend='ai_platform')\n",
     )
     run = dag.test()
     assert _ti(run, "cancel").xcom_pull(task_ids="cancel")["cancel_requested"] is True

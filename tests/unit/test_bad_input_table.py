@@ -36,6 +36,7 @@ TI = "trainingInput"
 HP = "trainingInput.hyperparameters"
 SUBMIT: dict[str, Any] = {
     "task_id": "train",
+    "backend": "ai_platform",
     "project_id": "proj",
     "region": "us-central1",
     "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
@@ -109,7 +110,13 @@ def build(tree: dict[str, str], package: str = "trainer", symlink: tuple[str, st
 
 
 def export(**overrides: Any) -> Case:
-    arguments = {"task_id": "e", "job_id": "job_1", "destination_uri": "gs://bucket/models", **overrides}
+    arguments = {
+        "task_id": "e",
+        "backend": "ai_platform",
+        "job_id": "job_1",
+        "destination_uri": "gs://bucket/models",
+        **overrides,
+    }
     arguments.setdefault("project_id", "proj")
     return lambda _: ExportArtifactsOperator(**arguments).execute(context())
 

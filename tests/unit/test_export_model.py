@@ -32,9 +32,9 @@ def _tuning(state: str = "SUCCEEDED", goal: str = "MAXIMIZE") -> dict[str, objec
         },
         {"trialId": "3", "state": "SUCCEEDED"},
     ]
-    from airflow_aip.jobs import summarize_job
+    from tests.fixtures.views import ml_summary
 
-    return summarize_job(
+    return ml_summary(
         {
             "jobId": "j1",
             "state": state,
@@ -55,10 +55,10 @@ def test_tuning_job_exports_its_best_trial_by_goal() -> None:
 
 
 def test_plain_job_exports_its_job_dir() -> None:
-    from airflow_aip.jobs import summarize_job
+    from tests.fixtures.views import ml_summary
 
     source = export_source(
-        summarize_job({"jobId": "j2", "state": "SUCCEEDED", "trainingInput": {"jobDir": "gs://bkt/x"}})
+        ml_summary({"jobId": "j2", "state": "SUCCEEDED", "trainingInput": {"jobDir": "gs://bkt/x"}})
     )
     assert (source.prefix.uri, source.trial_id, source.metric, source.version) == (
         "gs://bkt/x",

@@ -20,6 +20,7 @@ from airflow_aip.jobs import (
     decide_adoption,
     spec_differences,
 )
+from airflow_aip.jobs.view import view_from_ml
 
 RUN = "manual__2026-03-09T07:05:01.120000+00:00"
 SENT = 1_773_039_901.0  # 2026-03-09T07:05:01Z, when the create was first sent
@@ -46,8 +47,22 @@ def existing(state: str = "RUNNING", create_time: str = AT_SENT, **changes: Any)
     return {**job, **changes}
 
 
+def neutral(body: dict[str, Any]) -> dict[str, Any]:
+    """What the submit path compares (``JobRequest.compared``) for an ml v1 body."""
+    return {
+        "backend": "ai_platform",
+        "spec": {"trainingInput": body["trainingInput"]},
+        "labels": body["labels"],
+    }
+
+
 def decide(job: dict[str, Any], if_exists: str = "adopt", first_sent: float | None = None, **kw: Any) -> Any:
-    return decide_adoption(kw.get("body") or requested(), job, if_exists=if_exists, first_sent=first_sent)
+    body = neutral(kw.get("body") or requested())
+    return decide_adoption(body, view_from_ml(job), if_exists=if_exists, first_sent=first_sent)
+
+
+def differences(body: dict[str, Any], job: dict[str, Any]) -> list[str]:
+    return spec_differences(neutral(body), view_from_ml(job))
 
 
 # -- this very call's create (its answer was lost; the 409 answered a re-send) ---------------
@@ -144,8 +159,8 @@ def test_an_earlier_trys_job_with_another_spec_is_a_mismatch_naming_fields_and_l
 
 
 def test_spec_differences_ignores_server_defaults() -> None:
-    assert spec_differences(requested(), existing()) == []
-    assert spec_differences(requested(), existing(labels={})) == [
+    assert differences(requested(), existing()) == []
+    assert differences(requested(), existing(labels={})) == [
         f"labels.{key}" for key in sorted(requested()["labels"])
     ]
     assert RUN_ID_LABEL in requested()["labels"]

@@ -142,7 +142,10 @@ def test_attempts() -> None:
 
 
 def test_states() -> None:
-    assert {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED} == TERMINAL_STATES
+    ended = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.PAUSED, JobState.EXPIRED}
+    assert ended == TERMINAL_STATES
+    assert JobState.PAUSED.is_failure
+    assert JobState.EXPIRED.is_failure
     assert not JobState.CANCELLING.is_terminal
     assert not JobState.QUEUED.is_terminal
     assert JobState.SUCCEEDED.is_success

@@ -8,6 +8,7 @@ import pytest
 
 from airflow_aip.exceptions import AipError, ApiError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.jobs import JobState
+from airflow_aip.jobs.view import view_from_ml
 from airflow_aip.jobs.waiting import (
     BACKOFF_CAP,
     Action,
@@ -28,7 +29,7 @@ DENIED = Seen.failure(ApiError(403, "denied", method="jobs.get"), transient=Fals
 
 
 def job(state: str, **fields: Any) -> Seen:
-    return Seen({"jobId": "j1", "state": state, **fields})
+    return Seen(view_from_ml({"jobId": "j1", "state": state, **fields}, "proj"))
 
 
 def decide(state: WaitState, seen: Seen, now: float = T0, deadline: float | None = None, **kw: Any) -> Step:
@@ -58,7 +59,8 @@ def test_a_terminal_state_ends_the_wait_even_past_the_deadline(state: str) -> No
     ended = decide(START, job(state), T0 + 100, deadline=T0)
     assert ended.action == "ended"
     assert ended.done
-    assert ended.job == {"jobId": "j1", "state": state}
+    assert ended.job is not None
+    assert (ended.job["job_id"], ended.job["state"]) == ("j1", state)
 
 
 def test_the_wait_is_bounded_by_the_deadline() -> None:

@@ -17,6 +17,7 @@ from airflow_aip.exceptions import JobAlreadyExistsError
 from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import airflow_labels, with_attempt
+from airflow_aip.jobs.request import JobRequest
 from airflow_aip.operators.submission import submit_job
 from tests.unit.ml_fake import FakeMlApi, sync_client
 
@@ -41,7 +42,8 @@ def submit(api: FakeMlApi, if_exists: str, body: dict[str, Any] = BODY) -> dict[
     hook.retry_max_wait = 0.001
     client = sync_client(api)
     hook._sync_client = lambda: client  # type: ignore[method-assign]
-    return submit_job(hook, dict(body), "proj", lambda n: with_attempt("j1", n), if_exists, LOG)
+    request = JobRequest("ai_platform", "jobs", dict(body))
+    return submit_job(hook, request, lambda n: with_attempt("j1", n), if_exists, LOG)
 
 
 def lose_the_answer_of_the_first_create(api: FakeMlApi, create_time: str, **job: Any) -> None:
@@ -66,7 +68,7 @@ def test_a_create_whose_answer_was_lost_is_this_calls_job(if_exists: str) -> Non
     api = FakeMlApi()
     now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
     lose_the_answer_of_the_first_create(api, now)
-    assert submit(api, if_exists)["jobId"] == "j1"
+    assert submit(api, if_exists)["job_id"] == "j1"
     assert [(m, p.rsplit("/", 1)[-1]) for m, p, _ in api.requests] == [
         ("POST", "jobs"),
         ("POST", "jobs"),
@@ -78,7 +80,7 @@ def test_a_create_whose_answer_was_lost_is_this_calls_job(if_exists: str) -> Non
 def test_an_older_identical_job_behind_a_resend_is_an_earlier_try() -> None:
     api = FakeMlApi()
     lose_the_answer_of_the_first_create(api, "2024-01-01T00:00:00.123456789Z", state="FAILED")
-    assert submit(api, "adopt")["jobId"] == "j1_r2"  # a failed earlier try: never re-adopted
+    assert submit(api, "adopt")["job_id"] == "j1_r2"  # a failed earlier try: never re-adopted
     api = FakeMlApi()
     lose_the_answer_of_the_first_create(api, "2024-01-01T00:00:00Z")
     with pytest.raises(JobAlreadyExistsError) as err:
@@ -90,5 +92,5 @@ def test_another_runs_job_behind_a_resend_is_not_this_call() -> None:
     api = FakeMlApi()
     now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
     lose_the_answer_of_the_first_create(api, now, labels=airflow_labels("dag", "train", "manual__2"))
-    assert submit(api, "adopt")["jobId"] == "j1_r2"
+    assert submit(api, "adopt")["job_id"] == "j1_r2"
     assert api.jobs[("proj", "j1_r2")]["labels"] == BODY["labels"]

@@ -26,6 +26,7 @@ from airflow_aip.exceptions import (
 from airflow_aip.hooks import waiting as waiting_module
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.jobs.view import view_from_ml
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.operators import training as training_module
@@ -42,6 +43,7 @@ WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 JOB_ID = "train_dag_train_20240309_070501_22bef8fcfc06"
 ARGS: dict[str, Any] = {
     "task_id": "train",
+    "backend": "ai_platform",  # this module fakes ml v1 at the HTTP boundary (Vertex: test_vertex_operator)
     "project_id": "proj",
     "region": "us-central1",
     "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
@@ -132,7 +134,7 @@ def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
     assert summary["job_id"] == JOB_ID
     assert summary["state"] == "SUCCEEDED"
     assert (
-        summary["console_url"] == f"https://console.cloud.google.com/ai-platform/jobs/{JOB_ID}?project=proj"
+        summary["console_url"] == f"{LOCAL}console/projects/proj/jobs/{JOB_ID}"  # the local service's page
     )
     assert json.loads(json.dumps(summary)) == summary
     assert ti.xcom[JOB_ID_XCOM_KEY] == JOB_ID
@@ -218,16 +220,18 @@ def test_deferring_hands_the_masked_values_in_its_job_to_the_trigger(
 
 def test_deferrable_adopting_a_finished_job_does_not_defer(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(deferrable=True)
-    api.add_job("proj", JOB_ID, "SUCCEEDED", **op.build_job(make_context())[0])  # an earlier try's job
+    api.add_job("proj", JOB_ID, "SUCCEEDED", **op.build_job(make_context())[0].body)  # an earlier try's job
     assert op.execute(make_context())["state"] == "SUCCEEDED"
 
 
 def test_execute_complete_reads_the_event(api: FakeMlApi) -> None:
     op = operator()
-    done = job_event({"jobId": "other_job", "state": "SUCCEEDED"}, "p2")
+    done = job_event(view_from_ml({"jobId": "other_job", "state": "SUCCEEDED"}, "p2"), "p2")
     assert op.execute_complete(make_context(), done)["job_id"] == "other_job"
     with pytest.raises(JobFailedError):
-        op.execute_complete(make_context(), job_event({"jobId": "x", "state": "FAILED"}, "proj"))
+        op.execute_complete(
+            make_context(), job_event(view_from_ml({"jobId": "x", "state": "FAILED"}, "proj"), "proj")
+        )
     assert api.cancels == []
 
 
@@ -528,9 +532,19 @@ def test_config_file_then_training_input_then_arguments(
 def test_cancel_operator(api: FakeMlApi) -> None:
     api.add_job("proj", "live", "RUNNING")
     api.add_job("proj", "done", "SUCCEEDED")
-    kwargs = {"project_id": "proj", "api_endpoint": LOCAL, "gcp_conn_id": "aip_missing_conn"}
+    kwargs = {
+        "project_id": "proj",
+        "api_endpoint": LOCAL,
+        "gcp_conn_id": "aip_missing_conn",
+        "backend": "ai_platform",
+    }
     live = CancelTrainingJobOperator(task_id="c1", job_id="live", **kwargs).execute(make_context())
-    assert live == {"job_id": "live", "project_id": "proj", "cancel_requested": True}
+    assert live == {
+        "job_id": "live",
+        "name": "projects/proj/jobs/live",
+        "project_id": "proj",
+        "cancel_requested": True,
+    }
     done = CancelTrainingJobOperator(task_id="c2", job_id="done", **kwargs).execute(make_context())
     assert done["cancel_requested"] is False
     with pytest.raises(JobNotFoundError):
@@ -543,6 +557,7 @@ def test_cancel_operator(api: FakeMlApi) -> None:
 def sensor(**kwargs: Any) -> TrainingJobSensor:
     base = {
         "task_id": "wait",
+        "backend": "ai_platform",
         "job_id": "j1",
         "project_id": "proj",
         "api_endpoint": LOCAL,
@@ -677,7 +692,7 @@ def test_sensor_deferrable(api: FakeMlApi) -> None:
     assert trigger.cancel_on_kill is False
     assert trigger.end_time is not None
     assert ti.xcom[JOB_ID_XCOM_KEY] == "j1"
-    event = job_event({"jobId": "j1", "state": "SUCCEEDED"}, "proj")
+    event = job_event(view_from_ml({"jobId": "j1", "state": "SUCCEEDED"}, "proj"), "proj")
     assert sensor().execute_complete(make_context(), event)["state"] == "SUCCEEDED"
     api.jobs[("proj", "j1")]["state"] = "SUCCEEDED"
     assert sensor(deferrable=True).execute(make_context())["state"] == "SUCCEEDED"
@@ -715,4 +730,4 @@ def test_console_link_reads_xcom(monkeypatch: pytest.MonkeyPatch) -> None:
     key = SimpleNamespace(dag_id="d", task_id="t", run_id="r", map_index=-1, try_number=1)
     assert link.get_link(operator(), ti_key=key).endswith("j1?project=proj")  # type: ignore[arg-type]
     assert asked[0]["key"] == CONSOLE_URL_XCOM_KEY == link.xcom_key
-    assert link.name == "AI Platform Training job"
+    assert link.name == "Training job"

@@ -14,6 +14,7 @@ import pytest
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.jobs.view import view_from_ml
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 from tests.unit.ml_fake import FakeMlApi
 from tests.unit.test_log_stream_hook import FakeLoggingApi, RecordingLog, async_hook
@@ -79,6 +80,9 @@ def test_serialize_round_trip() -> None:
     assert kwargs == {
         "job_id": "j1",
         "project_id": "proj",
+        "job_name": "projects/proj/jobs/j1",  # a trigger serialized before job_name existed reads the same
+        "backend": "ai_platform",
+        "region": None,
         "gcp_conn_id": "my_conn",
         "api_endpoint": LOCAL,
         "impersonation_chain": ["a@p.iam.gserviceaccount.com", "b@p.iam.gserviceaccount.com"],
@@ -108,7 +112,7 @@ async def test_success_after_every_waiting_state(api: FakeMlApi) -> None:
     assert event["status"] == "success"
     assert event["job_id"] == "j1"
     assert event["state"] == "SUCCEEDED"
-    assert event["summary"]["job_dir"] == "gs://b/out"
+    assert event["summary"]["output_dir"] == "gs://b/out"
     assert len(api.calls("GET")) == 6
 
 
@@ -235,14 +239,16 @@ async def test_on_kill_cancels_when_asked(api: FakeMlApi) -> None:
 
 
 def test_summary_from_event() -> None:
-    ok = job_event({"jobId": "j1", "state": "SUCCEEDED"}, "proj")
+    ok = job_event(view_from_ml({"jobId": "j1", "state": "SUCCEEDED"}, "proj"), "proj")
     assert summary_from_event(ok)["job_id"] == "j1"
-    failed = job_event({"jobId": "j1", "state": "FAILED", "errorMessage": "boom"}, "proj")
+    failed = job_event(
+        view_from_ml({"jobId": "j1", "state": "FAILED", "errorMessage": "boom"}, "proj"), "proj"
+    )
     with pytest.raises(JobFailedError, match="boom") as err:
         summary_from_event(failed)
     assert err.value.state == "FAILED"
     with pytest.raises(JobFailedError) as err:
-        summary_from_event(job_event({"jobId": "j1", "state": "CANCELLED"}, "proj"))
+        summary_from_event(job_event(view_from_ml({"jobId": "j1", "state": "CANCELLED"}, "proj"), "proj"))
     assert err.value.state == "CANCELLED"
     with pytest.raises(JobWaitTimeoutError):
         summary_from_event({"status": "timeout", "job_id": "j1", "state": "RUNNING", "waited_seconds": 5.0})

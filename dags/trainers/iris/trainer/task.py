@@ -1,11 +1,13 @@
 """Entry point: ``python -m trainer.task --job-dir URI --train-data URI --eval-data URI [--C X ...]``.
 
-It runs the same way on AI Platform Training and on the local training service:
-- hyperparameters arrive as ``--name=value`` arguments (both ``--max-iter`` and ``--max_iter`` are
-  accepted, whichever spelling the tuning spec's parameterName uses);
+It runs the same way on Vertex AI, on AI Platform Training and on the local training service:
+- hyperparameters arrive as ``--name=value`` (Vertex AI, AI Platform) or ``--name value``
+  arguments; both ``--max-iter`` and ``--max_iter`` are accepted, whichever spelling the tuning
+  spec's parameter name uses;
 - the eval metric goes to cloudml-hypertune, which writes CLOUD_ML_HP_METRIC_FILE;
 - the model (``model.joblib``, the file name AI Platform Prediction loads) and ``metrics.json``
-  go under the job dir, or ``<job dir>/<trial id>`` for a tuning trial.
+  go to ``AIP_MODEL_DIR`` when Vertex AI sets it (``<base>/model/``, ``<base>/<trial id>/model/``
+  for a trial), else under the job dir, or ``<job dir>/<trial id>`` for a tuning trial.
 """
 
 from __future__ import annotations
@@ -67,7 +69,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         hyperparameter_metric_tag=args.metric_tag, metric_value=value, global_step=step
     )
 
-    out = util.output_dir(args.job_dir)
+    out = os.environ.get("AIP_MODEL_DIR") or util.output_dir(args.job_dir)
     metrics = {
         "metric_tag": args.metric_tag,
         "metric_value": value,

@@ -1,0 +1,183 @@
+"""Vertex AI custom training (aiplatform v1): the only place that talks to it.
+
+Its endpoint, credentials, signing and typed errors are the shared core's
+(:class:`~airflow_aip.hooks.google_api.GoogleApiHook`); the endpoint is regional
+(``https://{region}-aiplatform.googleapis.com/``: there is no global endpoint for training)
+unless overridden by the hook argument, the connection extra ``api_endpoint`` or gcloud's
+``CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM``. Answers leave here as the neutral job view
+(:mod:`airflow_aip.jobs.vertex_view`).
+
+Exactly once without a client ID. ``customJobs.create`` takes neither a job ID nor a request
+ID, so a re-sent create makes a second job. A create is therefore sent once per decision:
+
+- before it, the submit path looks the ID up (:meth:`find_job`: a list filtered on the
+  ``aip_job_id`` label, then the exact ``displayName``);
+- when its answer is lost (5xx, 429, dropped connection, timeout), the job may exist. The
+  list is asked again over :attr:`settle_delays` (Google does not promise that a list sees a
+  job the moment it is created), and if the job shows up the create raises
+  JobAlreadyExistsError with ``first_sent``, exactly as ml v1's 409 on a re-send does, so the
+  model's adoption rule decides whose it is. Only when it stays absent is the create sent again.
+
+google.*, googleapiclient and httpx are imported inside functions (DAG files import this module).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError
+from airflow_aip.hooks.google_api import GoogleApiHook
+from airflow_aip.hooks.http_shared import is_transient
+from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
+from airflow_aip.jobs.locations import check_location
+from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND, parse_name, view_from_vertex
+from airflow_aip.jobs.view import VERTEX, JobView
+
+ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"
+CREATE_SENDS = 3  # a create whose answer is lost, and whose job never shows up, is sent again
+LIST_PAGE_SIZE = 100
+
+
+class VertexJobHook(GoogleApiHook):
+    """Create, find, read and cancel Vertex AI CustomJobs and HyperparameterTuningJobs, sync and async.
+
+    :param region: the location (``us-central1``): the endpoint and the jobs' parent.
+    Other arguments are the core's (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
+    """
+
+    hook_name = "Vertex AI training (airflow_aip)"
+    api_label = "aiplatform v1"
+    default_host = "aiplatform"
+    endpoint_extra = "api_endpoint"
+    endpoint_env = ENDPOINT_ENV
+    backend: ClassVar[str] = VERTEX
+    # Seconds between the lookups that follow a lost create (list may lag a create).
+    settle_delays: tuple[float, ...] = (1.0, 2.0, 4.0)
+
+    def __init__(self, *args: Any, region: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.region = check_location(region, "region")
+
+    def google_host(self) -> str:
+        return f"{self.region}-aiplatform"
+
+    def parent(self, project_id: str | None = None) -> str:
+        return f"projects/{project_id or self.project_id}/locations/{self.region}"
+
+    def _view(self, resource: dict[str, Any]) -> JobView:
+        view = view_from_vertex(resource, project_id=self.project_id, region=self.region)
+        if self.is_local and view["name"]:
+            view["console_url"] = f"{self.root_url.rstrip('/')}/console/{view['name']}"
+        return view
+
+    # -- raw methods ---------------------------------------------------------------------------
+
+    def list_jobs(
+        self, kind: str, *, filter: str | None = None, page_size: int = LIST_PAGE_SIZE
+    ) -> list[dict[str, Any]]:
+        """Every job of ``kind`` in the project and region matching ``filter`` (all pages)."""
+        params: dict[str, Any] = {"pageSize": page_size}
+        if filter:
+            params["filter"] = filter
+        jobs: list[dict[str, Any]] = []
+        while True:
+            page = self.request(f"{kind}.list", "GET", f"v1/{self.parent()}/{kind}", params=params)
+            jobs.extend(page.get(kind) or [])
+            if not page.get("nextPageToken"):
+                return jobs
+            params = {**params, "pageToken": page["nextPageToken"]}
+
+    def get_job(self, name: str) -> dict[str, Any]:
+        """The resource; JobNotFoundError when there is none."""
+        return self.request(f"{parse_name(name)[2]}.get", "GET", f"v1/{name}")
+
+    # -- the neutral interface (the same on TrainingJobHook) -----------------------------------
+
+    def find_job(self, job_id: str, kind: str | None = None) -> JobView | None:
+        """The job our ID names (displayName and label), or None; the oldest if a race made two."""
+        found: list[dict[str, Any]] = []
+        label = sanitize_label_value(job_id)
+        for each in (kind,) if kind else (TUNING_KIND, CUSTOM_KIND):
+            listed = self.list_jobs(each, filter=f'labels.{JOB_ID_LABEL}="{label}"')
+            found += [job for job in listed if job.get("displayName") == job_id]
+        if not found:
+            return None
+        oldest = min(found, key=lambda job: (str(job.get("createTime") or ""), str(job.get("name"))))
+        return self._view(self.get_job(str(oldest["name"])))  # list leaves trials out
+
+    def create(self, request: JobRequest, job_id: str) -> JobView:
+        """Create the job under ``job_id``; a lost answer is settled by lookups (module docstring)."""
+        body = request.for_attempt(job_id)
+        path = f"v1/{self.parent()}/{request.kind}"
+        self.log.info("Creating Vertex AI %s %s in %s", request.kind, job_id, self.parent())
+        first_sent = time.time()
+        for send in range(1, CREATE_SENDS + 1):
+            try:
+                return self._view(
+                    self.request(f"{request.kind}.create", "POST", path, body=body, retry=False)
+                )
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                self.log.warning("Create of %s got no answer (%s): looking for the job", job_id, err)
+                if self._settled_lookup(job_id, request.kind) is not None:
+                    raise JobAlreadyExistsError(
+                        409, f"{job_id} exists", method=f"{request.kind}.create", first_sent=first_sent
+                    ) from None
+                if send == CREATE_SENDS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _settled_lookup(self, job_id: str, kind: str) -> JobView | None:
+        for delay in (0.0, *self.settle_delays):
+            time.sleep(delay)
+            try:
+                found = self.find_job(job_id, kind)
+            except Exception as err:
+                if not is_transient(err):
+                    raise
+                continue
+            if found is not None:
+                return found
+        return None
+
+    def read(self, name: str) -> JobView:
+        return self._view(self.get_job(name))
+
+    async def aread(self, name: str) -> JobView:
+        """As :meth:`read`, without blocking the event loop."""
+        resource = await self.arequest(f"{parse_name(name)[2]}.get", "GET", f"v1/{name}")
+        return self._view(resource)
+
+    def cancel(self, name: str) -> bool:
+        """Ask for cancellation; False when the job had already ended (Vertex answers 400)."""
+        try:
+            self.request(f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={})
+        except ApiError as err:
+            if err.status == 400 and JobState.parse(self.read(name)["state"]).is_terminal:
+                self.log.info("Vertex AI job %s had already ended: nothing to cancel", name)
+                return False
+            raise
+        self.log.info("Cancellation of Vertex AI job %s requested", name)
+        return True
+
+    async def acancel(self, name: str) -> bool:
+        """As :meth:`cancel`, async."""
+        try:
+            await self.arequest(f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={})
+        except ApiError as err:
+            if err.status == 400 and JobState.parse((await self.aread(name))["state"]).is_terminal:
+                return False
+            raise
+        self.log.info("Cancellation of Vertex AI job %s requested", name)
+        return True
+
+    def resolve(self, job_id: str) -> str:
+        """The resource name of our job ID (JobNotFoundError when no job carries it)."""
+        found = self.find_job(job_id)
+        if found is None:
+            raise JobNotFoundError(404, f"No Vertex AI training job named {job_id} in {self.parent()}")
+        return str(found["name"])
