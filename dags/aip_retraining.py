@@ -92,6 +92,7 @@ with DAG(
     train = SubmitTrainingJobOperator(
         task_id="train",
         project_id="{{ params.project_id }}",
+        backend="{{ params.backend }}",
         region="{{ params.region }}",
         job_id_prefix="iris_retrain",
         package_uris=staged_uris,
@@ -112,12 +113,14 @@ with DAG(
         scale_tier="{{ params.scale_tier }}",
         runtime_version="{{ params.runtime_version }}",
         python_version="{{ params.python_version }}",
+        framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
         deferrable=True,
     )
     promote = ExportArtifactsOperator(
         task_id="promote_if_better",
         project_id="{{ params.project_id }}",
-        job_id="{{ ti.xcom_pull(task_ids='train')['job_id'] }}",
+        backend="{{ params.backend }}",
+        job_id="{{ ti.xcom_pull(task_ids='train')['name'] }}",  # the resource name: it carries the region
         destination_uri=RETRAINED_MODELS_URI,
         metrics_file="metrics.json",
         metric_key=METRIC_TAG,

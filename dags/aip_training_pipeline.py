@@ -74,6 +74,7 @@ with DAG(
     tune = SubmitTrainingJobOperator(
         task_id="tune",
         project_id="{{ params.project_id }}",
+        backend="{{ params.backend }}",
         region="{{ params.region }}",
         job_id_prefix="iris_tuning",
         package_uris=staged_uris,
@@ -83,6 +84,7 @@ with DAG(
         scale_tier="{{ params.scale_tier }}",
         runtime_version="{{ params.runtime_version }}",
         python_version="{{ params.python_version }}",
+        framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
         hyperparameters={
             "goal": "MAXIMIZE",
             "hyperparameterMetricTag": METRIC_TAG,
@@ -97,7 +99,8 @@ with DAG(
     export = ExportArtifactsOperator(
         task_id="export_best_model",
         project_id="{{ params.project_id }}",
-        job_id="{{ ti.xcom_pull(task_ids='tune')['job_id'] }}",
+        backend="{{ params.backend }}",
+        job_id="{{ ti.xcom_pull(task_ids='tune')['name'] }}",  # the resource name: it carries the region
         destination_uri="gs://{{ params.bucket }}/models/iris",
     )
 

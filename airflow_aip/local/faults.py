@@ -51,6 +51,8 @@ KINDS = (*ERROR_KINDS, *CONNECTION_KINDS, "delay")
 # What --fault-rate draws from: every way a real call fails (a delay is not a failure).
 RANDOM_KINDS = (*ERROR_KINDS, *CONNECTION_KINDS)
 ANY_METHOD = "*"
+# The creates of every face: ``created`` in the stats counts the jobs applied, whichever API.
+CREATE_METHODS = ("jobs.create", "customJobs.create", "hyperparameterTuningJobs.create")
 _ROUTES = (
     ("POST", re.compile(r"/v1/projects/[^/]+/jobs"), "jobs.create"),
     ("GET", re.compile(r"/v1/projects/[^/]+/jobs"), "jobs.list"),
@@ -276,9 +278,14 @@ class FaultPlan:
             self._answers[method][str(status)] += 1
 
     def stats(self) -> dict[str, Any]:
-        """Counters since start; ``created`` is the number of creates the service applied."""
+        """Counters since start; ``created`` is the number of creates the service applied (both APIs)."""
         with self._lock:
-            created = sum(n for status, n in self._answers["jobs.create"].items() if status.startswith("2"))
+            created = sum(
+                n
+                for method in CREATE_METHODS
+                for status, n in self._answers[method].items()
+                if status.startswith("2")
+            )
             return {
                 "fault_rate": self.rate,
                 "fault_seed": self.seed,

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow.sdk import BaseOperator, Context, conf
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
 from airflow_aip.hooks.job_reference import JobHooksMixin
 
 
@@ -24,6 +24,7 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
+        "backend",
         "job_id",
         "project_id",
         "region",
@@ -39,7 +40,7 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         job_id: str,
         project_id: str | None = None,
         backend: str = conf.get("aip", "backend", fallback="vertex"),
-        region: str | None = conf.get("aip", "region", fallback=None),
+        region: str | None = conf.get("aip", "region", fallback=DEFAULT_REGION),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,

@@ -30,7 +30,7 @@ from airflow_aip.export import (
     relative_names,
     same_export,
 )
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs import summarize_job
@@ -55,6 +55,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
     template_fields: Sequence[str] = (
         "project_id",
         "region",
+        "backend",
         "job_id",
         "destination_uri",
         "source_subdir",
@@ -81,7 +82,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
         backend: str = conf.get("aip", "backend", fallback="vertex"),
-        region: str | None = conf.get("aip", "region", fallback=None),
+        region: str | None = conf.get("aip", "region", fallback=DEFAULT_REGION),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)

@@ -86,6 +86,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = (
+        "backend",
         "job_id",
         "job_id_prefix",
         "project_id",

@@ -46,7 +46,7 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
@@ -71,6 +71,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     """
 
     template_fields: Sequence[str] = (
+        "backend",
         "job_id",
         "project_id",
         "region",
@@ -87,7 +88,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         job_id: str,
         project_id: str | None = None,
         backend: str = conf.get("aip", "backend", fallback="vertex"),
-        region: str | None = conf.get("aip", "region", fallback=None),
+        region: str | None = conf.get("aip", "region", fallback=DEFAULT_REGION),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,

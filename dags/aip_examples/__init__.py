@@ -42,6 +42,13 @@ def job_params() -> dict[str, Param]:
     """What a user sets when triggering from the UI: where the job runs and on what."""
     return {
         "project_id": Param("local-project", type="string", minLength=6, description="Google Cloud project"),
+        "backend": Param(
+            "vertex",
+            type="string",
+            enum=["vertex", "ai_platform"],
+            description="vertex: Vertex AI custom training; ai_platform: the ml v1 API (local service only: "
+            "Google shut AI Platform Training down on 2025-01-31)",
+        ),
         "region": Param(
             "us-central1",
             type="string",

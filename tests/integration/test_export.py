@@ -1,4 +1,8 @@
-"""ExportArtifactsOperator against the local training service and fake-gcs-server."""
+"""ExportArtifactsOperator against the local training service and fake-gcs-server.
+
+The storage side (copy, manifest, reruns, bad input) is the same on both backends: these run on
+ml v1 jobs. Export of Vertex AI jobs (``{base}/{trial}/model/``): test_vertex_operators.py.
+"""
 
 from __future__ import annotations
 
@@ -32,7 +36,12 @@ def _finished_job(service: LocalService, trainer: StagedTrainer, module: str = "
 
 def _export(job_id: str, destination: str, **kwargs: Any) -> dict[str, Any]:
     op = ExportArtifactsOperator(
-        task_id="export", project_id=PROJECT, job_id=job_id, destination_uri=destination, **kwargs
+        task_id="export",
+        project_id=PROJECT,
+        job_id=job_id,
+        destination_uri=destination,
+        backend="ai_platform",
+        **kwargs,
     )
     result: dict[str, Any] = op.execute(_context())
     return result
@@ -126,7 +135,11 @@ def test_failed_job_is_refused(local_env: LocalService, staged_trainer: StagedTr
 def test_bad_input_fails_before_any_request(kwargs: dict[str, Any], field: str) -> None:
     args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", **kwargs}
     op = ExportArtifactsOperator(
-        task_id="export", project_id=PROJECT, api_endpoint="http://127.0.0.1:9/", **args
+        task_id="export",
+        project_id=PROJECT,
+        api_endpoint="http://127.0.0.1:9/",
+        backend="ai_platform",
+        **args,
     )
     with pytest.raises(ValidationError, match=field):
         op.execute(_context())
@@ -146,7 +159,11 @@ def test_impersonation_chain_reaches_both_hooks() -> None:
 def test_escaping_paths_fail_before_any_request(field: str) -> None:
     args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", field: "../elsewhere"}
     op = ExportArtifactsOperator(
-        task_id="export", project_id=PROJECT, api_endpoint="http://127.0.0.1:9/", **args
+        task_id="export",
+        project_id=PROJECT,
+        api_endpoint="http://127.0.0.1:9/",
+        backend="ai_platform",
+        **args,
     )
     with pytest.raises(ValidationError, match=field):
         op.execute(_context())

@@ -2,7 +2,9 @@
 
 Worker mode (the operator's wait loop, the sensor's pokes) and the deferred path (the trigger's
 ``run()`` to completion in an event loop) log through structlog, captured with
-``structlog.testing.capture_logs``.
+``structlog.testing.capture_logs``. The operator's paths run on both backends (their jobs' log
+IDs and task names differ: ml v1's own ID and ``master-replica-0``, Vertex AI's numeric ID and
+``workerpool0-0``); the sensor's, on jobs created directly through the ml v1 API.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, 
 
 pytestmark = pytest.mark.integration
 PROJECT = "logs-project"
+BACKENDS = pytest.mark.parametrize("backend", ["vertex", "ai_platform"])
+PRIMARY_TASK = {"vertex": "workerpool0-0", "ai_platform": "master-replica-0"}
 JOB_LINE = re.compile(r"^\S+Z [A-Z]+ \[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
 DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
 CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
@@ -60,6 +64,11 @@ def messages(lines: list[str], prefix: str) -> list[str]:
     return [m["message"] for m in found if m and m["message"].startswith(prefix)]
 
 
+def log_id(summary: Mapping[str, Any]) -> str:
+    """The ID the job's log entries carry: the last segment of its resource name."""
+    return str(summary["name"]).rsplit("/", 1)[-1]
+
+
 def operator(
     trainer: StagedTrainer, module: str, args: list[str], **kwargs: Any
 ) -> SubmitTrainingJobOperator:
@@ -78,10 +87,11 @@ def expected_chatty(count: int = 30) -> list[str]:
     return [f"chatty line {n:04d}" for n in range(1, count + 1)]
 
 
+@BACKENDS
 def test_worker_mode_shows_every_line_once_in_order(
-    local_env: LocalService, staged_trainer: StagedTrainer
+    local_env: LocalService, staged_trainer: StagedTrainer, backend: str
 ) -> None:
-    op = operator(staged_trainer, "chatty", CHATTY_ARGS, deferrable=False)
+    op = operator(staged_trainer, "chatty", CHATTY_ARGS, deferrable=False, backend=backend)
     with capture_logs() as captured:
         summary = op.execute(context())
     assert summary["state"] == "SUCCEEDED"
@@ -89,17 +99,18 @@ def test_worker_mode_shows_every_line_once_in_order(
     # Lines 21-30 were printed in the last second before exit: only the drain sees them.
     assert messages(lines, "chatty line") == expected_chatty()
     assert messages(lines, "Job state: SUCCEEDED") == ["Job state: SUCCEEDED"]
-    assert all("[master-replica-0]" in line for line in lines if "chatty line" in line)
+    assert all(f"[{PRIMARY_TASK[backend]}]" in line for line in lines if "chatty line" in line)
     assert len(lines) == len(set(lines))
-    everything = log_entries(local_env.url, PROJECT, summary["job_id"])
+    everything = log_entries(local_env.url, PROJECT, log_id(summary))
     assert len(lines) == len(everything)  # below the rate limit, every entry of the job is shown
 
 
+@BACKENDS
 def test_deferred_mode_streams_from_the_trigger_then_one_event(
-    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", local_env.url)  # gcloud's variable
-    op = operator(staged_trainer, "chatty", [*CHATTY_ARGS, "--fail"], deferrable=True)
+    op = operator(staged_trainer, "chatty", [*CHATTY_ARGS, "--fail"], deferrable=True, backend=backend)
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(context())
     trigger = deferred.value.trigger
@@ -133,6 +144,7 @@ def test_sensor_pokes_then_the_trigger_continues_from_its_cursor(
         poke_interval=1,
         deferrable=True,
         gcp_conn_id="aip_missing_conn",
+        backend="ai_platform",
     )
     with capture_logs() as poked, pytest.raises(TaskDeferred) as deferred:
         sensor.execute(context())
@@ -174,6 +186,7 @@ def test_tuning_job_lines_carry_their_trial_ids(
         timeout=300,
         mode="poke",
         gcp_conn_id="aip_missing_conn",
+        backend="ai_platform",
     )
     with capture_logs() as captured:
         summary = sensor.execute(context())
@@ -191,6 +204,35 @@ def test_tuning_job_lines_carry_their_trial_ids(
     assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, job_id))
 
 
+def test_vertex_tuning_job_lines_carry_their_trial_ids(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """On Vertex AI the trials log under the tuning job's numeric ID, tagged with their trial."""
+    spec = {
+        "goal": "MAXIMIZE",
+        "algorithm": "GRID_SEARCH",
+        "maxTrials": 2,
+        "maxParallelTrials": 2,
+        "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
+    }
+    op = operator(staged_trainer, "tune", [], hyperparameters=spec, deferrable=False)
+    with capture_logs() as captured:
+        summary = op.execute(context())
+    assert summary["state"] == "SUCCEEDED"
+    assert "/hyperparameterTuningJobs/" in summary["name"]
+    lines = job_lines(captured)
+    trial_lines = [JOB_LINE.match(line) for line in lines if " x=" in line and "] trial " in line]
+    seen = set()
+    for match in trial_lines:
+        assert match is not None
+        trial = re.search(r"^trial (\d+) ", match["message"])
+        assert trial is not None
+        assert match["where"] == f"workerpool0-0 trial {trial[1]}"
+        seen.add(trial[1])
+    assert seen == {"1", "2"}
+    assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, log_id(summary)))
+
+
 def test_reschedule_mode_shows_the_log_once_when_the_job_ended(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
@@ -199,7 +241,13 @@ def test_reschedule_mode_shows_the_log_once_when_the_job_ended(
     body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("chatty", CHATTY_ARGS)}
     ml.projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
     sensor = TrainingJobSensor(
-        task_id="wait", job_id=job_id, project_id=PROJECT, mode="reschedule", poke_interval=1, gcp_conn_id="x"
+        task_id="wait",
+        job_id=job_id,
+        project_id=PROJECT,
+        mode="reschedule",
+        poke_interval=1,
+        gcp_conn_id="x",
+        backend="ai_platform",
     )
     with capture_logs() as running:
         assert not sensor.poke(context())  # still queued or running: nothing shown yet
@@ -228,7 +276,7 @@ def test_a_flood_is_capped_and_the_dropped_count_reported(
     assert dropped
     # The cap held: a burst of per_minute, then per_minute a minute, however long the run took.
     assert len(shown) <= per_minute + per_minute * elapsed / 60 + 1
-    total = len(log_entries(local_env.url, PROJECT, summary["job_id"]))
+    total = len(log_entries(local_env.url, PROJECT, log_id(summary)))
     assert len(shown) + sum(dropped) == total  # every entry either shown once or counted as dropped
     numbers = [int(m.split()[-1]) for m in messages(shown, "flood line")]
     assert numbers == sorted(set(numbers))  # in order, none twice

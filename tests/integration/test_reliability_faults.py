@@ -1,10 +1,14 @@
 """Exactly one job per submit, whatever happens to the create call, on a real ``aip-local serve``.
 
-The service runs with ``--fault-admin``: each test aims faults at ``jobs.create`` (before the
+The service runs with ``--fault-admin``: each test aims faults at the create (before the
 service sees it, or after it applied it so the client cannot know), kills the submitting task
 process between the create and its XCom push, or lets the job fail first. The count is the
 service's own (``GET /_stats``: creates applied) and its job list. Two runs in the same
 second, and another run's job under our ID, get jobs of their own.
+
+Every case runs on both backends, because they keep the promise differently: ml v1 by the
+client's job ID (a re-sent create meets 409), Vertex AI, which takes no client ID, by looking
+the ID up (label and displayName) before a create and after an answer is lost.
 """
 
 from __future__ import annotations
@@ -30,9 +34,19 @@ from airflow_aip.local.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
 
 pytestmark = pytest.mark.integration
+CREATE = {"vertex": "customJobs.create", "ai_platform": "jobs.create"}
 PROJECT = "reliability-project"
 WHEN = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 RUN_ID = "manual__2026-03-09T07:05:01+00:00"
+
+
+@pytest.fixture(params=["vertex", "ai_platform"])
+def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Each test on each backend; Vertex AI's lookups after a lost create, shortened (not skipped)."""
+    from airflow_aip.hooks.vertex import VertexJobHook
+
+    monkeypatch.setattr(VertexJobHook, "settle_delays", (0.1, 0.2))
+    return str(request.param)
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +69,20 @@ def admin(service: LocalService, path: str, body: Any = None, method: str = "GET
         return json.loads(answer.read())
 
 
-def jobs_named(service: LocalService, prefix: str) -> list[dict[str, Any]]:
+def jobs_named(service: LocalService, prefix: str, backend: str = "ai_platform") -> list[dict[str, Any]]:
+    """The jobs whose ID (ml v1's jobId, Vertex AI's displayName) starts with ``prefix``, as
+    ``{"jobId", "state", "labels"}`` in neutral states, read with Google's discovery clients."""
+    if backend == "vertex":
+        from airflow_aip.jobs.vertex_view import job_state
+        from tests.integration.test_local_service_vertex import aiplatform_client
+
+        jobs = aiplatform_client(service.url).projects().locations().customJobs()
+        parent = f"projects/{PROJECT}/locations/us-central1"
+        found = jobs.list(parent=parent, filter=f'display_name:"{prefix}*"').execute().get("customJobs", [])
+        return [
+            {"jobId": j["displayName"], "state": job_state(j["state"]).value, "labels": j.get("labels", {})}
+            for j in sorted(found, key=lambda j: str(j["createTime"]))
+        ]
     listed = (
         ml_client(service.url)
         .projects()
@@ -90,7 +117,11 @@ def base_id(dag_id: str, run_id: str = RUN_ID) -> str:
 
 
 def submit(
-    service: LocalService, trainer: StagedTrainer, dag_id: str, run_id: str = RUN_ID, **kwargs: Any
+    service: LocalService,
+    trainer: StagedTrainer,
+    dag_id: str,
+    run_id: str = RUN_ID,
+    **kwargs: Any,
 ) -> dict[str, Any]:
     from airflow_aip.operators.training import SubmitTrainingJobOperator
 
@@ -119,31 +150,33 @@ def test_a_faulty_create_makes_exactly_one_job(
     kind: int | str,
     when: str,
     if_exists: str,
+    backend: str,
 ) -> None:
     dag_id = f"faults_{uuid.uuid4().hex[:8]}"
     created = admin(faulty_service, "_stats")["created"]
-    admin(faulty_service, "_faults", {"method": "jobs.create", "when": when, "kind": kind}, "POST")
+    admin(faulty_service, "_faults", {"method": CREATE[backend], "when": when, "kind": kind}, "POST")
 
-    summary = submit(faulty_service, staged_trainer, dag_id, if_exists=if_exists)
+    summary = submit(faulty_service, staged_trainer, dag_id, if_exists=if_exists, backend=backend)
 
     stats = admin(faulty_service, "_stats")
     assert stats["rules"] == []  # the fault was injected
     assert summary["job_id"] == base_id(dag_id)  # no _r2: our own job, recognised
-    assert [job["jobId"] for job in jobs_named(faulty_service, dag_id)] == [summary["job_id"]]
+    assert [job["jobId"] for job in jobs_named(faulty_service, dag_id, backend)] == [summary["job_id"]]
     assert stats["created"] - created == 1
 
 
 def test_every_attempt_of_a_create_failing_is_an_error_and_no_job(
-    faulty_service: LocalService, staged_trainer: StagedTrainer
+    faulty_service: LocalService, staged_trainer: StagedTrainer, backend: str
 ) -> None:
     from airflow_aip.exceptions import ApiError
 
     dag_id = f"faults_{uuid.uuid4().hex[:8]}"
-    admin(faulty_service, "_faults", {"method": "jobs.create", "kind": 503, "count": 6}, "POST")
+    admin(faulty_service, "_faults", {"method": CREATE[backend], "kind": 503, "count": 6}, "POST")
     with pytest.raises(ApiError) as err:
-        submit(faulty_service, staged_trainer, dag_id)
+        submit(faulty_service, staged_trainer, dag_id, backend=backend)
     assert err.value.status == 503
-    assert jobs_named(faulty_service, dag_id) == []
+    assert jobs_named(faulty_service, dag_id, backend) == []
+    admin(faulty_service, "_faults", method="DELETE")  # Vertex AI sent 3 of the 6: no rule left over
 
 
 CRASHING_TASK = """
@@ -153,7 +186,7 @@ from types import SimpleNamespace
 from tests.integration.test_reliability_faults import FakeTI, WHEN
 from airflow_aip.operators.training import SubmitTrainingJobOperator
 
-endpoint, project, dag_id, training_input, xcom_file = sys.argv[1:]
+endpoint, project, dag_id, training_input, backend, xcom_file = sys.argv[1:]
 
 class RecordingTI(FakeTI):
     def xcom_push(self, key, value):
@@ -162,24 +195,33 @@ class RecordingTI(FakeTI):
 
 op = SubmitTrainingJobOperator(
     task_id="submit", project_id=project, training_input=json.loads(training_input),
-    api_endpoint=endpoint, gcp_conn_id="aip_no_such_conn", wait_for_completion=False,
+    api_endpoint=endpoint, gcp_conn_id="aip_no_such_conn", wait_for_completion=False, backend=backend,
 )
 op.execute({"ti": RecordingTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)})
 """
 
 
 def run_task(
-    service: LocalService, trainer: StagedTrainer, dag_id: str, xcom: Path
+    service: LocalService, trainer: StagedTrainer, dag_id: str, xcom: Path, backend: str
 ) -> subprocess.Popen[bytes]:
     """The submit task in a process of its own, as a worker runs it."""
     training_input = trainer.training_input("succeed", job_dir=f"gs://{trainer.bucket}/out/{dag_id}")
-    argv = [sys.executable, "-c", CRASHING_TASK, service.url, PROJECT, dag_id, json.dumps(training_input)]
+    argv = [
+        sys.executable,
+        "-c",
+        CRASHING_TASK,
+        service.url,
+        PROJECT,
+        dag_id,
+        json.dumps(training_input),
+        backend,
+    ]
     repo = Path(__file__).resolve().parents[2]
     return subprocess.Popen([*argv, str(xcom)], cwd=repo, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
 
 
 def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
-    faulty_service: LocalService, staged_trainer: StagedTrainer, tmp_path: Path
+    faulty_service: LocalService, staged_trainer: StagedTrainer, tmp_path: Path, backend: str
 ) -> None:
     dag_id = f"crash_{uuid.uuid4().hex[:8]}"
     xcom = tmp_path / "xcom.jsonl"
@@ -188,13 +230,13 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
     admin(
         faulty_service,
         "_faults",
-        {"method": "jobs.create", "when": "after", "kind": "delay", "seconds": 120},
+        {"method": CREATE[backend], "when": "after", "kind": "delay", "seconds": 120},
         "POST",
     )
-    task = run_task(faulty_service, staged_trainer, dag_id, xcom)
+    task = run_task(faulty_service, staged_trainer, dag_id, xcom, backend)
     try:
         deadline = time.monotonic() + 120
-        while not jobs_named(faulty_service, dag_id):
+        while not jobs_named(faulty_service, dag_id, backend):
             assert task.poll() is None, task.communicate()[0].decode()[-2000:]
             assert time.monotonic() < deadline, "the create never reached the service"
             time.sleep(0.1)
@@ -205,11 +247,11 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
     assert task.returncode == -signal.SIGKILL
     assert not xcom.exists()  # the crash came before any XCom push: nobody knows the job
 
-    retry = run_task(faulty_service, staged_trainer, dag_id, xcom)
+    retry = run_task(faulty_service, staged_trainer, dag_id, xcom, backend)
     output = retry.communicate(timeout=300)[0].decode()
     assert retry.returncode == 0, output[-3000:]
 
-    jobs = jobs_named(faulty_service, dag_id)
+    jobs = jobs_named(faulty_service, dag_id, backend)
     assert [job["jobId"] for job in jobs] == [base_id(dag_id)]
     pushed = [json.loads(line) for line in xcom.read_text().splitlines()]
     assert {"training_job_id": jobs[0]["jobId"]} in pushed
@@ -217,7 +259,7 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
 
 
 def test_a_failed_job_then_a_retry_gives_r2(
-    faulty_service: LocalService, staged_trainer: StagedTrainer
+    faulty_service: LocalService, staged_trainer: StagedTrainer, backend: str
 ) -> None:
     from airflow_aip.exceptions import JobFailedError
     from airflow_aip.operators.training import SubmitTrainingJobOperator
@@ -233,6 +275,7 @@ def test_a_failed_job_then_a_retry_gives_r2(
             api_endpoint=faulty_service.url,
             gcp_conn_id="aip_no_such_conn",
             poll_interval=0.5,
+            backend=backend,
         )
         result: dict[str, Any] = operator.execute(context)  # type: ignore[arg-type]
         return result
@@ -243,24 +286,28 @@ def test_a_failed_job_then_a_retry_gives_r2(
         attempt()
 
     base = base_id(dag_id)
-    jobs = {job["jobId"]: job["state"] for job in jobs_named(faulty_service, dag_id)}
+    jobs = {job["jobId"]: job["state"] for job in jobs_named(faulty_service, dag_id, backend)}
     assert jobs == {base: "FAILED", f"{base}_r2": "FAILED"}
 
 
 def test_two_runs_in_the_same_second_each_get_their_own_job(
-    faulty_service: LocalService, staged_trainer: StagedTrainer
+    faulty_service: LocalService, staged_trainer: StagedTrainer, backend: str
 ) -> None:
     dag_id = f"twice_{uuid.uuid4().hex[:8]}"
     runs = ["manual__2026-03-09T07:05:01.120000+00:00", "manual__2026-03-09T07:05:01.870000+00:00"]
     created = admin(faulty_service, "_stats")["created"]
-    first, second = (submit(faulty_service, staged_trainer, dag_id, run_id=run) for run in runs)
+    first, second = (
+        submit(faulty_service, staged_trainer, dag_id, run_id=run, backend=backend) for run in runs
+    )
     # a retry of the first run finds its own job again
-    again = submit(faulty_service, staged_trainer, dag_id, run_id=runs[0])
+    again = submit(faulty_service, staged_trainer, dag_id, run_id=runs[0], backend=backend)
 
     assert first["job_id"] != second["job_id"]
     assert again["job_id"] == first["job_id"] == base_id(dag_id, runs[0])
     assert second["job_id"] == base_id(dag_id, runs[1])
-    jobs = {job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id)}
+    jobs = {
+        job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id, backend)
+    }
     assert jobs == {
         first["job_id"]: "manual__2026-03-09t07-05-01-120000-00-00",
         second["job_id"]: "manual__2026-03-09t07-05-01-870000-00-00",
@@ -269,18 +316,21 @@ def test_two_runs_in_the_same_second_each_get_their_own_job(
 
 
 def test_another_runs_job_under_our_id_is_never_adopted(
-    faulty_service: LocalService, staged_trainer: StagedTrainer
+    faulty_service: LocalService, staged_trainer: StagedTrainer, backend: str
 ) -> None:
     """A pinned ``job_id`` reused by the next run: that run gets a job of its own, ``_r2``."""
     dag_id = f"pinned_{uuid.uuid4().hex[:8]}"
     pinned = f"{dag_id}_nightly"
-    yesterday = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__1", job_id=pinned)
-    today = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", job_id=pinned)
-    retry = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", job_id=pinned)
+    kw: dict[str, Any] = {"job_id": pinned, "backend": backend}
+    yesterday = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__1", **kw)
+    today = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", **kw)
+    retry = submit(faulty_service, staged_trainer, dag_id, run_id="scheduled__2", **kw)
 
     assert yesterday["job_id"] == pinned
     assert today["job_id"] == retry["job_id"] == f"{pinned}_r2"  # the retry adopts its own, _r2
-    jobs = {job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id)}
+    jobs = {
+        job["jobId"]: job["labels"]["airflow-run-id"] for job in jobs_named(faulty_service, dag_id, backend)
+    }
     assert jobs == {pinned: "scheduled__1", f"{pinned}_r2": "scheduled__2"}
 
 
@@ -298,6 +348,7 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
         "labels": {"run": label},
         "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "fail", [])]},
     }
+    before = admin(faulty_service, "_stats")["faults"].get("customJobs.create", {}).get("after:503", 0)
     admin(faulty_service, "_faults", {"method": "customJobs.create", "when": "after", "kind": 503}, "POST")
     with pytest.raises(HttpError) as failed:
         jobs.create(parent=parent, body=body).execute()
@@ -315,4 +366,4 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
     stats = admin(faulty_service, "_stats")
     assert stats["rules"] == []
     assert stats["faults"]["customJobs.get"] == {"before:429": 2}
-    assert stats["faults"]["customJobs.create"] == {"after:503": 1}
+    assert stats["faults"]["customJobs.create"]["after:503"] == before + 1

@@ -163,6 +163,7 @@ def export(service: LocalService, job_id: str, destination: str) -> dict[str, An
         destination_uri=destination,
         api_endpoint=service.url,
         gcp_conn_id="aip_no_such_conn",
+        backend="ai_platform",  # the export's storage side is the same on both backends
     )
     ti = SimpleNamespace(dag_id="gcs_faults", task_id="export", run_id="manual__1", try_number=1)
     result: dict[str, Any] = operator.execute({"ti": ti})  # type: ignore[typeddict-item]

@@ -68,7 +68,7 @@ def test_worker_mode_success_flows_through_sensor_and_cancel(
     assert summary["state"] == "SUCCEEDED"
     assert summary["project_id"] == PROJECT
     assert summary["job_id"].startswith(run.dag_id)
-    assert summary["console_url"].endswith(f"project={PROJECT}")
+    assert summary["console_url"].endswith(f"/console/projects/{PROJECT}/jobs/{summary['job_id']}")
     assert _ti(run, "submit").xcom_pull(task_ids="submit", key="training_job_id") == summary["job_id"]
     assert _ti(run, "sense").xcom_pull(task_ids="sense")["state"] == "SUCCEEDED"
     assert _ti(run, "cancel_finished").xcom_pull(task_ids="cancel_finished")["cancel_requested"] is False
