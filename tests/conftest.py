@@ -28,6 +28,7 @@ os.environ["NO_GCE_CHECK"] = "True"
 os.environ.pop("GOOGLE_APPLICATION_CREDENTIALS", None)
 os.environ.pop("STORAGE_EMULATOR_HOST", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", None)
+os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", None)
 
 pytest_plugins = [

@@ -43,12 +43,13 @@ def _task_states(run: Any) -> dict[str, str]:
     return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
 
 
+@pytest.mark.parametrize("backend", ["vertex", "ai_platform"])
 def test_training_pipeline_tunes_and_exports_the_best_trial(
-    dags: dict[str, Any], demo_bucket: Any, airflow_db: Path
+    dags: dict[str, Any], demo_bucket: Any, airflow_db: Path, backend: str
 ) -> None:
-    run = dags["aip_training_pipeline"].test(
-        run_conf={"bucket": demo_bucket.name, "max_trials": 4, "max_parallel_trials": 2}
-    )
+    """The same DAG on both backends: only the Param differs (the default is Vertex AI)."""
+    conf = {"bucket": demo_bucket.name, "max_trials": 4, "max_parallel_trials": 2}
+    run = dags["aip_training_pipeline"].test(run_conf={**conf, "backend": backend})
     assert _task_states(run) == dict.fromkeys(
         ["prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"], "success"
     ), _task_states(run)
@@ -60,16 +61,23 @@ def test_training_pipeline_tunes_and_exports_the_best_trial(
     trial = manifest["trial_id"]
     assert manifests[0] == f"models/iris/{manifest['job_id']}_trial{trial}/manifest.json"
     # The exported model is the best trial's: its metric is the highest any trial reported.
+    assert manifest["backend"] == backend
+    if backend == "vertex":  # the trainer wrote to AIP_MODEL_DIR: <job dir>/<trial>/model/
+        assert manifest["source_uri"].endswith(f"/{trial}/model")
+        assert "/hyperparameterTuningJobs/" in manifest["resource_name"]
     metrics = [
         _json(demo_bucket, b.name)
-        for b in demo_bucket.list_blobs(prefix=manifest["source_uri"].split("/", 3)[3].rsplit("/", 1)[0])
+        for b in demo_bucket.list_blobs(prefix="jobs/")
         if b.name.endswith("metrics.json")
     ]
     assert len(metrics) == 4
     assert manifest["metric"]["value"] == max(m["accuracy"] for m in metrics)
     assert manifest["hyperparameters"].keys() == {"C", "max_iter"}
     names = {o["name"] for o in manifest["objects"]}
-    assert names == {"model.joblib", "metrics.json"}
+    # The trainer writes to AIP_MODEL_DIR, which the local service sets on both APIs; ml v1's
+    # export takes the trial's whole folder, Vertex AI's the model folder in it.
+    expected = {"model.joblib", "metrics.json"}
+    assert names == (expected if backend == "vertex" else {f"model/{n}" for n in expected})
     prefix = manifests[0].rsplit("/", 1)[0]
     for name in names:
         assert demo_bucket.blob(f"{prefix}/{name}").exists()

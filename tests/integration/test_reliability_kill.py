@@ -6,6 +6,7 @@ Two waiters: the submit operator waiting on its own job, and a poke-mode sensor 
 The task runs as Airflow runs it (``dag.test()`` drives the SDK's task runner, which installs
 the SIGTERM handler that calls ``on_kill``) in a process of its own, and that process gets
 SIGTERM, as the supervisor sends it when a user marks the task failed or the worker shuts down.
+The jobs are Vertex AI's (the default backend); ml v1's cancel path is the same hook method.
 The deferred case needs the real triggerer: tests/e2e/test_standalone.py.
 
 ``AIP_RELIABILITY_REPORT`` (a JSON file) receives the kill-to-CANCELLED time, a figure for
@@ -27,7 +28,9 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, ml_client
+from airflow_aip.jobs.vertex_view import job_state
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
+from tests.integration.test_local_service_vertex import aiplatform_client
 
 pytestmark = pytest.mark.integration
 PROJECT = "kill-project"
@@ -81,10 +84,19 @@ def collect_lines(process: subprocess.Popen[bytes], lines: list[str]) -> None:
 
 
 def job_of(service: LocalService, prefix: str) -> dict[str, Any] | None:
-    listed = ml_client(service.url).projects().jobs().list(parent=f"projects/{PROJECT}").execute()
-    jobs = [job for job in listed.get("jobs", []) if job["jobId"].startswith(prefix)]
-    assert len(jobs) <= 1
-    return jobs[0] if jobs else None
+    """The one Vertex AI job whose displayName (our ID) starts with ``prefix``: ID, state, log ID."""
+    jobs = aiplatform_client(service.url).projects().locations().customJobs()
+    listed = jobs.list(parent=f"projects/{PROJECT}/locations/us-central1").execute()
+    found = [job for job in listed.get("customJobs", []) if job["displayName"].startswith(prefix)]
+    assert len(found) <= 1
+    if not found:
+        return None
+    job = found[0]
+    return {
+        "jobId": job["displayName"],
+        "state": job_state(job["state"]).value,
+        "log_id": job["name"].split("/")[-1],
+    }
 
 
 def wait_for(condition: Any, what: str, process: subprocess.Popen[bytes], timeout: float = 180) -> Any:
@@ -113,7 +125,7 @@ def test_sigterm_to_a_task_waiting_in_the_worker_cancels_its_job(
     env = {
         **os.environ,
         "STORAGE_EMULATOR_HOST": local_service.gcs_url,
-        "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML": local_service.url,
+        "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM": local_service.url,
     }
     task = start_dag_process(bundle, name, env)
     lines: list[str] = []
@@ -157,7 +169,7 @@ def test_sigterm_to_a_task_waiting_in_the_worker_cancels_its_job(
     service_lines = [
         entry["textPayload"]
         for entry in log_entries(
-            local_service.url, PROJECT, ended["jobId"], 'resource.labels.task_name="service"'
+            local_service.url, PROJECT, ended["log_id"], 'resource.labels.task_name="service"'
         )
     ]
     assert any("cancel requested by the user" in line for line in service_lines)

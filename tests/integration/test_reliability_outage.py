@@ -52,13 +52,13 @@ from airflow_aip.sensors import TrainingJobSensor
 MODE = {mode!r}
 with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     submit = SubmitTrainingJobOperator(
-        task_id="submit", project_id={project!r}, job_id_prefix={name!r},
+        task_id="submit", project_id={project!r}, job_id_prefix={name!r}, backend="ai_platform",
         training_input={training_input!r}, poll_interval={poll}, wait_timeout=900, retries=0,
         deferrable=MODE == "deferred", wait_for_completion=MODE in ("worker", "deferred"),
     )
     if MODE.startswith("sensor_"):
         submit >> TrainingJobSensor(
-            task_id="wait", project_id={project!r},
+            task_id="wait", project_id={project!r}, backend="ai_platform",
             job_id="{{{{ ti.xcom_pull(task_ids='submit')['job_id'] }}}}",
             poke_interval={poll}, timeout=900, retries=0,
             mode="reschedule" if MODE == "sensor_reschedule" else "poke",

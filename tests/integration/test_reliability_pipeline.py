@@ -25,8 +25,10 @@ from unittest import mock
 
 import pytest
 
+from airflow_aip.jobs.vertex_view import job_state
 from airflow_aip.local.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, ml_client, storage_client
+from tests.fixtures.local_service import LocalService, storage_client
+from tests.integration.test_local_service_vertex import aiplatform_client
 
 pytestmark = pytest.mark.integration
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -83,14 +85,24 @@ def one_run(dag: Any, service: LocalService) -> dict[str, Any]:
     )
     seconds = round(time.monotonic() - started, 1)
     after = stats(service)
+    parent = f"projects/{project}/locations/us-central1"  # the pipeline runs on Vertex AI
     listed = through_faults(
-        lambda: ml_client(service.url).projects().jobs().list(parent=f"projects/{project}")
+        lambda: (
+            aiplatform_client(service.url)
+            .projects()
+            .locations()
+            .hyperparameterTuningJobs()
+            .list(parent=parent)
+        )
     )
     manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
     return {
         "state": str(run.state),
         "tasks": {ti.task_id: str(ti.state) for ti in run.get_task_instances()},
-        "jobs": [(job["jobId"], job["state"]) for job in listed.get("jobs", [])],
+        "jobs": [
+            (job["displayName"], job_state(job["state"]).value)
+            for job in listed.get("hyperparameterTuningJobs", [])
+        ],
         "creates_applied": after["created"] - before["created"],
         "faults": after["faults_injected"] - before["faults_injected"],
         "storage_faults": storage_faults(after) - storage_faults(before),
@@ -108,6 +120,7 @@ def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
     assert faulty_service.storage_url != fake_gcs.url  # the tasks' storage calls meet faults too
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", faulty_service.storage_url)
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML", faulty_service.url)
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", faulty_service.url)
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", faulty_service.url)
     monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
     bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")

@@ -33,10 +33,10 @@ from airflow_aip.local.gcs import free_port
 from tests.fixtures.local_service import (
     LocalService,
     StagedTrainer,
-    ml_client,
     storage_client,
     wait_for_state,
 )
+from tests.integration.test_local_service_vertex import aiplatform_client
 
 pytestmark = pytest.mark.integration
 PROJECT = "security-project"
@@ -142,6 +142,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         task_id="export", project_id={project!r}, gcp_conn_id="aip_secret_conn",
         job_id="{{{{ ti.xcom_pull(task_ids='submit')['job_id'] }}}}",
         destination_uri="gs://{bucket}/models",
+        source_subdir="",  # the job dir itself: the test trainer writes there, not to AIP_MODEL_DIR
     )
     submit >> export
 """
@@ -204,12 +205,14 @@ def test_keys_tokens_and_flagged_args_never_reach_xcom_rendered_fields_or_the_ma
         "export": "success",
     }
     # The secrets did reach the job (so their absence below means something).
-    job_id = next(t for t in run.get_task_instances() if t.task_id == "submit").xcom_pull(task_ids="submit")[
-        "job_id"
-    ]
-    job = ml_client(local_env.url).projects().jobs().get(name=f"projects/{PROJECT}/jobs/{job_id}").execute()
-    assert TOKEN_MARKER in job["trainingInput"]["args"]
-    assert FLAGGED_MARKER in job["trainingInput"]["args"]
+    submit = next(t for t in run.get_task_instances() if t.task_id == "submit")
+    summary = submit.xcom_pull(task_ids="submit")  # a Vertex AI job (the default backend)
+    job_id = summary["job_id"]
+    jobs = aiplatform_client(local_env.url).projects().locations().customJobs()
+    job = jobs.get(name=summary["name"]).execute()
+    args = job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"]
+    assert TOKEN_MARKER in args
+    assert FLAGGED_MARKER in args
 
     output = capfd.readouterr()
     printed = output.out + output.err
