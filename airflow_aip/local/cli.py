@@ -155,6 +155,8 @@ def serve(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    import logging
+
     import uvicorn
 
     from airflow_aip.local.api import create_app
@@ -171,6 +173,11 @@ def serve(args: argparse.Namespace) -> int:
     if not 0.0 <= args.fault_rate <= 1.0:
         print(f"--fault-rate must be within [0, 1], got {args.fault_rate}", file=sys.stderr)
         return 2
+    # The service's own log (pip's output of every environment build, among others): stderr.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("airflow_aip.local").addHandler(handler)
+    logging.getLogger("airflow_aip.local").setLevel(logging.INFO)
     data_dir = args.data_dir.expanduser().resolve()
     port = args.port or free_port(args.host)
     gcs = None

@@ -98,7 +98,7 @@ def test_retraining_with_nothing_to_train_on_says_what_to_do(examples: Any) -> N
     assert message.startswith("train_data/eval_data:")
     assert "Trigger aip_prepare_data first" in message
     assert "\n" not in message
-    with pytest.raises(rules.NoTrainingDataError, match="^eval_data: give both"):
+    with pytest.raises(rules.NoTrainingDataError, match=r"^eval_data: give both"):
         rules.pick_training_data({"train_data": "gs://b/t.csv"}, [], nothing)
 
 
@@ -117,8 +117,10 @@ def test_every_example_dag_and_param_explains_itself(dags: dict[str, Any]) -> No
     examples = {k: v for k, v in dags.items() if k.startswith("aip_")}
     assert set(examples) == {"aip_prepare_data", "aip_retraining", "aip_training_pipeline"}
     for dag_id, dag in examples.items():
-        assert dag.description and dag.doc_md, dag_id
+        assert dag.description, dag_id
+        assert dag.doc_md, dag_id
         assert "w/ config" not in dag.doc_md
         for name in dag.params:
             param = dag.params.get_param(name)
-            assert param.schema.get("title") and param.description, (dag_id, name)
+            assert param.schema.get("title"), (dag_id, name)
+            assert param.description, (dag_id, name)
