@@ -26,7 +26,8 @@ from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, 
 
 pytestmark = pytest.mark.integration
 PROJECT = "logs-project"
-JOB_LINE = re.compile(r"^\S+Z [A-Z]+ \[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
+# A relayed line: where, then the message; its one timestamp and level are the logger's own.
+JOB_LINE = re.compile(r"^\[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
 DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
 CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
 
@@ -93,6 +94,12 @@ def test_worker_mode_shows_every_line_once_in_order(
     assert len(lines) == len(set(lines))
     everything = log_entries(local_env.url, PROJECT, summary["job_id"])
     assert len(lines) == len(everything)  # below the rate limit, every entry of the job is shown
+    assert not any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:", line) for line in lines)  # one timestamp
+    # The job's states in order: the relayed "Job state: X" lines come before the wait's own.
+    events = [str(e["event"]) for e in captured]
+    for state in ("RUNNING", "SUCCEEDED"):
+        relayed = events.index(f"[service] Job state: {state}")
+        assert relayed < events.index(f"Training job {summary['job_id']} is {state}"), state
 
 
 def test_deferred_mode_streams_from_the_trigger_then_one_event(
