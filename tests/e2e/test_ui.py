@@ -183,3 +183,8 @@ def test_dag_list_and_details_show_the_descriptions(viewer_page: Any, airflow_st
 
     page.goto(f"/dags/{dag_id}/details")
     expect(page.get_by_test_id("description-row")).to_contain_text(description, timeout=60_000)
+    page.get_by_role("button", name="Dag Docs").click()  # the doc_md: what the Dag does, step by step
+    expect(
+        page.get_by_role("heading", name="Tune the iris trainer and export the best model")
+    ).to_be_visible()
+    expect(page.get_by_text("export_best_model", exact=False).first).to_be_visible()
