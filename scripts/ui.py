@@ -40,6 +40,8 @@ def main() -> int:
     print(f"Starting the local training service and Airflow (about 30 s; Airflow's output: {log}) ...")
     with local_service(home / "aip-local", log) as service_env:
         env = {**airflow_env(home), **service_env, "AIRFLOW__API__PORT": str(PORT)}
+        # Tasks reach the API server at its base URL (else localhost:8080, whatever the port).
+        env["AIRFLOW__API__BASE_URL"] = URL
         env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
         env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = (
             '{"conn_type": "google_cloud_platform", "extra": {"project": "local-project"}}'
@@ -59,7 +61,7 @@ def main() -> int:
             return proc.wait()
         except KeyboardInterrupt:
             if greeting:
-                print("\nStopping. For the next `make ui` (same password):" + greeting, flush=True)
+                print(f"\nStopping. The next `make ui` has the same login:\n{login(passwords)}", flush=True)
             return 0
         finally:
             stop_group(proc, timeout=60)
@@ -87,17 +89,20 @@ def _answers(url: str) -> bool:
         return False
 
 
-def greeting(passwords: Path, endpoint: str) -> str:
-    """URL, user and password first, then what to do; the password is the one Airflow generated."""
+def login(passwords: Path) -> str:
+    """URL, user and password: the password is the one Airflow generated (kept between runs)."""
     try:
         password = json.loads(passwords.read_text()).get(USER, "?")
     except (OSError, ValueError):
         password = f"(see {passwords})"
+    return f"  Airflow UI:  {URL}\n  user:        {USER}\n  password:    {password}\n"
+
+
+def greeting(passwords: Path, endpoint: str) -> str:
+    """The login first, then what to do."""
     aip_local = BIN / "aip-local"  # absolute: a fresh shell has no .venv/bin on PATH
     return (
-        f"\n  Airflow UI:  {URL}\n"
-        f"  user:        {USER}\n"
-        f"  password:    {password}\n\n"
+        f"\n{login(passwords)}\n"
         f"  Open Dags > aip_training_pipeline > Trigger to set trials, region, bucket ('{BUCKET}' "
         "exists) and run it.\n"
         f"  Jobs on the local service: {endpoint}console/  (or, in another shell:\n"
