@@ -92,40 +92,6 @@ def job_params() -> dict[str, Param]:
     }
 
 
-def eval_fraction_param() -> Param:
-    return Param(
-        0.3,
-        type="number",
-        exclusiveMinimum=0,
-        exclusiveMaximum=1,
-        title="Evaluation share",
-        description="The share of the 150 iris rows held out to score each model (0.3: 45 rows), "
-        "the rest trains it. The split is stratified: each species in the same proportion.",
-    )
-
-
-def require_bucket(bucket: str, param: str = "bucket") -> None:
-    """Fail in one line, naming the bucket and where it came from, before anything is written.
-
-    Without it a missing bucket surfaced as a 40-frame ``FileNotFoundError ... not found`` from
-    the first upload, after other tasks had already run.
-    """
-    from airflow.sdk.exceptions import AirflowFailException
-    from google.api_core.exceptions import Forbidden
-
-    from airflow_aip.hooks import StorageHook
-
-    try:
-        found = StorageHook().client.lookup_bucket(bucket)
-    except Forbidden:  # may write objects but not read the bucket's metadata: let the writes tell
-        return
-    if found is None:
-        raise AirflowFailException(
-            f"{param}: bucket {bucket} does not exist. Create it (gsutil mb gs://{bucket}; "
-            "`make ui` and `make demo` create aip-demo) or pick another bucket."
-        )
-
-
 def run_stamp() -> str:
     """A folder name for this DAG run's data and outputs (run_after: set even with no logical date)."""
     return str(get_current_context()["dag_run"].run_after.strftime("%Y%m%dT%H%M%S"))
@@ -158,3 +124,37 @@ def write_split(
 IRIS_DATA_URI = f"gs://{EXAMPLE_BUCKET}/data/iris"
 RETRAINED_MODELS_URI = f"gs://{EXAMPLE_BUCKET}/models/iris-retrained"
 CHAMPION_MANIFEST_URI = f"{RETRAINED_MODELS_URI}/champion.json"
+
+
+def eval_fraction_param() -> Param:
+    return Param(
+        0.3,
+        type="number",
+        exclusiveMinimum=0,
+        exclusiveMaximum=1,
+        title="Evaluation share",
+        description="The share of the 150 iris rows held out to score each model (0.3: 45 rows), "
+        "the rest trains it. The split is stratified: each species in the same proportion.",
+    )
+
+
+def require_bucket(bucket: str, param: str = "bucket") -> None:
+    """Fail in one line, naming the bucket and where it came from, before anything is written.
+
+    Without it a missing bucket surfaced as a 40-frame ``FileNotFoundError ... not found`` from
+    the first upload, after other tasks had already run.
+    """
+    from airflow.sdk.exceptions import AirflowFailException
+    from google.api_core.exceptions import Forbidden
+
+    from airflow_aip.hooks import StorageHook
+
+    try:
+        found = StorageHook().client.lookup_bucket(bucket)
+    except Forbidden:  # may write objects but not read the bucket's metadata: let the writes tell
+        return
+    if found is None:
+        raise AirflowFailException(
+            f"{param}: bucket {bucket} does not exist. Create it (gsutil mb gs://{bucket}; "
+            "`make ui` and `make demo` create aip-demo) or pick another bucket."
+        )
