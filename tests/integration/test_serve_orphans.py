@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -46,15 +45,22 @@ def _alive(pid: int) -> bool:
     return not stat[stat.rindex(")") + 2 :].startswith("Z")
 
 
-def _port_is_free(port: int) -> bool:
-    """A new server could listen there (SO_REUSEADDR, as servers bind: TIME_WAIT is no holder)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+def _listening(port: int) -> bool:
+    """Whether any socket LISTENs on ``port`` (Linux /proc/net/tcp*: state 0A).
+
+    Not "can I bind it": the port is in the ephemeral range, and under a busy machine an
+    outgoing connection may borrow it for a moment, which says nothing about an orphan.
+    """
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
-            sock.bind(("127.0.0.1", port))
+            rows = Path(table).read_text().splitlines()[1:]
         except OSError:
-            return False
-        return True
+            continue
+        for row in rows:
+            fields = row.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return True
+    return False
 
 
 def test_sigkill_of_serve_takes_its_emulator_along(tmp_path: Path) -> None:
@@ -75,15 +81,15 @@ def test_sigkill_of_serve_takes_its_emulator_along(tmp_path: Path) -> None:
             pid for pid in _children(serve.pid) if "fake-gcs" in Path(f"/proc/{pid}/cmdline").read_text()
         ]
         assert len(emulators) == 1
-        assert not _port_is_free(port)
+        assert _listening(port)
 
         os.kill(serve.pid, signal.SIGKILL)
         serve.wait()
         deadline = time.monotonic() + 5.0
-        while _alive(emulators[0]) and time.monotonic() < deadline:
+        while (_alive(emulators[0]) or _listening(port)) and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not _alive(emulators[0])
-        assert _port_is_free(port)
+        assert not _listening(port)
     finally:
         for pid in emulators:  # only if the test failed: never leave our own emulator running
             if _alive(pid):
