@@ -56,15 +56,31 @@ def test_pipeline_with_a_missing_bucket_stops_before_staging_or_submitting(
     dags: dict[str, Any], local_env: LocalService, airflow_db: Path
 ) -> None:
     name = f"no-such-{uuid.uuid4().hex[:8]}"
-    jobs_before = local_env.ml().projects().jobs().list(parent="projects/local-project").execute()
+    jobs_before = _all_jobs(local_env)
     run = dags["aip_training_pipeline"].test(run_conf={"bucket": name, "max_trials": 1})
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert states["prepare_data"] == "failed"
     assert states["stage_trainer"] == "upstream_failed"
     assert states["tune"] == "upstream_failed"
     assert storage_client(local_env.gcs_url).lookup_bucket(name) is None
-    jobs_after = local_env.ml().projects().jobs().list(parent="projects/local-project").execute()
-    assert jobs_after.get("jobs", []) == jobs_before.get("jobs", [])
+    assert _all_jobs(local_env) == jobs_before  # no job submitted, on either API
+
+
+def _all_jobs(service: LocalService) -> list[str]:
+    """The names of every job of the example project, ml v1 and Vertex AI alike."""
+    import httpx
+
+    vertex = "v1/projects/local-project/locations/us-central1"
+    paths = {
+        "v1/projects/local-project/jobs": "jobs",
+        f"{vertex}/customJobs": "customJobs",
+        f"{vertex}/hyperparameterTuningJobs": "hyperparameterTuningJobs",
+    }
+    names = []
+    for path, key in paths.items():
+        page = httpx.get(service.url + path, params={"pageSize": 100}, timeout=30).raise_for_status().json()
+        names += [job.get("jobId") or job["name"] for job in page.get(key, [])]
+    return sorted(names)
 
 
 def _event(train: str, evaluation: str) -> Any:
