@@ -140,3 +140,24 @@ def test_every_example_dag_and_param_explains_itself(dags: dict[str, Any]) -> No
             param = dag.params.get_param(name)
             assert param.schema.get("title"), (dag_id, name)
             assert param.description, (dag_id, name)
+
+
+def test_retraining_triggered_by_hand_trains_on_the_newest_landed_data(
+    dags: dict[str, Any], local_env: LocalService, airflow_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a newcomer tries first: Trigger on aip_retraining with an empty form, after data landed."""
+    from aip_examples import EXAMPLE_BUCKET
+
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    client = storage_client(local_env.gcs_url)
+    client.lookup_bucket(EXAMPLE_BUCKET) or client.create_bucket(EXAMPLE_BUCKET)
+    landed = dags["aip_prepare_data"].test()
+    assert str(landed.state) == "success"
+    newest = landed.get_task_instance("land_new_data").xcom_pull(task_ids="land_new_data")
+
+    run = dags["aip_retraining"].test()  # by hand: no Asset event triggered it, no CSVs in the form
+    states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+    assert states["new_data"] == "success", states
+    chosen = run.get_task_instance("new_data").xcom_pull(task_ids="new_data")
+    assert (chosen["train"], chosen["eval"]) == (newest["train"], newest["eval"])
+    assert states["train"] == "success", states
