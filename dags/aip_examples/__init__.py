@@ -57,6 +57,14 @@ def job_params() -> dict[str, Param]:
             description="The project ID the job runs and is billed in. On the local service any "
             "name works (local-project).",
         ),
+        "backend": Param(
+            "vertex",
+            type="string",
+            enum=["vertex", "ai_platform"],
+            title="Training service",
+            description="vertex: Vertex AI custom training; ai_platform: the ml v1 API (the local service "
+            "only: Google shut AI Platform Training down on 2025-01-31).",
+        ),
         "region": Param(
             "us-central1",
             type="string",

@@ -94,12 +94,6 @@ def test_worker_mode_shows_every_line_once_in_order(
     assert len(lines) == len(set(lines))
     everything = log_entries(local_env.url, PROJECT, summary["job_id"])
     assert len(lines) == len(everything)  # below the rate limit, every entry of the job is shown
-    assert not any(re.search(r"\d{4}-\d{2}-\d{2}T\d{2}:", line) for line in lines)  # one timestamp
-    # The job's states in order: the relayed "Job state: X" lines come before the wait's own.
-    events = [str(e["event"]) for e in captured]
-    for state in ("RUNNING", "SUCCEEDED"):
-        relayed = events.index(f"[service] Job state: {state}")
-        assert relayed < events.index(f"Training job {summary['job_id']} is {state}"), state
 
 
 def test_deferred_mode_streams_from_the_trigger_then_one_event(
