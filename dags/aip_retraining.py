@@ -1,14 +1,22 @@
-"""Retrain when new data lands; promote the model only if it beats the current champion.
+"""
+# Retrain on new data; promote the model only when it beats the champion
 
-Runs on the ``iris_training_data`` Asset (see ``aip_prepare_data``). It trains one job with
-fixed hyperparameters: the champion's, when there is one and ``reuse_champion_hyperparameters``
-is on, else the Params. The export compares the new model's eval accuracy with the champion
-manifest and replaces it only when the new one is better (ties keep the champion).
+Runs whenever **aip_prepare_data** lands new data (an event of the **iris_training_data**
+Asset), on exactly the files that run wrote. Triggered by hand, it trains on the newest data
+aip_prepare_data landed, or on the two CSVs given in the form (both, as `gs://` URIs); with
+neither, it stops at once and says to run aip_prepare_data first.
+
+It trains one job with fixed hyperparameters: the champion's, when there is one and
+*Reuse the champion's hyperparameters* is on, else the form's `C` and `max_iter`. Then
+**promote_if_better** compares the new model's eval accuracy with the champion's manifest
+(`models/iris-retrained/champion.json`) and exports and promotes it only when it is better
+(a tie keeps the champion).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Any
 
 import pendulum
@@ -20,7 +28,9 @@ from aip_examples import (
     TRAINER_MODULE,
     TRAINER_PACKAGE,
     job_params,
+    require_bucket,
 )
+from aip_examples.retraining import GCS_CSV_PATTERN, pick_training_data
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
 from airflow_aip.operators import (
@@ -30,38 +40,78 @@ from airflow_aip.operators import (
     SubmitTrainingJobOperator,
 )
 
+log = logging.getLogger(__name__)
 IRIS_DATA = Asset(name="iris_training_data", uri=IRIS_DATA_URI)
 BUCKET = IRIS_DATA_URI.split("/")[2]
 
 with DAG(
     dag_id="aip_retraining",
-    description="Retrain the iris model on new data and promote it only when it is better",
+    description="On new iris data (from aip_prepare_data): retrain, promote only a better model",
+    doc_md=__doc__,
     schedule=[IRIS_DATA],
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["airflow_aip", "example"],
     params={
         **job_params(),
-        "C": Param(1.0, type="number", exclusiveMinimum=0, description="inverse regularisation"),
-        "max_iter": Param(100, type="integer", minimum=1, maximum=10_000),
-        "reuse_champion_hyperparameters": Param(True, type="boolean"),
-        "train_data": Param(None, type=["null", "string"], description="override the Asset's train CSV"),
-        "eval_data": Param(None, type=["null", "string"], description="override the Asset's eval CSV"),
+        "C": Param(
+            1.0,
+            type="number",
+            exclusiveMinimum=0,
+            title="C (inverse regularisation)",
+            description="Logistic regression's C: smaller is a simpler model. Used unless the "
+            "champion's hyperparameters are reused.",
+        ),
+        "max_iter": Param(
+            100,
+            type="integer",
+            minimum=1,
+            maximum=10_000,
+            title="Maximum iterations",
+            description="The solver's iteration limit. Used unless the champion's are reused.",
+        ),
+        "reuse_champion_hyperparameters": Param(
+            True,
+            type="boolean",
+            title="Reuse the champion's hyperparameters",
+            description="Train with the current champion's C and max_iter (when there is a champion), "
+            "so only the data changes.",
+        ),
+        "train_data": Param(
+            None,
+            type=["null", "string"],
+            pattern=GCS_CSV_PATTERN,
+            title="Training CSV (optional)",
+            description="A gs:// URI. Leave empty to use the newest data aip_prepare_data landed; "
+            "give it together with the evaluation CSV.",
+        ),
+        "eval_data": Param(
+            None,
+            type=["null", "string"],
+            pattern=GCS_CSV_PATTERN,
+            title="Evaluation CSV (optional)",
+            description="A gs:// URI. Leave empty to use the newest data aip_prepare_data landed; "
+            "give it together with the training CSV.",
+        ),
     },
 ) as dag:
 
-    @task(multiple_outputs=True)
+    @task(multiple_outputs=True, inlets=[IRIS_DATA])
     def new_data() -> dict[str, str]:
-        """The CSVs of the Asset event that triggered this run (or the Params, when given)."""
+        """The CSVs to train on: the form's, else the triggering Asset event's, else the newest event's.
+
+        Runs before anything is written (staging waits for it), so a run with nothing to train
+        on stops here, in one line that says what to do.
+        """
         context = get_current_context()
-        params = context["params"]
-        if params.get("train_data") and params.get("eval_data"):
-            return {"train": params["train_data"], "eval": params["eval_data"]}
-        events = context["triggering_asset_events"].get(IRIS_DATA) or []
-        if not events:
-            raise ValueError("train_data/eval_data: no iris_training_data event; pass both as Params")
-        extra = events[-1].extra
-        return {"train": extra["train"], "eval": extra["eval"]}
+        require_bucket(BUCKET, "AIP_EXAMPLE_BUCKET")
+        chosen = pick_training_data(
+            context["params"],
+            context["triggering_asset_events"].get(IRIS_DATA) or [],
+            lambda: list(context["inlet_events"][IRIS_DATA].ascending(False).limit(1)),
+        )
+        log.info("Training on %s and %s (%s)", chosen["train"], chosen["eval"], chosen.pop("source"))
+        return chosen
 
     @task(multiple_outputs=True)
     def hyperparameters() -> dict[str, str]:
@@ -126,4 +176,5 @@ with DAG(
         metric_key=METRIC_TAG,
         champion_manifest_uri=CHAMPION_MANIFEST_URI,
     )
+    data >> stage  # new_data checks the bucket and the data before anything is written
     train >> promote

@@ -1,8 +1,22 @@
-"""Prepare data, build and stage the trainer, tune its hyperparameters, export the best model.
+"""
+# Tune the iris trainer and export the best model
 
-Trigger it from the UI ("Trigger DAG w/ config") to change the trials, the parallelism, the
-scale tier, the region or the bucket. ``make demo`` runs it end to end on the local training
-service; pointed at Google (no endpoint override), the same DAG runs on AI Platform Training.
+Stands alone (no schedule, no Asset): trigger it with **Trigger** and fill in the form to
+change the bucket, the number of trials, how many run at once, the search algorithm, the
+region or the machines.
+
+1. **prepare_data** checks that the bucket exists (else it fails in one line, before anything
+   is written) and writes a train/eval split of the iris data to it. Meanwhile
+   **build_trainer** builds the trainer's sdist (`dags/trainers/iris`); then **stage_trainer**
+   uploads it under `staging/`, named by its sha256.
+2. **tune** submits a hyperparameter-tuning job (`C` on a log scale, `max_iter`), maximising
+   `accuracy`, and waits for it deferred: the job's log lines stream into this task's log, and
+   its **Training job** tab shows the trials.
+3. **export_best_model** copies the best trial's model to `models/iris/` with a `manifest.json`.
+
+`make demo` runs it end to end on the local training service; with no endpoint override it
+runs on Google Cloud. For data that arrives on its own and a model promoted only when it is
+better, see `aip_prepare_data` and `aip_retraining`.
 """
 
 from __future__ import annotations
@@ -17,6 +31,7 @@ from aip_examples import (
     TRAINER_MODULE,
     TRAINER_PACKAGE,
     TUNING_PARAMS,
+    eval_fraction_param,
     job_params,
     run_stamp,
     write_split,
@@ -32,29 +47,54 @@ from airflow_aip.operators import (
 
 with DAG(
     dag_id="aip_training_pipeline",
-    description="Tune the iris trainer on AI Platform Training and export the best model",
+    description="Tune the iris trainer's hyperparameters on one bucket's data; export the best model",
+    doc_md=__doc__,
     schedule=None,
     start_date=pendulum.datetime(2026, 1, 1, tz="UTC"),
     catchup=False,
     tags=["airflow_aip", "example"],
     params={
         **job_params(),
-        "bucket": Param(EXAMPLE_BUCKET, type="string", pattern=BUCKET_PATTERN, description="GCS bucket"),
-        "max_trials": Param(6, type="integer", minimum=1, maximum=100, description="trials in all"),
-        "max_parallel_trials": Param(2, type="integer", minimum=1, maximum=20, description="trials at once"),
+        "bucket": Param(
+            EXAMPLE_BUCKET,
+            type="string",
+            pattern=BUCKET_PATTERN,
+            title="Bucket",
+            description="The Cloud Storage bucket for the data, the staged trainer, the jobs' output "
+            "and the exported model. It must exist (make ui and make demo create aip-demo).",
+        ),
+        "max_trials": Param(
+            6,
+            type="integer",
+            minimum=1,
+            maximum=100,
+            title="Trials",
+            description="How many trials (hyperparameter sets) the tuning job tries in all.",
+        ),
+        "max_parallel_trials": Param(
+            2,
+            type="integer",
+            minimum=1,
+            maximum=20,
+            title="Trials at once",
+            description="How many trials run at the same time. Fewer at once lets the search learn "
+            "from more finished trials.",
+        ),
         "algorithm": Param(
             "ALGORITHM_UNSPECIFIED",
             type="string",
             enum=["ALGORITHM_UNSPECIFIED", "GRID_SEARCH", "RANDOM_SEARCH"],
-            description="ALGORITHM_UNSPECIFIED is Google's model-based (Bayesian) search",
+            title="Search algorithm",
+            description="ALGORITHM_UNSPECIFIED is Google's model-based (Bayesian) search; GRID_SEARCH "
+            "tries a grid; RANDOM_SEARCH draws at random. The same three exist on Vertex AI.",
         ),
-        "eval_fraction": Param(0.3, type="number", exclusiveMinimum=0, exclusiveMaximum=1),
+        "eval_fraction": eval_fraction_param(),
     },
 ) as dag:
 
     @task(multiple_outputs=True)
     def prepare_data(bucket: str, eval_fraction: str) -> dict[str, str]:
-        """Split the dataset into train/eval CSVs in the bucket, in a folder of this run's own."""
+        """Check the bucket, then split the dataset into train/eval CSVs in a folder of this run's own."""
         return write_split(bucket, f"data/{run_stamp()}", seed=0, eval_fraction=float(eval_fraction))
 
     # Task outputs are XComArgs that the operators' templated fields resolve when the task runs.
@@ -104,5 +144,8 @@ with DAG(
         destination_uri="gs://{{ params.bucket }}/models/iris",
     )
 
+    # prepare_data checks the bucket before it writes; staging waits for it, so a missing bucket
+    # stops the run before anything is written (build_trainer writes only locally: it runs meanwhile).
+    data >> stage
     data >> tune
     tune >> export

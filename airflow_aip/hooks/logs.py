@@ -43,6 +43,7 @@ REPORT_FAILURE_EVERY = 10  # polls: the first failure in a row is reported, then
 class _Log(Protocol):
     def info(self, msg: Any, /, *args: Any) -> Any: ...
     def warning(self, msg: Any, /, *args: Any) -> Any: ...
+    def error(self, msg: Any, /, *args: Any) -> Any: ...
 
 
 @dataclass(frozen=True)
@@ -234,8 +235,8 @@ def _show(stream: LogStream, log: _Log, batch: Batch, now: float) -> PollOutcome
     shown = stream.accept(batch.entries, now)
     if recovering:
         log.info("Reading the logs of training job %s again", stream.job_id)
-    for line in shown.lines:
-        log.info("%s", line)
+    for level, line in shown.lines:  # at the entry's own level: the logger adds the one timestamp
+        getattr(log, level)("%s", line)
     return PollOutcome(shown.new, batch.more, failed=False)
 
 

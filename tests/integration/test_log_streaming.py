@@ -30,7 +30,8 @@ pytestmark = pytest.mark.integration
 PROJECT = "logs-project"
 BACKENDS = pytest.mark.parametrize("backend", ["vertex", "ai_platform"])
 PRIMARY_TASK = {"vertex": "workerpool0-0", "ai_platform": "master-replica-0"}
-JOB_LINE = re.compile(r"^\S+Z [A-Z]+ \[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
+# A relayed line: where, then the message; its one timestamp and level are the logger's own.
+JOB_LINE = re.compile(r"^\[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
 DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
 CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ from airflow_aip.jobs.logs import (
     RateLimit,
     check_lines_per_minute,
     entry_id,
+    entry_level,
     format_entry,
     log_filter,
     normalize_timestamp,
@@ -35,8 +37,8 @@ def entry(insert_id: str, second: float, text: str = "", **extra: Any) -> dict[s
     }
 
 
-def texts(lines: list[str]) -> list[str]:
-    return [line.rsplit(" ", 1)[-1] for line in lines]
+def texts(lines: Sequence[tuple[str, str]]) -> list[str]:
+    return [text.rsplit(" ", 1)[-1] for _level, text in lines]
 
 
 @pytest.mark.parametrize(
@@ -114,11 +116,26 @@ def test_cursor_json_round_trip_and_validation() -> None:
         assert err.value.field == "log_cursor"
 
 
-def test_format_carries_task_trial_and_severity() -> None:
+def test_format_carries_task_and_trial_and_the_level_carries_severity() -> None:
+    """One timestamp and one level per relayed line: the relaying logger's, at the entry's severity."""
     trial = entry("a", 1, "step 1", labels={"ml.googleapis.com/trial_id": "3"}, severity="ERROR")
-    assert format_entry(trial) == "2024-05-01T12:00:01.000000Z ERROR [master-replica-0 trial 3] step 1"
+    assert format_entry(trial) == "[master-replica-0 trial 3] step 1"
+    assert entry_level(trial) == "error"
     service = {"timestamp": "t", "textPayload": "Job state: RUNNING\n", "resource": {"type": "ml_job"}}
-    assert format_entry(service) == "t DEFAULT [service] Job state: RUNNING"
+    assert format_entry(service) == "[service] Job state: RUNNING"
+    assert entry_level(service) == "info"  # DEFAULT
+    levels = {s: entry_level({"severity": s}) for s in ("DEBUG", "NOTICE", "WARNING", "CRITICAL", "ALERT")}
+    assert levels == {
+        "DEBUG": "info",
+        "NOTICE": "info",
+        "WARNING": "warning",
+        "CRITICAL": "error",
+        "ALERT": "error",
+    }
+    stream = LogStream("j1")
+    shown = stream.accept([trial], now=0)
+    assert shown.lines == [("error", "[master-replica-0 trial 3] step 1")]
+    assert "2024" not in shown.lines[0][1]
     structured = {"timestamp": "t", "severity": "INFO", "jsonPayload": {"message": "hello", "x": 1}}
     assert format_entry(structured).endswith("[service] hello")
     other = {"timestamp": "t", "severity": "INFO", "jsonPayload": {"b": 2, "a": 1}}
@@ -140,10 +157,15 @@ def test_over_the_limit_the_first_and_last_lines_are_shown_around_the_dropped_co
     assert shown.new == 12
     assert shown.dropped == 7
     assert texts(shown.lines[:3]) == ["e00", "e01", "e02"]
-    assert shown.lines[3] == "... 7 lines dropped (rate limit: 5 lines/minute, see max_log_lines_per_minute)"
+    assert shown.lines[3] == (
+        "warning",
+        "... 7 lines dropped (rate limit: 5 lines/minute, see max_log_lines_per_minute)",
+    )
     assert texts(shown.lines[4:]) == ["e10", "e11"]
     starved = stream.accept([entry("z1", 20)], now=0)  # no token left: only the count
-    assert starved.lines == ["... 1 lines dropped (rate limit: 5 lines/minute, see max_log_lines_per_minute)"]
+    assert starved.lines == [
+        ("warning", "... 1 lines dropped (rate limit: 5 lines/minute, see max_log_lines_per_minute)")
+    ]
     # The dropped lines are behind the cursor: they are never shown later either.
     assert stream.accept([entry(f"e{i:02d}", i) for i in range(12)], now=600).lines == []
     refilled = stream.accept([entry("z1", 20), entry("z2", 21), entry("z3", 22)], now=600)

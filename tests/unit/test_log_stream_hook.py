@@ -80,6 +80,9 @@ class RecordingLog:
     def warning(self, msg: Any, /, *args: Any) -> None:
         self.records.append(("warning", str(msg) % args))
 
+    def error(self, msg: Any, /, *args: Any) -> None:
+        self.records.append(("error", str(msg) % args))
+
     def lines(self) -> list[str]:
         return [text.rsplit(" ", 1)[-1] for level, text in self.records if "[master-replica-0]" in text]
 

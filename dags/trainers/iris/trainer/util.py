@@ -10,9 +10,12 @@ and on a laptop.
 from __future__ import annotations
 
 import csv
+import importlib.util
 import io
 import json
+import math
 import os
+import random
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -25,24 +28,62 @@ Row = list[float]
 
 
 def load_split(seed: int = 0, eval_fraction: float = 0.2) -> tuple[list[Row], list[Row]]:
-    """Scikit-learn's iris data as ``(train_rows, eval_rows)``, split stratified and deterministic.
+    """The iris data as ``(train_rows, eval_rows)``, split stratified and deterministic.
 
     Each row is the four features followed by the integer class label (0, 1 or 2). The same
     ``seed`` always gives the same split, so a retraining run can be compared with the last one.
+    Plain Python over the CSV scikit-learn ships: importing scikit-learn costs a DAG's
+    "prepare data" task seconds on a small machine, and 150 rows need none of it.
     """
     if not 0.0 < eval_fraction < 1.0:
         raise ValueError(f"eval_fraction must be strictly between 0 and 1, got {eval_fraction!r}")
-    from sklearn.datasets import load_iris
-    from sklearn.model_selection import train_test_split
+    rows = _iris_rows()
+    by_class: dict[int, list[Row]] = {}
+    for row in rows:
+        by_class.setdefault(int(row[-1]), []).append(row)
+    wanted = _per_class(
+        {label: len(members) for label, members in by_class.items()}, math.ceil(eval_fraction * len(rows))
+    )
+    rng = random.Random(seed)
+    train: list[Row] = []
+    evaluation: list[Row] = []
+    for label in sorted(by_class):
+        members = list(by_class[label])
+        rng.shuffle(members)
+        evaluation += members[: wanted[label]]
+        train += members[wanted[label] :]
+    rng.shuffle(train)
+    rng.shuffle(evaluation)
+    return train, evaluation
+
+
+def _per_class(sizes: dict[int, int], total: int) -> dict[int, int]:
+    """``total`` eval rows shared among the classes in proportion to their sizes (largest remainder)."""
+    count = sum(sizes.values())
+    exact = {label: total * size / count for label, size in sizes.items()}
+    chosen = {label: math.floor(share) for label, share in exact.items()}
+    by_remainder = sorted(exact, key=lambda label: (chosen[label] - exact[label], label))
+    for label in by_remainder[: total - sum(chosen.values())]:
+        chosen[label] += 1
+    return chosen
+
+
+def _iris_rows() -> list[Row]:
+    """The 150 iris rows from scikit-learn's bundled ``iris.csv``, found without importing sklearn."""
+    spec = importlib.util.find_spec("sklearn")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    for location in locations:
+        path = Path(location) / "datasets" / "data" / "iris.csv"
+        if path.is_file():
+            rows: list[Row] = []
+            for line in path.read_text().splitlines()[1:]:  # the header line holds counts and names
+                if line:
+                    *features, label = line.split(",")
+                    rows.append([float(v) for v in features] + [int(label)])
+            return rows
+    from sklearn.datasets import load_iris  # a layout we do not know: the slow, sure way
 
     features, labels = load_iris(return_X_y=True)
-    x_train, x_eval, y_train, y_eval = train_test_split(
-        features, labels, test_size=eval_fraction, random_state=seed, stratify=labels
-    )
-    return _rows(x_train, y_train), _rows(x_eval, y_eval)
-
-
-def _rows(features: Any, labels: Any) -> list[Row]:
     return [[float(v) for v in x] + [int(y)] for x, y in zip(features, labels, strict=True)]
 
 

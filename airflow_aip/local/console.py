@@ -1,0 +1,163 @@
+"""A page per job, ``GET /console/{resource name}``: what a job link opens on a local run.
+
+On Google the operators' job link opens the Cloud Console; for the local service's fake
+project that is a page about nothing. The service serves its own instead, at the job's
+resource name under ``/console/``: ``projects/{p}/jobs/{id}`` (ml v1) or
+``projects/{p or number}/locations/{loc}/customJobs/{id}`` (and ``hyperparameterTuningJobs``)
+for Vertex AI. It shows the state in that API's words, the times, the error, the trials
+(hyperparameters and metric) and the newest log lines; ``/console/`` lists the jobs. Plain
+HTML: every value is escaped, no script, a refresh every few seconds while the job is active.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+from airflow_aip.exceptions import JobNotFoundError, ValidationError
+from airflow_aip.jobs import JobState
+from airflow_aip.local.plans import VERTEX_KINDS
+from airflow_aip.local.service import TrainingService
+from airflow_aip.local.vertex_render import JOB_STATES, TUNING_JOBS
+from airflow_aip.local.vertex_service import VertexJobs
+
+PREFIX = "/console/"
+LOG_LINES = 200
+REFRESH_SECONDS = 5
+_KIND_TITLES = {"customJobs": "Vertex AI custom job", TUNING_JOBS: "Vertex AI hyperparameter tuning job"}
+_STYLE = (
+    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}"
+    "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}"
+    "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap}.ERROR{color:#b00}"
+)
+
+
+@dataclass(frozen=True)
+class ConsoleJob:
+    """A stored job, with what its API calls it: resource name, kind, state word."""
+
+    name: str
+    kind: str
+    state: str
+    record: Mapping[str, Any]
+    logs: Sequence[Mapping[str, Any]]
+
+
+def find_job(service: TrainingService, name: str) -> ConsoleJob | None:
+    """The job a resource name names, or None (unknown job, project or location, or not a job name)."""
+    parts = name.strip("/").split("/")
+    ml_v1 = len(parts) == 4 and parts[0] == "projects" and parts[2] == "jobs"
+    vertex = len(parts) == 6 and parts[0] == "projects" and parts[2] == "locations"
+    try:
+        if ml_v1:
+            record = service.get_job(parts[1], parts[3])
+            logs = _logs(service, parts[1], record)
+            state = str(record.get("state"))
+            return ConsoleJob(name, "AI Platform Training job (ml v1)", state, record, logs)
+        if vertex and parts[4] in VERTEX_KINDS:
+            record = VertexJobs(service).find(parts[4], parts[1], parts[3], parts[5])
+            state = JOB_STATES[JobState.parse(record.get("state"))]
+            logs = _logs(service, str(record["projectNumber"]), record)
+            return ConsoleJob(name, _KIND_TITLES[parts[4]], state, record, logs)
+    except (JobNotFoundError, ValidationError):
+        return None
+    return None
+
+
+def _logs(service: TrainingService, project: str, record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return service.store.read_log(project, str(record["jobId"]))[-LOG_LINES:]
+
+
+def _page(title: str, body: str, refresh: bool = False) -> str:
+    meta = f'<meta http-equiv="refresh" content="{REFRESH_SECONDS}">' if refresh else ""
+    return (
+        f'<!doctype html><html><head><meta charset="utf-8">{meta}<title>{escape(title)}</title>'
+        f"<style>{_STYLE}</style></head><body>{body}"
+        f'<p><a href="{PREFIX}">All jobs on this local training service</a></p></body></html>'
+    )
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A table of already-escaped cells."""
+    head = "".join(f"<th>{escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _metric(record: Mapping[str, Any]) -> str:
+    """The tuning metric and its goal, ml v1's or Vertex's spelling; "" for a job without tuning."""
+    if "resource" in record:
+        metrics = ((record["resource"].get("studySpec") or {}).get("metrics")) or [{}]
+        return " ".join(str(metrics[0].get(k, "")) for k in ("metricId", "goal")).strip()
+    spec = (record.get("trainingInput") or {}).get("hyperparameters") or {}
+    return " ".join(str(spec.get(k, "")) for k in ("hyperparameterMetricTag", "goal")).strip()
+
+
+def render_job(job: ConsoleJob) -> str:
+    record = job.record
+    times = [
+        ("Created", record.get("createTime")),
+        ("Preparing since", record.get("startTime")),
+        ("Running since", record.get("runningSince")),
+        ("Ended", record.get("endTime")),
+    ]
+    facts = [("Kind", job.kind), ("State", job.state), *[(k, v) for k, v in times if v]]
+    if metric := _metric(record):
+        facts.append(("Metric", metric))
+    body = f"<h1>{escape(str(record.get('jobId', '')))}</h1><p><code>{escape(job.name)}</code></p>"
+    body += _table(["", ""], [[escape(k), escape(str(v))] for k, v in facts])
+    if record.get("errorMessage"):
+        body += f"<h2>Error</h2><pre class=ERROR>{escape(str(record['errorMessage']))}</pre>"
+    trials = (record.get("trainingOutput") or {}).get("trials") or []
+    if trials:
+        body += f"<h2>Trials ({len(trials)})</h2>" + _table(
+            ["Trial", "State", "Hyperparameters", "Metric", "Step"], [_trial_row(t) for t in trials]
+        )
+    body += f"<h2>Log (last {LOG_LINES} lines)</h2>" + _log_block(job.logs)
+    active = not JobState.parse(record.get("state")).is_terminal
+    return _page(f"{record.get('jobId', '')} · {job.state}", body, refresh=active)
+
+
+def _trial_row(trial: Mapping[str, Any]) -> list[str]:
+    final = trial.get("finalMetric") or {}
+    hyper = ", ".join(f"{k}={v}" for k, v in (trial.get("hyperparameters") or {}).items())
+    cells = [trial.get("trialId"), trial.get("state"), hyper]
+    cells += [final.get("objectiveValue"), final.get("trainingStep")]
+    return [escape("" if cell is None else str(cell)) for cell in cells]
+
+
+def _log_block(logs: Sequence[Mapping[str, Any]]) -> str:
+    if not logs:
+        return "<p>No log lines yet.</p>"
+    lines = []
+    for entry in logs:
+        trial = f" trial {entry['trial']}" if entry.get("trial") else ""
+        where = str(entry.get("task") or "service") + trial
+        severity = str(entry.get("severity") or "INFO")
+        text = f"{entry.get('time', '')} {severity} [{where}] {entry.get('message', '')}"
+        lines.append(f'<span class="{escape(severity)}">{escape(text)}</span>')
+    return "<pre>" + "\n".join(lines) + "</pre>"
+
+
+def render_missing(name: str) -> str:
+    body = f"<h1>No such job</h1><p>This local training service has no job <code>{escape(name)}</code>.</p>"
+    return _page("No such job", body)
+
+
+def render_index(service: TrainingService) -> str:
+    rows = []
+    for record in reversed(service.store.records()):
+        job = record.job
+        if job.get("kind") in VERTEX_KINDS:
+            name = str(job["resource"]["name"])
+            state = JOB_STATES[JobState.parse(job.get("state"))]
+        else:
+            name = f"projects/{record.project}/jobs/{record.job_id}"
+            state = str(job.get("state", ""))
+        link = f'<a href="{escape(PREFIX + name)}">{escape(record.job_id)}</a>'
+        rows.append([link, escape(state), escape(str(job.get("createTime", ""))), escape(name)])
+    body = "<h1>Jobs on this local training service</h1>"
+    body += _table(["Job", "State", "Created", "Resource name"], rows) if rows else "<p>No jobs yet.</p>"
+    return _page("Local training jobs", body)

@@ -1,0 +1,52 @@
+"""Which CSVs ``aip_retraining`` trains on: one rule, pure, so a unit test can read every branch.
+
+Triggered by the Asset, a run trains on the event that triggered it. Triggered by hand (the
+natural first try from the UI) it has no such event: it takes the form's two URIs when given,
+else the newest event aip_prepare_data ever emitted, else it stops in one line saying what to do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+GCS_CSV_PATTERN = r"^gs://[a-z0-9][a-z0-9._-]{1,61}[a-z0-9]/.+"
+NOTHING_TO_TRAIN_ON = (
+    "train_data/eval_data: no iris data yet. Trigger aip_prepare_data first (its run starts "
+    "aip_retraining by itself), or give both CSVs as gs:// URIs in the form."
+)
+
+
+class NoTrainingDataError(ValueError):
+    """Nothing to train on; the message says what to do."""
+
+
+def pick_training_data(
+    params: Mapping[str, Any],
+    triggering_events: Sequence[Any],
+    newest_events: Callable[[], Sequence[Any]],
+) -> dict[str, str]:
+    """``{"train", "eval", "source"}``: the form's URIs, the triggering event's, or the newest event's.
+
+    ``newest_events`` is only called when needed (it asks the Airflow API); each event has the
+    ``extra`` aip_prepare_data wrote (``train``, ``eval``).
+    """
+    train, evaluation = params.get("train_data"), params.get("eval_data")
+    if train and evaluation:
+        return {"train": train, "eval": evaluation, "source": "given in the form"}
+    if train or evaluation:
+        missing = "eval_data" if train else "train_data"
+        raise NoTrainingDataError(f"{missing}: give both train_data and eval_data, or neither")
+    if triggering_events:
+        return _from_event(triggering_events[-1], "the Asset event that triggered this run")
+    newest = newest_events()
+    if not newest:
+        raise NoTrainingDataError(NOTHING_TO_TRAIN_ON)
+    return _from_event(newest[0], "the newest iris_training_data event (triggered by hand)")
+
+
+def _from_event(event: Any, source: str) -> dict[str, str]:
+    extra = getattr(event, "extra", None) or {}
+    if not extra.get("train") or not extra.get("eval"):
+        raise NoTrainingDataError(f"train_data/eval_data: {source} names no train and eval CSVs")
+    return {"train": str(extra["train"]), "eval": str(extra["eval"]), "source": source}

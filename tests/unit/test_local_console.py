@@ -1,0 +1,44 @@
+"""The job page escapes everything a job or its trainer wrote (it runs submitted code)."""
+
+from __future__ import annotations
+
+from airflow_aip.local.console import ConsoleJob, render_job, render_missing
+
+EVIL = '<script>alert("x")</script>'
+
+
+def test_every_value_is_escaped() -> None:
+    record = {
+        "jobId": EVIL,
+        "state": "FAILED",
+        "createTime": EVIL,
+        "errorMessage": EVIL,
+        "trainingInput": {"hyperparameters": {"hyperparameterMetricTag": EVIL, "goal": "MAXIMIZE"}},
+        "trainingOutput": {
+            "trials": [
+                {
+                    "trialId": "1",
+                    "state": EVIL,
+                    "hyperparameters": {EVIL: EVIL},
+                    "finalMetric": {"objectiveValue": EVIL, "trainingStep": "1"},
+                }
+            ]
+        },
+    }
+    logs = [
+        {"time": EVIL, "severity": f'" onmouseover="{EVIL}', "task": EVIL, "trial": EVIL, "message": EVIL}
+    ]
+    html = render_job(
+        ConsoleJob(f"projects/p/jobs/{EVIL}", "AI Platform Training job (ml v1)", EVIL, record, logs)
+    )
+    assert "<script>" not in html
+    assert '" onmouseover="' not in html
+    assert html.count("&lt;script&gt;") >= 10
+    assert "<script>" not in render_missing(EVIL)
+
+
+def test_an_active_job_page_refreshes_itself() -> None:
+    record = {"jobId": "j", "state": "RUNNING", "createTime": "t"}
+    assert 'http-equiv="refresh"' in render_job(
+        ConsoleJob("projects/p/jobs/j", "ml v1", "RUNNING", record, [])
+    )
