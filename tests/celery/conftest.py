@@ -33,7 +33,7 @@ from tests.fixtures.local_service import stage_trainer, storage_client
 CELERY_DAGS = Path(__file__).resolve().parent / "dags"
 QUEUES = {"worker_a": "aip_a", "worker_b": "aip_b"}  # worker -> its own queue
 TERMINAL_RUN_STATES = {"success", "failed"}
-HEARTBEAT_TIMEOUT = 20  # seconds without a task heartbeat before the scheduler fails the try
+HEARTBEAT_TIMEOUT = 30  # seconds without a task heartbeat before the scheduler fails the try
 
 
 def pytest_configure(config: pytest.Config) -> None:
