@@ -166,7 +166,7 @@ def _wait_until_ready(stack: CeleryStack, dag_ids: list[str], root: Path) -> Non
     while True:
         for proc in stack.procs:
             if proc.poll() is not None:
-                raise RuntimeError(f"{proc.args} exited ({proc.returncode}); logs in {root}")
+                raise RuntimeError(f"{proc.args!r} exited ({proc.returncode}); logs in {root}")
         try:
             health = stack.api.get("monitor/health").json()
             healthy = all(
