@@ -61,6 +61,18 @@ class Worker:
             / f"attempt={attempt}.log"
         )
 
+    def stop(self) -> None:
+        """SIGTERM the worker's group (a warm shutdown), then SIGKILL whatever of its tree is left:
+        a task process lives in a process group of its own."""
+        import psutil
+
+        with suppress(psutil.NoSuchProcess):
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+            stop_group(self.proc, 60)
+            for process in tree:
+                with suppress(psutil.NoSuchProcess):
+                    process.kill()
+
     def kill(self) -> list[int]:
         """SIGKILL the worker and every process under it, by PID: a machine lost, nothing cleans up.
 
@@ -249,10 +261,12 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelerySta
             _start(["airflow", component], env, root / f"{component}.log")
             for component in ("api-server", "scheduler", "dag-processor", "triggerer")
         ]
-        workers = {name: _start_worker(name, root, env) for name in QUEUES}
-        procs += [worker.proc for worker in workers.values()]
         for proc in procs:
             cleanup.callback(stop_group, proc, 60)
+        workers = {name: _start_worker(name, root, env) for name in QUEUES}
+        for worker in workers.values():
+            cleanup.callback(worker.stop)
+        procs += [worker.proc for worker in workers.values()]
         api = httpx.Client(base_url=f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2/", timeout=30)
         cleanup.callback(api.close)
         stack = CeleryStack(
