@@ -51,15 +51,9 @@ class Worker:
     proc: subprocess.Popen[bytes]
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> Path:
-        return (
-            self.home
-            / "airflow"
-            / "logs"
-            / f"dag_id={dag_id}"
-            / f"run_id={run_id}"
-            / (f"task_id={task_id}")
-            / f"attempt={attempt}.log"
-        )
+        """Where this worker keeps a try's log (Airflow's default layout, under its own home)."""
+        run = self.home / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        return run / f"task_id={task_id}" / f"attempt={attempt}.log"
 
     def stop(self) -> None:
         """SIGTERM the worker's group (a warm shutdown), then SIGKILL whatever of its tree is left:
@@ -91,6 +85,8 @@ class Worker:
 
 @dataclass
 class CeleryStack:
+    """The running stack: Airflow's REST API (all-admins: no login), the workers, the local services."""
+
     api: httpx.Client
     workers: dict[str, Worker]
     ml_url: str
