@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator browser screenshot test test-unit test-integration test-dags demo ui bench reliability lock clean
+.PHONY: install lint compose-validator browser celery-servers screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { echo "Python >= 3.10 is required"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv==$(UV_VERSION)"
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --constraint constraints.txt -e ".[local,dev]"
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --constraint constraints.txt -e ".[local,dev,celery]"
 	touch $@
 
 # Every Airflow task is a new Python process that imports Airflow, SQLAlchemy, google-cloud-*...
@@ -50,13 +50,22 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; \
 	else echo "note: no chromium; the browser tests will skip"; fi
 
+# The Celery tier runs Debian's PostgreSQL and Redis as its own processes (own data dirs, loopback,
+# stopped by PID). Installed when missing and we are root; otherwise that tier skips.
+celery-servers:
+	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; \
+	else echo "note: no postgresql or redis-server; the Celery tier will skip"; fi
+
 # Rewrites docs/training-job-tab.png (the README's screenshot) from a real Airflow and pipeline run.
 screenshot: install browser
 	AIP_WRITE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -k training_job_tab
 
-# One pytest run over the four tiers, so its closing line counts them all (e2e: airflow standalone).
-test: lint compose-validator browser
-	$(BIN)/pytest tests/unit tests/integration tests/dags tests/e2e
+# One pytest run over the five tiers, so its closing line counts them all (e2e: airflow standalone;
+# celery: CeleryExecutor with two workers that share no disk).
+test: lint compose-validator browser celery-servers
+	$(BIN)/pytest tests/unit tests/integration tests/dags tests/e2e tests/celery
 
 test-unit: install
 	$(BIN)/pytest tests/unit
@@ -66,6 +75,9 @@ test-integration: install
 
 test-dags: install
 	$(BIN)/pytest tests/dags
+
+test-celery: install celery-servers
+	$(BIN)/pytest tests/celery
 
 demo: install
 	$(BIN)/python scripts/demo.py

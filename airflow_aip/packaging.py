@@ -34,14 +34,11 @@ from pathlib import Path
 from typing import IO, Any
 
 from airflow_aip.exceptions import PackagingError, ValidationError
-from airflow_aip.jobs.training_input import MAX_PACKAGE_URIS  # the API's packageUris limit
-from airflow_aip.uris import GcsUri, parse_gcs_uri
 
 DEFAULT_EPOCH = 946684800  # 2000-01-01T00:00:00Z: after 1980, so wheels built from the sdist accept it
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
 BUILD_TIMEOUT_SECONDS = 600
 _OUTPUT_TAIL = 8000
-PACKAGE_SUFFIXES = (".tar.gz", ".whl")  # what AI Platform Training pip-installs
 # Never copied into the build (nor checked for symlinks): VCS data, caches, virtualenvs, old builds.
 _SKIP_NAMES = frozenset(
     {".git", ".hg", ".svn", ".venv", ".tox", ".nox", "__pycache__", ".mypy_cache", ".pytest_cache"}
@@ -79,17 +76,24 @@ print("AIP_SDIST=" + backend.build_sdist(out))
 
 @dataclass(frozen=True)
 class BuiltPackage:
-    """A built sdist: where it is and what identifies its content."""
+    """A built sdist: where it is, what identifies its content, and how to make it again.
+
+    ``path`` is on the machine that built it. ``source`` (the package directory) and
+    ``source_date_epoch`` are what a task on another machine needs to rebuild the same bytes
+    from the same source, which ``sha256`` then proves.
+    """
 
     path: Path
     sha256: str
     name: str
     version: str
     size: int
+    source: Path
+    source_date_epoch: int
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable form (for XCom)."""
-        return {**asdict(self), "path": str(self.path)}
+        return {**asdict(self), "path": str(self.path), "source": str(self.source)}
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -102,13 +106,19 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 
 def build_sdist(
-    package_path: str | os.PathLike[str], output_dir: str | os.PathLike[str] | None = None
+    package_path: str | os.PathLike[str],
+    output_dir: str | os.PathLike[str] | None = None,
+    *,
+    epoch: int | None = None,
 ) -> BuiltPackage:
     """Build ``package_path``'s sdist into ``output_dir`` (default: a new temporary directory).
 
-    Every input check runs before anything is written anywhere.
+    ``epoch`` is the archive's timestamp (default ``SOURCE_DATE_EPOCH`` or 2000-01-01): a rebuild
+    elsewhere passes the first build's, so the bytes agree. Every input check runs before
+    anything is written anywhere.
     """
     package = _check_package(package_path)
+    epoch = source_date_epoch() if epoch is None else epoch
     project = package.parent
     has_setup = (project / "setup.py").is_file() or (project / "pyproject.toml").is_file()
     root = project if has_setup else package
@@ -124,7 +134,7 @@ def build_sdist(
             _copy_tree(root, source / package.name, files)
             (source / "setup.py").write_text(GENERATED_SETUP.format(name=package.name))
             (source / "MANIFEST.in").write_text(GENERATED_MANIFEST.format(name=package.name))
-        raw = _run_backend(source, Path(tmp) / "raw", backend, backend_path, package)
+        raw = _run_backend(source, Path(tmp) / "raw", backend, backend_path, package, epoch)
         name, version = _read_pkg_info(raw)
         out = out or Path(tempfile.mkdtemp(prefix="aip-sdist-"))
         out.mkdir(parents=True, exist_ok=True)
@@ -133,12 +143,13 @@ def build_sdist(
         fd, partial = tempfile.mkstemp(prefix=f".{raw.name}.", dir=out)
         try:
             with os.fdopen(fd, "wb") as fh:
-                normalise_sdist(raw, fh, source_date_epoch())
+                normalise_sdist(raw, fh, epoch)
             os.replace(partial, final)
         except BaseException:
             Path(partial).unlink(missing_ok=True)
             raise
-    return BuiltPackage(final, sha256_file(final), name, version, final.stat().st_size)
+    source_given = Path(package_path).expanduser().absolute()  # as named: a symlinked DAG folder stays so
+    return BuiltPackage(final, sha256_file(final), name, version, final.stat().st_size, source_given, epoch)
 
 
 def source_date_epoch() -> int:
@@ -280,11 +291,13 @@ def _backend_of(project: Path) -> tuple[str, list[str]]:
     return backend, [str(p) for p in backend_path]
 
 
-def _run_backend(source: Path, raw_dir: Path, backend: str, backend_path: list[str], package: Path) -> Path:
+def _run_backend(
+    source: Path, raw_dir: Path, backend: str, backend_path: list[str], package: Path, epoch: int
+) -> Path:
     raw_dir.mkdir()
     env = {
         **os.environ,
-        "SOURCE_DATE_EPOCH": str(source_date_epoch()),
+        "SOURCE_DATE_EPOCH": str(epoch),
         "PIP_NO_INDEX": "1",  # a setup_requires must never trigger a download
         "PYTHONDONTWRITEBYTECODE": "1",
     }
@@ -326,66 +339,3 @@ def _read_pkg_info(raw: Path) -> tuple[str, str]:
     if not name or not version:
         raise PackagingError(f"sdist {raw.name}: PKG-INFO lacks Name or Version")
     return str(name), str(version)
-
-
-@dataclass(frozen=True)
-class PlannedUpload:
-    """One entry of ``trainingInput.packageUris``: a local file to stage, or a gs:// URI as given."""
-
-    uri: str
-    local_path: Path | None = None
-    sha256: str | None = None
-
-
-def plan_staging(packages: Any, staging_uri: str) -> list[PlannedUpload]:
-    """Validate every package and compute ``{staging_uri}/{sha256}/{basename}``, in input order.
-
-    ``packages`` holds local paths, gs:// URIs (kept as they are, like gcloud's ``--packages``) or
-    ``BuiltPackage.to_dict()`` results (an XCom); a single one may be given bare. Every rule is
-    checked here, before the first upload, so a bad list stages nothing.
-    """
-    staging = parse_gcs_uri(staging_uri, "staging_uri")
-    items = [packages] if isinstance(packages, (str, os.PathLike, dict)) else packages
-    if not isinstance(items, (list, tuple)) or not items:
-        raise ValidationError("packages", "must be a non-empty list of package paths, URIs or built packages")
-    if len(items) > MAX_PACKAGE_URIS:
-        raise ValidationError(
-            "packages", f"at most {MAX_PACKAGE_URIS} packages (API limit), got {len(items)}"
-        )
-    plan: list[PlannedUpload] = []
-    seen: dict[str, int] = {}
-    for index, item in enumerate(items):
-        field = f"packages[{index}]"
-        entry = _plan_one(item, field, staging)
-        basename = entry.uri.rsplit("/", 1)[-1]
-        if basename in seen:
-            raise ValidationError(field, f"basename {basename!r} repeats packages[{seen[basename]}]")
-        seen[basename] = index
-        plan.append(entry)
-    return plan
-
-
-def _plan_one(item: Any, field: str, staging: GcsUri) -> PlannedUpload:
-    expected_sha = None
-    if isinstance(item, dict):
-        expected_sha = item.get("sha256")
-        item = item.get("path")
-    if not isinstance(item, (str, os.PathLike)) or not str(item).strip():
-        raise ValidationError(field, "must be a file path, a gs:// URI or a built package's dict with 'path'")
-    if str(item).startswith("gs://"):
-        uri = parse_gcs_uri(str(item), field, require_object=True)
-        _check_suffix(uri.name, field)
-        return PlannedUpload(uri.uri)
-    path = Path(item).expanduser()
-    if not path.is_file():
-        raise ValidationError(field, f"{path} does not exist or is not a file")
-    _check_suffix(path.name, field)
-    digest = sha256_file(path)
-    if expected_sha is not None and expected_sha != digest:
-        raise ValidationError(field, f"{path} changed since it was built (sha256 differs)")
-    return PlannedUpload(staging.join(digest, path.name, field=field).uri, path.absolute(), digest)
-
-
-def _check_suffix(name: str, field: str) -> None:
-    if not name.endswith(PACKAGE_SUFFIXES):
-        raise ValidationError(field, f"{name!r} must be a .tar.gz sdist or a .whl wheel")

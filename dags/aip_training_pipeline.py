@@ -33,6 +33,7 @@ from aip_examples import (
     TUNING_PARAMS,
     eval_fraction_param,
     job_params,
+    queue,
     run_stamp,
     write_split,
 )
@@ -102,12 +103,17 @@ with DAG(
     # task outputs): data["train"] is a CSV's URI, staged_uris the list of staged gs:// URIs.
     data: Any = prepare_data("{{ params.bucket }}", "{{ params.eval_fraction }}")
 
-    build = BuildTrainerPackageOperator(task_id="build_trainer", package_path=TRAINER_PACKAGE)
+    # Build and stage may run on different workers (queues): stage rebuilds the same bytes from the
+    # trainer's source there when the built file is not on its disk, and checks the sha256.
+    build = BuildTrainerPackageOperator(
+        task_id="build_trainer", package_path=TRAINER_PACKAGE, **queue("build")
+    )
 
     stage = StagePackagesOperator(
         task_id="stage_trainer",
         packages=[build.output],
         staging_uri="gs://{{ params.bucket }}/staging",
+        **queue("stage"),
     )
     staged_uris: Any = stage.output
 

@@ -170,6 +170,9 @@ def main() -> int:
         "--outage-repeats", type=int, default=2, help="repetitions of the 60 s outage (about 3 min each)"
     )
     parser.add_argument(
+        "--celery-repeats", type=int, default=2, help="repetitions of each Celery row (about 3 min each)"
+    )
+    parser.add_argument(
         "--write", action="store_true", help=f"rewrite the measured table in {RELIABILITY_MD.name}"
     )
     args = parser.parse_args()
@@ -239,6 +242,28 @@ def main() -> int:
         ),
     )
     add(
+        "celery_no_shared_disk",
+        repeated_row(
+            "Tasks on workers that share no disk: the example pipeline on CeleryExecutor, build on one "
+            "worker and stage on another (own HOME, queue, and TMPDIR on a private tmpfs): stage rebuilds "
+            "the build's exact bytes; one job, model exported",
+            ["tests/celery", "-k", "share_no_disk"],
+            args.celery_repeats,
+            "`pytest tests/celery -k share_no_disk`",
+        ),
+    )
+    add(
+        "celery_worker_killed",
+        repeated_row(
+            "A worker killed while its job trains: SIGKILL to a Celery worker and every process under it "
+            "while its task waits on a running job; the retry runs on the other worker and adopts the "
+            "job; one job",
+            ["tests/celery", "-k", "killed"],
+            args.celery_repeats,
+            "`pytest tests/celery -k killed`",
+        ),
+    )
+    add(
         "bad_input",
         repeated_row(
             "Bad-input table: job IDs, every trainingInput rule, hyperparameters, URIs, buckets, "
@@ -290,6 +315,7 @@ def render(rows: list[list[str]], details: dict[str, Any], seconds: float) -> st
     e2e = [r.get("kill_to_cancelled_seconds") for r in details["e2e"].get("reports", [])]
     pipeline = details["pipeline_faults"]
     outages = [r.get("modes") for r in details["outage"].get("reports", [])]
+    celery = [r.get("celery_kill") for r in details["celery_worker_killed"].get("reports", [])]
     lines += [
         "",
         f"Measured {time.strftime('%Y-%m-%d')} in {seconds / 60:.0f} min on this machine "
@@ -301,6 +327,8 @@ def render(rows: list[list[str]], details: dict[str, Any], seconds: float) -> st
         f"how long after the outage's end the task ended (its job's own remaining run included): {outages}.",
         f"- Kill to CANCELLED, task waiting in the worker (poll interval 2 s): {kills} s.",
         f"- Kill to CANCELLED under airflow standalone (poll interval 2 s; reschedule sensor 10 s): {e2e} s.",
+        "- A Celery worker SIGKILLed under a task waiting on a 60 s job (heartbeat timeout 30 s): processes "
+        f"killed and seconds from the kill to the run's success, the retry's wait included: {celery}.",
     ]
     return "\n".join(lines)
 

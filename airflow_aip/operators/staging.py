@@ -4,19 +4,25 @@ Each local file goes to ``{staging_uri}/{sha256}/{basename}``: the URI names the
 re-run of an unchanged package uploads nothing, and two DAG runs staging at once meet at the same
 object (created once, with a generation precondition). The result, in input order, is ready for
 ``trainingInput.packageUris``.
+
+A ``BuildTrainerPackageOperator`` result built on another machine (a Celery worker, a
+Kubernetes pod) is rebuilt here from its source and staged only if its sha256 is the build's
+(``airflow_aip.staging_plan``): build and stage may run on workers that share no disk.
 """
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Sequence
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseOperator, Context
 
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.storage import StorageHook
-from airflow_aip.packaging import plan_staging
+from airflow_aip.staging_plan import PlannedUpload, plan_staging
 
 
 class StagePackagesOperator(BaseOperator):
@@ -49,7 +55,18 @@ class StagePackagesOperator(BaseOperator):
         return StorageHook(gcp_conn_id=self.gcp_conn_id, impersonation_chain=self.impersonation_chain)
 
     def execute(self, context: Context) -> list[str]:
-        plan = plan_staging(self.packages, self.staging_uri)
+        with tempfile.TemporaryDirectory(prefix="aip-stage-rebuild-") as rebuild_dir:
+            plan = plan_staging(self.packages, self.staging_uri, Path(rebuild_dir))
+            for entry in plan:
+                if entry.rebuilt:
+                    self.log.info(
+                        "Built elsewhere, not on this machine: rebuilt %s from its source, same sha256 %s",
+                        entry.local_path.name if entry.local_path else "",
+                        entry.sha256,
+                    )
+            return self._stage(plan)
+
+    def _stage(self, plan: list[PlannedUpload]) -> list[str]:
         uploaded = skipped = sent = 0
         for entry in plan:
             if entry.local_path is None:

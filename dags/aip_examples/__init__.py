@@ -100,6 +100,16 @@ def job_params() -> dict[str, Param]:
     }
 
 
+def queue(step: str) -> dict[str, str]:
+    """``queue=`` for an example step on Celery: ``AIP_EXAMPLE_QUEUE_<STEP>``, else Airflow's default.
+
+    Lets a deployment (and the Celery test tier) send build and stage to different workers: they
+    share no disk, and the handoff between them must not need one. Other executors ignore queues.
+    """
+    name = os.environ.get(f"AIP_EXAMPLE_QUEUE_{step.upper()}", "").strip()
+    return {"queue": name} if name else {}
+
+
 def run_stamp() -> str:
     """A folder name for this DAG run's data and outputs (run_after: set even with no logical date)."""
     return str(get_current_context()["dag_run"].run_after.strftime("%Y%m%dT%H%M%S"))

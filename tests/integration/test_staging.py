@@ -397,3 +397,59 @@ def test_build_then_stage_in_a_dag(bucket: Any, tmp_path: Path, load_test_dag: A
         f"staging/{sha256_file(built)}/trainer-0.0.0.tar.gz": built.read_bytes(),
         f"staging/{sha256_file(dep)}/{dep.name}": dep.read_bytes(),
     }
+
+
+# -- build and stage on machines that share no disk ---------------------------------------------
+
+
+def test_stage_on_another_machine_rebuilds_and_stages_the_build_tasks_bytes(
+    bucket: Any, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The build task's file is gone (another worker built it): the same bytes are staged."""
+    built = build_sdist(make_trainer(tmp_path), tmp_path / "builder-tmp")
+    original = built.path.read_bytes()
+    built.path.unlink()
+    staging = f"gs://{bucket.name}/staging"
+    assert stage([built.to_dict()], staging) == [f"{staging}/{built.sha256}/trainer-0.0.0.tar.gz"]
+    assert objects(bucket) == {f"staging/{built.sha256}/trainer-0.0.0.tar.gz": original}
+    assert f"rebuilt trainer-0.0.0.tar.gz from its source, same sha256 {built.sha256}" in logs(capfd)
+
+
+def test_stage_on_another_machine_refuses_a_changed_source(bucket: Any, tmp_path: Path) -> None:
+    built = build_sdist(make_trainer(tmp_path), tmp_path / "builder-tmp")
+    built.path.unlink()
+    (built.source / "task.py").write_text("print('edited after the build')\n")
+    with pytest.raises(ValidationError, match=r"packages\[0\].*not the build task's"):
+        stage([built.to_dict()], f"gs://{bucket.name}/staging")
+    assert objects(bucket) == {}
+
+
+def test_build_stages_in_the_same_task_with_staging_uri(bucket: Any, tmp_path: Path) -> None:
+    from airflow_aip.operators.package import BuildTrainerPackageOperator
+
+    staging = f"gs://{bucket.name}/staging"
+    build = BuildTrainerPackageOperator(
+        task_id="build", package_path=str(make_trainer(tmp_path)), staging_uri=staging
+    )
+    result = build.execute({})
+    assert result["uri"] == f"{staging}/{result['sha256']}/trainer-0.0.0.tar.gz"
+    assert objects(bucket) == {
+        result["uri"].removeprefix(f"gs://{bucket.name}/"): Path(result["path"]).read_bytes()
+    }
+    Path(result["path"]).unlink()  # the next task, elsewhere, takes the staged URI as it is
+    assert stage([result], f"gs://{bucket.name}/other") == [result["uri"]]
+
+
+def test_build_with_a_bad_staging_uri_builds_nothing(tmp_path: Path) -> None:
+    from airflow_aip.operators.package import BuildTrainerPackageOperator
+
+    build = BuildTrainerPackageOperator(
+        task_id="build",
+        package_path=str(make_trainer(tmp_path)),
+        output_dir=str(tmp_path / "out"),
+        staging_uri="s3://bucket/staging",
+    )
+    with pytest.raises(ValidationError) as err:
+        build.execute({})
+    assert err.value.field == "staging_uri"
+    assert not (tmp_path / "out").exists()

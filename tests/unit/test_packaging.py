@@ -19,7 +19,6 @@ from airflow_aip.packaging import (
     DEFAULT_EPOCH,
     BuiltPackage,
     build_sdist,
-    plan_staging,
     sha256_file,
 )
 
@@ -159,8 +158,11 @@ def test_to_dict_is_json_ready(tmp_path: Path) -> None:
         "name": "trainer",
         "version": "0.0.0",
         "size": built.size,
+        "source": str(tmp_path / "app" / "trainer"),
+        "source_date_epoch": DEFAULT_EPOCH,
     }
-    assert isinstance(BuiltPackage(**{**as_dict, "path": Path(as_dict["path"])}), BuiltPackage)
+    restored = {**as_dict, "path": Path(as_dict["path"]), "source": Path(as_dict["source"])}
+    assert BuiltPackage(**restored) == built
 
 
 # -- reproducibility ----------------------------------------------------------------------------
@@ -310,77 +312,3 @@ def test_missing_build_backend_is_reported(tmp_path: Path) -> None:
 def test_invalid_pyproject(tmp_path: Path) -> None:
     write(tmp_path / "app" / "pyproject.toml", "[build-system\n")
     assert_invalid(make_package(tmp_path / "app"), "not valid TOML", tmp_path / "out")
-
-
-# -- the staging plan (pure) --------------------------------------------------------------------
-
-
-@pytest.fixture
-def files(tmp_path: Path) -> list[Path]:
-    return [
-        write(tmp_path / "trainer-0.1.tar.gz", "sdist"),
-        write(tmp_path / "deps" / "dep1.tar.gz", "dep1"),
-        write(tmp_path / "deps" / "dep2-1.0-py3-none-any.whl", "dep2"),
-    ]
-
-
-def test_plan_is_content_addressed_in_input_order(files: list[Path]) -> None:
-    plan = plan_staging([str(files[0]), files[1], {"path": str(files[2])}], "gs://bucket/staging")
-    assert [p.uri for p in plan] == [f"gs://bucket/staging/{sha256_file(f)}/{f.name}" for f in files]
-    assert [p.local_path for p in plan] == files
-    assert [p.sha256 for p in plan] == [sha256_file(f) for f in files]
-
-
-def test_plan_accepts_a_single_built_package_and_gs_uris(files: list[Path]) -> None:
-    built = {"path": str(files[0]), "sha256": sha256_file(files[0])}
-    assert plan_staging(built, "gs://bucket")[0].uri.startswith("gs://bucket/")
-    plan = plan_staging([built, "gs://other/deps/x.whl"], "gs://bucket/s/")
-    assert plan[1].uri == "gs://other/deps/x.whl"
-    assert plan[1].local_path is None
-
-
-@pytest.mark.parametrize(
-    ("packages", "staging_uri", "field", "rule"),
-    [
-        (["{0}"], "/tmp/staging", "staging_uri", "gs:// URI"),
-        (["{0}"], "s3://bucket/x", "staging_uri", "gs:// URI"),
-        (["{0}"], "gs://Bad_Bucket", "staging_uri", "lowercase"),
-        (["{0}"], "gs://bucket/../x", "staging_uri", "'..'"),
-        ([], "gs://bucket", "packages", "non-empty"),
-        (None, "gs://bucket", "packages", "non-empty"),
-        (["{missing}"], "gs://bucket", "packages[0]", "does not exist"),
-        (["{0}", "{missing}"], "gs://bucket", "packages[1]", "does not exist"),
-        (["{0}", "{0}"], "gs://bucket", "packages[1]", "repeats packages[0]"),
-        (["{0}", "gs://b12/x/trainer-0.1.tar.gz"], "gs://bucket", "packages[1]", "repeats"),
-        (["{txt}"], "gs://bucket", "packages[0]", ".whl"),
-        (["gs://b12/x/notes.txt"], "gs://bucket", "packages[0]", ".whl"),
-        (["gs://b12"], "gs://bucket", "packages[0]", "name an object"),
-        ([{"sha256": "x"}], "gs://bucket", "packages[0]", "'path'"),
-        ([{"path": "{0}", "sha256": "0" * 64}], "gs://bucket", "packages[0]", "changed since"),
-        ([42], "gs://bucket", "packages[0]", "file path"),
-    ],
-)
-def test_plan_rejects(
-    files: list[Path], tmp_path: Path, packages: object, staging_uri: str, field: str, rule: str
-) -> None:
-    names = {"0": files[0], "missing": tmp_path / "nope.tar.gz", "txt": write(tmp_path / "notes.txt")}
-
-    def fill(item: object) -> object:
-        if isinstance(item, str) and item.startswith("{"):
-            return str(names[item.strip("{}")])
-        if isinstance(item, dict):
-            return {k: fill(v) for k, v in item.items()}
-        return item
-
-    resolved = [fill(p) for p in packages] if isinstance(packages, list) else packages
-    with pytest.raises(ValidationError) as err:
-        plan_staging(resolved, staging_uri)
-    assert err.value.field == field
-    assert rule in err.value.rule
-
-
-def test_plan_rejects_more_than_100_packages(tmp_path: Path) -> None:
-    packages = [write(tmp_path / f"dep{i}.tar.gz", str(i)) for i in range(101)]
-    with pytest.raises(ValidationError, match="at most 100"):
-        plan_staging(packages, "gs://bucket")
-    assert len(plan_staging(packages[:100], "gs://bucket")) == 100

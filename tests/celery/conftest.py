@@ -1,0 +1,281 @@
+"""The Celery tier: the example pipeline on a real CeleryExecutor, with workers that share no disk.
+
+One stack per session: Debian's PostgreSQL (metadata DB, Celery results) and Redis (broker) as
+our own processes; ``airflow scheduler``, ``dag-processor``, ``triggerer`` and ``api-server``;
+two ``airflow celery worker``s, each with its own HOME, AIRFLOW_HOME (its task logs) and queue,
+and its own TMPDIR on a tmpfs mounted in a mount namespace of its own: what one worker writes
+there, the other worker (and this test) cannot see, as on two machines. Both also serve the
+default queue, so a retry can go to either. Everything listens on 127.0.0.1 and is stopped by PID.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from airflow_aip.local.gcs import free_port
+from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
+from tests.celery import servers
+from tests.fixtures.local_service import stage_trainer, storage_client
+
+CELERY_DAGS = Path(__file__).resolve().parent / "dags"
+QUEUES = {"worker_a": "aip_a", "worker_b": "aip_b"}  # worker -> its own queue
+TERMINAL_RUN_STATES = {"success", "failed"}
+HEARTBEAT_TIMEOUT = 30  # seconds without a task heartbeat before the scheduler fails the try
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "celery: CeleryExecutor, two workers that share no disk")
+
+
+@dataclass
+class Worker:
+    """One ``airflow celery worker``: its process and the directories no other worker sees."""
+
+    name: str
+    queue: str
+    home: Path
+    tmpdir: Path
+    proc: subprocess.Popen[bytes]
+
+    def task_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> Path:
+        """Where this worker keeps a try's log (Airflow's default layout, under its own home)."""
+        run = self.home / "airflow" / "logs" / f"dag_id={dag_id}" / f"run_id={run_id}"
+        return run / f"task_id={task_id}" / f"attempt={attempt}.log"
+
+    def stop(self) -> None:
+        """SIGTERM the worker's group (a warm shutdown), then SIGKILL whatever of its tree is left:
+        a task process lives in a process group of its own."""
+        import psutil
+
+        with suppress(psutil.NoSuchProcess):
+            tree = psutil.Process(self.proc.pid).children(recursive=True)
+            stop_group(self.proc, 60)
+            for process in tree:
+                with suppress(psutil.NoSuchProcess):
+                    process.kill()
+
+    def kill(self) -> list[int]:
+        """SIGKILL the worker and every process under it, by PID: a machine lost, nothing cleans up.
+
+        The task supervisor puts each task in a process group of its own, so the worker's group
+        alone would miss it; the tree is read from /proc first.
+        """
+        import psutil
+
+        tree = [psutil.Process(self.proc.pid), *psutil.Process(self.proc.pid).children(recursive=True)]
+        for process in tree:
+            with suppress(psutil.NoSuchProcess):
+                process.send_signal(signal.SIGKILL)
+        self.proc.wait()
+        return [process.pid for process in tree]
+
+
+@dataclass
+class CeleryStack:
+    """The running stack: Airflow's REST API (all-admins: no login), the workers, the local services."""
+
+    api: httpx.Client
+    workers: dict[str, Worker]
+    ml_url: str
+    gcs_url: str
+    bucket: str
+    package_uri: str
+    log: Path
+    started_in: float
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def get(self, path: str, **params: Any) -> Any:
+        return self.api.get(path, params=params).raise_for_status().json()
+
+    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
+        self.api.patch(f"dags/{dag_id}", json={"is_paused": False}).raise_for_status()
+        body = {"logical_date": None, "conf": conf}
+        return str(self.api.post(f"dags/{dag_id}/dagRuns", json=body).raise_for_status().json()["dag_run_id"])
+
+    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
+        found: dict[str, Any] = self.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
+        return found
+
+    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
+        listed = self.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")
+        return {ti["task_id"]: ti["state"] for ti in listed["task_instances"]}
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
+        path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
+        return self.get(path, deserialize=True)["value"]
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
+        deadline = time.monotonic() + timeout
+        while (state := self.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]) not in TERMINAL_RUN_STATES:
+            if time.monotonic() > deadline:
+                pytest.fail(
+                    f"{dag_id} {run_id} still {state} after {timeout}s: {self.task_states(dag_id, run_id)}"
+                )
+            time.sleep(1)
+        return str(state)
+
+    def ran_on(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> list[str]:
+        """The workers holding that try's log: the one that ran it (logs stay on the worker)."""
+        return [
+            w.name for w in self.workers.values() if w.task_log(dag_id, run_id, task_id, attempt).exists()
+        ]
+
+
+def _private_tmp_works(probe: Path) -> bool:
+    """Can this user give a process a tmpfs of its own (a mount namespace)? Root can."""
+    probe.mkdir(parents=True, exist_ok=True)
+    argv = ["unshare", "--mount", "--propagation", "private", "--", "mount", "-t", "tmpfs", "aip", str(probe)]
+    return subprocess.run(argv, capture_output=True).returncode == 0
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            argv, env=env, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+
+
+def _start_worker(name: str, root: Path, env: dict[str, str]) -> Worker:
+    home, tmpdir = root / name / "home", root / name / "tmp"
+    home.mkdir(parents=True)
+    tmpdir.mkdir()
+    worker_env = {
+        **env,
+        "HOME": str(home),
+        "TMPDIR": str(tmpdir),
+        "AIRFLOW_HOME": str(home / "airflow"),
+        "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
+    }
+    queues = f"{QUEUES[name]},default"
+    # unshare execs in place (a mount namespace needs no fork): the PID is the worker's.
+    script = 'mount -t tmpfs -o mode=1777 aip-worker-tmp "$TMPDIR" && exec "$@"'
+    argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"]
+    argv += ["airflow", "celery", "worker", "-H", f"{name}@%h", "-q", queues, "-c", "2"]
+    argv += ["--without-gossip", "--without-mingle"]
+    proc = _start(argv, worker_env, root / f"{name}.log")
+    return Worker(name, QUEUES[name], home, tmpdir, proc)
+
+
+def _wait_until_ready(stack: CeleryStack, dag_ids: list[str], root: Path) -> None:
+    deadline = time.monotonic() + 240
+    while True:
+        for proc in stack.procs:
+            if proc.poll() is not None:
+                raise RuntimeError(f"{proc.args!r} exited ({proc.returncode}); logs in {root}")
+        try:
+            health = stack.api.get("monitor/health").json()
+            healthy = all(
+                (health.get(part) or {}).get("status") == "healthy"
+                for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
+            )
+            parsed = all(stack.api.get(f"dags/{dag_id}").status_code == 200 for dag_id in dag_ids)
+            workers = all(b" ready." in (root / f"{name}.log").read_bytes() for name in stack.workers)
+            if healthy and parsed and workers:
+                return
+        except (httpx.HTTPError, OSError, ValueError):
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the Celery stack was not ready within 240s; logs in {root}")
+        time.sleep(1)
+
+
+def _airflow_env(root: Path, db_url: str, broker_url: str, service_env: dict[str, str]) -> dict[str, str]:
+    port = free_port()
+    bundles = [
+        {
+            "name": "dags-folder",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {},
+        },
+        {
+            "name": "aip-celery",
+            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
+            "kwargs": {"path": str(CELERY_DAGS)},
+        },
+    ]
+    return {
+        **airflow_env(root / "control"),
+        **service_env,
+        "AIRFLOW__CORE__EXECUTOR": "CeleryExecutor",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
+        "AIRFLOW__CELERY__BROKER_URL": broker_url,
+        "AIRFLOW__CELERY__RESULT_BACKEND": "db+"
+        + db_url,  # SQLAlchemy 2.1's default postgresql driver is psycopg 3: name ours
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        # Every component signs or checks the same tokens (one airflow.cfg would, on real machines).
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(16),
+        "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+        "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
+        "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+        "AIP_EXAMPLE_QUEUE_BUILD": QUEUES["worker_a"],
+        "AIP_EXAMPLE_QUEUE_STAGE": QUEUES["worker_b"],
+    }
+
+
+@pytest.fixture(scope="session")
+def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryStack]:
+    if reason := servers.missing():
+        pytest.skip(reason)
+    root = tmp_path_factory.mktemp("airflow-celery")
+    if not _private_tmp_works(root / "probe"):
+        pytest.skip("a worker's private TMPDIR needs a mount namespace (unshare --mount): run as root")
+    started = time.monotonic()
+    log = root / "stack.log"
+    with ExitStack() as cleanup:
+        db_url = cleanup.enter_context(servers.postgres(root / "postgres.log"))
+        broker_url = cleanup.enter_context(servers.redis(root / "redis", root / "redis.log"))
+        service_env = cleanup.enter_context(local_service(root / "aip-local", log, max_running_jobs=4))
+        gcs_url = service_env["STORAGE_EMULATOR_HOST"]
+        trainer = stage_trainer(gcs_url, root / "sdist")
+        bucket = storage_client(gcs_url).create_bucket(f"aip-celery-{uuid.uuid4().hex[:12]}")
+        env = {
+            **_airflow_env(root, db_url, broker_url, service_env),
+            "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
+                {"conn_type": "google_cloud_platform", "extra": {"project": "celery-project"}}
+            ),
+            "AIP_EXAMPLE_BUCKET": bucket.name,
+        }
+        migrate(env, log)
+        procs = [
+            _start(["airflow", component], env, root / f"{component}.log")
+            for component in ("api-server", "scheduler", "dag-processor", "triggerer")
+        ]
+        for proc in procs:
+            cleanup.callback(stop_group, proc, 60)
+        workers = {name: _start_worker(name, root, env) for name in QUEUES}
+        for worker in workers.values():
+            cleanup.callback(worker.stop)
+        procs += [worker.proc for worker in workers.values()]
+        api = httpx.Client(base_url=f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2/", timeout=30)
+        cleanup.callback(api.close)
+        stack = CeleryStack(
+            api=api,
+            workers=workers,
+            ml_url=service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"],
+            gcs_url=gcs_url,
+            bucket=bucket.name,
+            package_uri=trainer.package_uri,
+            log=log,
+            started_in=0.0,
+            procs=procs,
+        )
+        _wait_until_ready(stack, ["aip_training_pipeline", "aip_celery_kill"], root)
+        stack.started_in = time.monotonic() - started
+        yield stack

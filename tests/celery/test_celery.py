@@ -1,0 +1,132 @@
+"""The example pipeline on CeleryExecutor with two workers that share no disk, and a worker lost.
+
+- Build runs on worker A, stage on worker B (queues): B cannot see A's TMPDIR (a private tmpfs),
+  so it rebuilds the trainer from its source and stages the build's exact bytes.
+- A worker SIGKILLed while its task waits on a training job: the scheduler fails the try when
+  the heartbeats stop, the retry runs on the other worker and adopts the job: still one job.
+
+``AIP_RELIABILITY_REPORT`` (a JSON file) receives the timings, figures for RELIABILITY.md, never
+assertions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.celery.conftest import CeleryStack
+from tests.fixtures.local_service import ml_client, storage_client
+
+pytestmark = pytest.mark.celery
+PIPELINE = "aip_training_pipeline"
+KILL = "aip_celery_kill"
+
+
+def _report(**figures: Any) -> None:
+    path = os.environ.get("AIP_RELIABILITY_REPORT")
+    if path:
+        found = json.loads(Path(path).read_text()) if Path(path).exists() else {}
+        Path(path).write_text(json.dumps({**found, **figures}))
+
+
+def _jobs(stack: CeleryStack, project: str) -> list[dict[str, Any]]:
+    listed = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()
+    return list(listed.get("jobs", []))
+
+
+def _wait(condition: Any, what: str, timeout: float = 180) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout}s")
+        time.sleep(0.5)
+    return found
+
+
+def test_build_and_stage_on_workers_that_share_no_disk(celery_stack: CeleryStack) -> None:
+    stack, project = celery_stack, f"celery-{uuid.uuid4().hex[:8]}"
+    conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 2, "max_parallel_trials": 2}
+    started = time.monotonic()
+    run_id = stack.trigger(PIPELINE, conf)
+    state = stack.wait_for_run(PIPELINE, run_id)
+    _report(
+        celery_stack_start_s=round(stack.started_in, 1),
+        celery_pipeline_s=round(time.monotonic() - started, 1),
+    )
+
+    assert state == "success", stack.task_states(PIPELINE, run_id)
+    # Each task ran where its queue sent it: its log is on that worker only.
+    assert stack.ran_on(PIPELINE, run_id, "build_trainer") == ["worker_a"]
+    assert stack.ran_on(PIPELINE, run_id, "stage_trainer") == ["worker_b"]
+    assert stack.task_instance(PIPELINE, run_id, "build_trainer")["queue"] == "aip_a"
+    assert stack.task_instance(PIPELINE, run_id, "stage_trainer")["queue"] == "aip_b"
+
+    built = stack.xcom(PIPELINE, run_id, "build_trainer")
+    worker_a = stack.workers["worker_a"]
+    # The build wrote into worker A's TMPDIR, which nobody else sees: not even this test.
+    assert Path(built["path"]).is_relative_to(worker_a.tmpdir)
+    assert not Path(built["path"]).exists()
+    assert list(worker_a.tmpdir.iterdir()) == []
+
+    stage_log = stack.workers["worker_b"].task_log(PIPELINE, run_id, "stage_trainer").read_text()
+    assert f"rebuilt {Path(built['path']).name} from its source, same sha256 {built['sha256']}" in stage_log
+    (staged,) = stack.xcom(PIPELINE, run_id, "stage_trainer")
+    assert staged == f"gs://{stack.bucket}/staging/{built['sha256']}/{Path(built['path']).name}"
+    blob = storage_client(stack.gcs_url).bucket(stack.bucket).blob(staged.split("/", 3)[3])
+    assert hashlib.sha256(blob.download_as_bytes()).hexdigest() == built["sha256"]
+
+    jobs = _jobs(stack, project)
+    assert [job["state"] for job in jobs] == ["SUCCEEDED"]
+    assert jobs[0]["trainingInput"]["packageUris"] == [staged]
+    bucket = storage_client(stack.gcs_url).bucket(stack.bucket)
+    manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
+    assert [name for name in manifests if jobs[0]["jobId"] in name]
+
+
+def test_a_worker_killed_while_its_job_trains_the_retry_adopts_the_job(celery_stack: CeleryStack) -> None:
+    stack, project = celery_stack, f"celery-kill-{uuid.uuid4().hex[:6]}"
+    conf = {
+        "project_id": project,
+        "package_uri": stack.package_uri,
+        "job_dir": f"gs://{stack.bucket}/kill/{project}",
+        "seconds": 60,
+    }
+    run_id = stack.trigger(KILL, conf)
+
+    def training_under_a_worker() -> list[str]:
+        jobs = _jobs(stack, project)
+        running = stack.task_states(KILL, run_id).get("train") == "running"
+        return (
+            stack.ran_on(KILL, run_id, "train") if running and jobs and jobs[0]["state"] == "RUNNING" else []
+        )
+
+    (first,) = _wait(training_under_a_worker, "running job under a running task")
+    # The task has logged its wait on the job: it holds the job, and nothing else will cancel it.
+    log = stack.workers[first].task_log(KILL, run_id, "train")
+    _wait(lambda: "RUNNING" in log.read_text(), "log of the task waiting on the running job", 60)
+    (job,) = _jobs(stack, project)
+    killed_at = time.monotonic()
+    killed = stack.workers[first].kill()
+
+    state = stack.wait_for_run(KILL, run_id)
+    recovered_s = round(time.monotonic() - killed_at, 1)
+    _report(celery_kill={"processes_killed": len(killed), "kill_to_run_end_s": recovered_s, "job_s": 60})
+
+    assert state == "success", stack.task_states(KILL, run_id)
+    other = next(name for name in stack.workers if name != first)
+    ti = stack.task_instance(KILL, run_id, "train")
+    assert ti["try_number"] == 2
+    assert stack.ran_on(KILL, run_id, "train", attempt=2) == [other]
+    retry_log = stack.workers[other].task_log(KILL, run_id, "train", attempt=2).read_text()
+    (adopted,) = [line for line in retry_log.splitlines() if f"Training job {job['jobId']} (" in line]
+    assert "exists, made by an earlier try of this task instance: adopt" in adopted
+    assert stack.xcom(KILL, run_id, "train")["job_id"] == job["jobId"]
+    jobs = _jobs(stack, project)
+    assert [(j["jobId"], j["state"]) for j in jobs] == [(job["jobId"], "SUCCEEDED")]
