@@ -52,3 +52,27 @@ def best_trial(trials: Sequence[Mapping[str, Any]], goal: str | None) -> dict[st
         if direction * value > best_score:
             best, best_score = trial, direction * value
     return dict(best) if best is not None else None
+
+
+def best_trial_report(summary: Mapping[str, Any]) -> str | None:
+    """The line a waiting task ends its log with: which trial won, on what, and how ties were broken.
+
+    None for a job that is not tuned or has no trial with a final metric.
+    """
+    best = summary.get("best_trial")
+    if not summary.get("is_hyperparameter_tuning_job") or not isinstance(best, Mapping):
+        return None
+    value = objective_value(best)
+    tag = summary.get("hyperparameter_metric_tag") or DEFAULT_METRIC_TAG
+    goal = summary.get("goal") or "MAXIMIZE"
+    trials = [t for t in summary.get("trials") or [] if isinstance(t, Mapping)]
+    scored = [t for t in trials if objective_value(t) is not None and t.get("state") not in _LOSING_STATES]
+    tied = [str(t.get("trialId")) for t in scored if objective_value(t) == value]
+    params = ", ".join(f"{k}={v}" for k, v in (best.get("hyperparameters") or {}).items())
+    line = (
+        f"Best trial: {best.get('trialId')} with {tag} = {value} ({goal}, {len(scored)} of {len(trials)} "
+        f"trials scored); hyperparameters: {params or 'none'}"
+    )
+    if len(tied) > 1:
+        line += f". {len(tied)} trials tied at {value} ({', '.join(tied)}): the earliest in the list won"
+    return line

@@ -50,6 +50,7 @@ from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
+from airflow_aip.jobs.trials import best_trial_report
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
@@ -196,10 +197,13 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         api = self.job_api_arguments
         cancel_quietly(self.job_name, project_id=self.project_id, reason="task killed", log=self.log, **api)
 
-    @staticmethod
-    def _outcome(event: dict[str, Any]) -> dict[str, Any]:
+    def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
         try:
-            return summary_from_event(event)
+            summary = summary_from_event(event)
+            report = best_trial_report(summary)
+            if report:
+                self.log.info("%s", report)
+            return summary
         except JobFailedError as err:
             raise AirflowFailException(str(err)) from err
         except JobWaitTimeoutError as err:

@@ -21,8 +21,10 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.jobs.vertex_view import job_state
 from tests.celery.conftest import CeleryStack
-from tests.fixtures.local_service import ml_client, storage_client
+from tests.fixtures.local_service import storage_client
+from tests.integration.test_local_service_vertex import aiplatform_client
 
 pytestmark = pytest.mark.celery
 PIPELINE = "aip_training_pipeline"
@@ -37,8 +39,15 @@ def _report(**figures: Any) -> None:
 
 
 def _jobs(stack: CeleryStack, project: str) -> list[dict[str, Any]]:
-    listed = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()
-    return list(listed.get("jobs", []))
+    """The project's Vertex AI training jobs (the default backend), both kinds, oldest first:
+    our ID (the displayName) and the neutral state, read with Google's discovery client."""
+    locations = aiplatform_client(stack.ml_url).projects().locations()
+    parent = f"projects/{project}/locations/us-central1"
+    found = []
+    for kind in ("customJobs", "hyperparameterTuningJobs"):
+        found += getattr(locations, kind)().list(parent=parent).execute().get(kind, [])
+    found.sort(key=lambda job: str(job["createTime"]))
+    return [{"jobId": job["displayName"], "state": job_state(job["state"]).value} for job in found]
 
 
 def _wait(condition: Any, what: str, timeout: float = 180) -> Any:

@@ -232,6 +232,9 @@ def test_vertex_tuning_job_lines_carry_their_trial_ids(
         seen.add(trial[1])
     assert seen == {"1", "2"}
     assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, log_id(summary)))
+    best = [str(e["event"]) for e in captured if str(e.get("event")).startswith("Best trial: ")]
+    assert len(best) == 1  # the wait's last words: the winner, its metric and hyperparameters
+    assert f"Best trial: {summary['best_trial']['trialId']} with training/hptuning/metric = " in best[0]
 
 
 def test_reschedule_mode_shows_the_log_once_when_the_job_ended(

@@ -9,6 +9,7 @@ import pytest
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial, console_url, diff_training_input
+from airflow_aip.jobs.trials import best_trial_report
 from tests.fixtures.views import ml_summary
 
 TRIALS: list[dict[str, Any]] = [
@@ -150,3 +151,34 @@ def test_diff_counts_server_filled_fields_the_request_named() -> None:
         "runtimeVersion"
     ]
     assert diff_training_input({**BASE, "scaleTier": "BASIC_GPU"}, BASE) == ["scaleTier"]
+
+
+def test_best_trial_report_names_the_winner_and_how_a_tie_was_broken() -> None:
+    def trial(trial_id: str, value: float | None, state: str = "SUCCEEDED") -> dict[str, Any]:
+        out: dict[str, Any] = {"trialId": trial_id, "state": state, "hyperparameters": {"C": trial_id}}
+        if value is not None:
+            out["finalMetric"] = {"trainingStep": "1", "objectiveValue": value}
+        return out
+
+    trials = [
+        trial("1", 0.9),
+        trial("2", 0.95),
+        trial("3", 0.95),
+        trial("4", 0.99, "FAILED"),
+        trial("5", None),
+    ]
+    summary = {
+        "is_hyperparameter_tuning_job": True,
+        "hyperparameter_metric_tag": "accuracy",
+        "goal": "MAXIMIZE",
+        "trials": trials,
+        "best_trial": best_trial(trials, "MAXIMIZE"),
+    }
+    report = best_trial_report(summary)
+    assert report is not None
+    assert report.startswith("Best trial: 2 with accuracy = 0.95 (MAXIMIZE, 3 of 5 trials scored)")
+    assert "hyperparameters: C=2" in report
+    assert "2 trials tied at 0.95 (2, 3): the earliest in the list won" in report
+    alone = {**summary, "trials": trials[:2], "best_trial": trials[1]}
+    assert "tied" not in str(best_trial_report(alone))
+    assert best_trial_report({**summary, "is_hyperparameter_tuning_job": False}) is None
