@@ -24,7 +24,7 @@ import pytest
 
 from airflow_aip.local.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
-from tests.fixtures.local_service import ml_client, stage_trainer, storage_client
+from tests.fixtures.local_service import stage_trainer, storage_client
 
 E2E_DAGS = Path(__file__).resolve().parent / "dags"
 TOKEN_SECRET = "token-marker-e2e-41d7a2"
@@ -232,12 +232,15 @@ def tuning_run(airflow_stack: AirflowStack) -> TuningRun:
     project = f"e2e-{uuid.uuid4().hex[:8]}"
     conf = {"bucket": stack.bucket, "project_id": project, "max_trials": 6, "max_parallel_trials": 3}
     run_id = stack.trigger(dag_id, conf)
-    jobs = ml_client(stack.ml_url).projects().jobs()
+    from airflow_aip.hooks.vertex import VertexJobHook
+
+    hook = VertexJobHook(project_id=project, region="us-central1", api_endpoint=stack.ml_url)
     tracker, progress = ProgressTracker(), []
     deadline = time.monotonic() + 300
     while True:  # looks at the run as `make demo` does, until it ended, and once more after
         state = stack.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]
-        listed = jobs.list(parent=f"projects/{project}").execute().get("jobs", [])
+        # as `make demo` looks: the jobs' neutral views, with their trials
+        listed = [hook.read(str(job["name"])) for job in hook.list_jobs("hyperparameterTuningJobs")]
         progress += [e.text for e in tracker.update(Snapshot(stack.task_states(dag_id, run_id), listed))]
         if state in TERMINAL_RUN_STATES:
             return TuningRun(dag_id, run_id, project, state, progress)

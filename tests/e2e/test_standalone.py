@@ -18,14 +18,14 @@ from typing import Any
 import pytest
 
 from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack, TuningRun
-from tests.fixtures.local_service import log_entries, ml_client, storage_client
+from tests.fixtures.local_service import log_entries, storage_client
+from tests.fixtures.vertex import cancel_vertex, job_args, vertex_jobs
 
 pytestmark = pytest.mark.e2e
 
 
 def _job(stack: AirflowStack, project: str, job_id_prefix: str) -> dict[str, Any] | None:
-    listed = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()
-    jobs = [job for job in listed.get("jobs", []) if job["jobId"].startswith(job_id_prefix)]
+    jobs = vertex_jobs(stack.ml_url, project, job_id_prefix)  # Vertex AI: the default backend
     assert len(jobs) <= 1, jobs
     return jobs[0] if jobs else None
 
@@ -46,7 +46,8 @@ def test_pipeline_defers_to_the_installed_trigger_and_exports(
     project, run_id, state = tuning_run.project, tuning_run.run_id, tuning_run.state
 
     assert state == "success", stack.task_states("aip_training_pipeline", run_id)
-    jobs = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()["jobs"]
+    jobs = vertex_jobs(stack.ml_url, project)
+    assert "/hyperparameterTuningJobs/" in jobs[0]["name"]
     records = stack.task_records("aip_training_pipeline", run_id, "tune")
     events = [r.get("event", "") for r in records]
     # The task deferred; the triggerer ran TrainingJobTrigger (imported from the installed
@@ -84,10 +85,9 @@ def kill_project(airflow_stack: AirflowStack) -> Iterator[str]:
     """A project for the kill test; what it leaves running is cancelled: later tests need the service."""
     project = f"e2e-kill-{uuid.uuid4().hex[:6]}"
     yield project
-    jobs = ml_client(airflow_stack.ml_url).projects().jobs()
-    for job in jobs.list(parent=f"projects/{project}").execute().get("jobs", []):
+    for job in vertex_jobs(airflow_stack.ml_url, project):
         if job["state"] in ("QUEUED", "PREPARING", "RUNNING"):
-            jobs.cancel(name=f"projects/{project}/jobs/{job['jobId']}", body={}).execute()
+            cancel_vertex(airflow_stack.ml_url, job["name"])
 
 
 def test_user_kill_cancels_the_job_in_every_waiting_mode(
@@ -140,7 +140,7 @@ def test_user_kill_cancels_the_job_in_every_waiting_mode(
         assert job["state"] == "CANCELLED", (task_id, job)
         lines = [
             e["textPayload"]
-            for e in log_entries(stack.ml_url, project, job["jobId"], 'resource.labels.task_name="service"')
+            for e in log_entries(stack.ml_url, project, job["log_id"], 'resource.labels.task_name="service"')
         ]
         assert any("cancel requested by the user" in line for line in lines), (task_id, lines)
     cancelled_after = {task_id: seconds for task_id, (_, seconds) in ended.items()}
@@ -169,10 +169,10 @@ def secrets_run(airflow_stack: AirflowStack) -> tuple[str, str]:
     assert stack.wait_for_run("aip_e2e_secrets", run_id) == "success", stack.task_states(
         "aip_e2e_secrets", run_id
     )
-    jobs = ml_client(stack.ml_url).projects().jobs().list(parent=f"projects/{project}").execute()["jobs"]
+    jobs = vertex_jobs(stack.ml_url, project)
     assert len(jobs) == 2
     for job in jobs:  # the secrets did reach the jobs, so their absence from the logs means something
-        assert any(TOKEN_SECRET in arg and FLAGGED_SECRET in arg for arg in job["trainingInput"]["args"])
+        assert any(TOKEN_SECRET in arg and FLAGGED_SECRET in arg for arg in job_args(job["job"]))
     return run_id, project
 
 

@@ -345,6 +345,54 @@ TABLE = [
         "impersonation_chain",
         id="task's impersonation chain not accounts",
     ),
+    # -- Vertex AI (the default backend): AI Platform's vocabulary that cannot be translated, and
+    #    Vertex AI's own; nothing is sent (a request would reach no server and not be a ValidationError)
+    pytest.param(submit(backend="mars"), "backend", id="backend unknown"),
+    pytest.param(
+        submit(backend="vertex", runtime_version="1.15", python_version="3.7"),
+        f"{TI}.runtimeVersion",
+        id="vertex: runtime version with no container",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", scheduling={"priority": 5}),
+        f"{TI}.scheduling.priority",
+        id="vertex: job priority",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", scale_tier="BASIC_TPU"),
+        f"{TI}.scaleTier",
+        id="vertex: a TPU scale tier",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", region="global"),
+        f"{TI}.region",
+        id="vertex: no global endpoint",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", executor_image_uri="docker.io/me/trainer:1"),
+        "executor_image_uri",
+        id="vertex: not a pre-built training container",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", vertex_job={"jobSpec": {"workerPoolSpecs": "x"}}),
+        "jobSpec.workerPoolSpecs",
+        id="vertex: vertex_job of the wrong shape",
+    ),
+    pytest.param(
+        submit(backend="vertex", runtime_version="2.11", vertex_job=["x"]),
+        "vertex_job",
+        id="vertex_job a list",
+    ),
+    pytest.param(
+        submit(vertex_job={"jobSpec": {}}),
+        "vertex_job",
+        id="ai_platform: vertex_job is Vertex AI's vocabulary",
+    ),
+    pytest.param(
+        export(backend="vertex", job_id="projects/p/locations/mars-central1/customJobs/1"),
+        "region",
+        id="vertex: export of a job in no Vertex AI region",
+    ),
 ]
 
 

@@ -40,5 +40,6 @@ with DAG("aip_e2e_secrets", schedule=None, start_date=datetime(2026, 1, 1), catc
             gcp_conn_id="aip_secret_conn",
             job_id="{{ ti.xcom_pull(task_ids='" + task_id + "')['job_id'] }}",
             destination_uri="{{ dag_run.conf['job_dir'] }}/models",
+            source_subdir="",  # the test trainer writes to --job-dir, not to AIP_MODEL_DIR
         )
         submit >> export
