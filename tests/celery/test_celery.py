@@ -21,10 +21,9 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.jobs.vertex_view import job_state
 from tests.celery.conftest import CeleryStack
 from tests.fixtures.local_service import storage_client
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.vertex import vertex_jobs
 
 pytestmark = pytest.mark.celery
 PIPELINE = "aip_training_pipeline"
@@ -39,15 +38,8 @@ def _report(**figures: Any) -> None:
 
 
 def _jobs(stack: CeleryStack, project: str) -> list[dict[str, Any]]:
-    """The project's Vertex AI training jobs (the default backend), both kinds, oldest first:
-    our ID (the displayName) and the neutral state, read with Google's discovery client."""
-    locations = aiplatform_client(stack.ml_url).projects().locations()
-    parent = f"projects/{project}/locations/us-central1"
-    found = []
-    for kind in ("customJobs", "hyperparameterTuningJobs"):
-        found += getattr(locations, kind)().list(parent=parent).execute().get(kind, [])
-    found.sort(key=lambda job: str(job["createTime"]))
-    return [{"jobId": job["displayName"], "state": job_state(job["state"]).value} for job in found]
+    """The project's Vertex AI training jobs (the default backend), oldest first."""
+    return vertex_jobs(stack.ml_url, project)
 
 
 def _wait(condition: Any, what: str, timeout: float = 180) -> Any:
@@ -93,7 +85,8 @@ def test_build_and_stage_on_workers_that_share_no_disk(celery_stack: CeleryStack
 
     jobs = _jobs(stack, project)
     assert [job["state"] for job in jobs] == ["SUCCEEDED"]
-    assert jobs[0]["trainingInput"]["packageUris"] == [staged]
+    spec = jobs[0]["job"]["trialJobSpec"]  # the pipeline tunes: a HyperparameterTuningJob
+    assert spec["workerPoolSpecs"][0]["pythonPackageSpec"]["packageUris"] == [staged]
     bucket = storage_client(stack.gcs_url).bucket(stack.bucket)
     manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
     assert [name for name in manifests if jobs[0]["jobId"] in name]

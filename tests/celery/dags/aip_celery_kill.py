@@ -18,6 +18,7 @@ with DAG("aip_celery_kill", schedule=None, start_date=datetime(2026, 1, 1), catc
         project_id="{{ dag_run.conf['project_id'] }}",
         training_input={
             "region": "us-central1",
+            "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
             "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
             "pythonModule": "aip_test_trainer.sleep",
             "args": ["--seconds", "{{ dag_run.conf['seconds'] }}"],

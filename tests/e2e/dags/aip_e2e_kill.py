@@ -25,6 +25,7 @@ def submit(task_id: str, **kwargs: Any) -> SubmitTrainingJobOperator:
         project_id="{{ dag_run.conf['project_id'] }}",
         training_input={
             "region": "us-central1",
+            "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
             "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
             "pythonModule": "aip_test_trainer.sleep",
             "args": ["--seconds", "600"],

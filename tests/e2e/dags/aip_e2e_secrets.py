@@ -25,6 +25,7 @@ with DAG("aip_e2e_secrets", schedule=None, start_date=datetime(2026, 1, 1), catc
             gcp_conn_id="aip_secret_conn",
             training_input={
                 "region": "us-central1",
+                "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
                 "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
                 "pythonModule": "aip_test_trainer.succeed",
                 "args": ["--message", "{{ var.value.aip_api_token }} " + FLAGGED],
