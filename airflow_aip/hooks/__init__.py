@@ -5,5 +5,6 @@ from __future__ import annotations
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.vertex import VertexJobHook
 
-__all__ = ["JobLogsHook", "StorageHook", "TrainingJobHook"]
+__all__ = ["JobLogsHook", "StorageHook", "TrainingJobHook", "VertexJobHook"]
