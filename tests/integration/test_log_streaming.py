@@ -84,6 +84,30 @@ def operator(
     )
 
 
+TWO_TRIALS = {
+    "goal": "MAXIMIZE",
+    "algorithm": "GRID_SEARCH",
+    "maxTrials": 2,
+    "maxParallelTrials": 2,
+    "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
+}
+
+
+def tagged_trials(lines: list[str], task: str) -> set[str]:
+    """The trials whose lines were relayed, each line tagged ``[<task> trial N]`` with its own trial."""
+    seen = set()
+    for line in lines:
+        if " x=" not in line or "] trial " not in line:
+            continue
+        match = JOB_LINE.match(line)
+        assert match is not None
+        trial = re.search(r"^trial (\d+) ", match["message"])
+        assert trial is not None
+        assert match["where"] == f"{task} trial {trial[1]}"
+        seen.add(trial[1])
+    return seen
+
+
 def expected_chatty(count: int = 30) -> list[str]:
     return [f"chatty line {n:04d}" for n in range(1, count + 1)]
 
@@ -170,14 +194,10 @@ def test_tuning_job_lines_carry_their_trial_ids(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     job_id = f"tune_logs_{uuid.uuid4().hex[:8]}"
-    spec = {
-        "goal": "MAXIMIZE",
-        "algorithm": "GRID_SEARCH",
-        "maxTrials": 2,
-        "maxParallelTrials": 2,
-        "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
+    body = {
+        "jobId": job_id,
+        "trainingInput": staged_trainer.training_input("tune", hyperparameters=TWO_TRIALS),
     }
-    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("tune", hyperparameters=spec)}
     local_env.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
     sensor = TrainingJobSensor(
         task_id="wait",
@@ -193,15 +213,7 @@ def test_tuning_job_lines_carry_their_trial_ids(
         summary = sensor.execute(context())
     assert summary["state"] == "SUCCEEDED"
     lines = job_lines(captured)
-    trial_lines = [JOB_LINE.match(line) for line in lines if " x=" in line and "] trial " in line]
-    seen_trials = set()
-    for match in trial_lines:
-        assert match is not None
-        trial = re.search(r"^trial (\d+) ", match["message"])
-        assert trial is not None
-        assert match["where"] == f"master-replica-0 trial {trial[1]}"
-        seen_trials.add(trial[1])
-    assert seen_trials == {"1", "2"}
+    assert tagged_trials(lines, "master-replica-0") == {"1", "2"}
     assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, job_id))
 
 
@@ -209,28 +221,13 @@ def test_vertex_tuning_job_lines_carry_their_trial_ids(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     """On Vertex AI the trials log under the tuning job's numeric ID, tagged with their trial."""
-    spec = {
-        "goal": "MAXIMIZE",
-        "algorithm": "GRID_SEARCH",
-        "maxTrials": 2,
-        "maxParallelTrials": 2,
-        "params": [{"parameterName": "x", "type": "INTEGER", "minValue": 1, "maxValue": 2}],
-    }
-    op = operator(staged_trainer, "tune", [], hyperparameters=spec, deferrable=False)
+    op = operator(staged_trainer, "tune", [], hyperparameters=TWO_TRIALS, deferrable=False)
     with capture_logs() as captured:
         summary = op.execute(context())
     assert summary["state"] == "SUCCEEDED"
     assert "/hyperparameterTuningJobs/" in summary["name"]
     lines = job_lines(captured)
-    trial_lines = [JOB_LINE.match(line) for line in lines if " x=" in line and "] trial " in line]
-    seen = set()
-    for match in trial_lines:
-        assert match is not None
-        trial = re.search(r"^trial (\d+) ", match["message"])
-        assert trial is not None
-        assert match["where"] == f"workerpool0-0 trial {trial[1]}"
-        seen.add(trial[1])
-    assert seen == {"1", "2"}
+    assert tagged_trials(lines, "workerpool0-0") == {"1", "2"}
     assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, log_id(summary)))
     best = [str(e["event"]) for e in captured if str(e.get("event")).startswith("Best trial: ")]
     assert len(best) == 1  # the wait's last words: the winner, its metric and hyperparameters
