@@ -127,7 +127,11 @@ def test_a_worker_killed_while_its_job_trains_the_retry_adopts_the_job(celery_st
     assert ti["try_number"] == 2
     assert stack.ran_on(KILL, run_id, "train", attempt=2) == [other]
     retry_log = stack.workers[other].task_log(KILL, run_id, "train", attempt=2).read_text()
-    (adopted,) = [line for line in retry_log.splitlines() if f"Training job {job['jobId']} (" in line]
+    (adopted,) = [
+        line
+        for line in retry_log.splitlines()
+        if f"Training job {job['jobId']} (" in line and " exists, " in line
+    ]
     assert "exists, made by an earlier try of this task instance: adopt" in adopted
     assert stack.xcom(KILL, run_id, "train")["job_id"] == job["jobId"]
     jobs = _jobs(stack, project)
