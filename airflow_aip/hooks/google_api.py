@@ -114,6 +114,10 @@ class GoogleApiHook(GoogleCloudBaseHook):
         """Talking to an emulator (loopback or plain http): anonymous credentials, no token sent."""
         return self.endpoint is not None and is_emulator(self.endpoint)
 
+    def local_page(self, name: str) -> str | None:
+        """The local service's own page of a job (``/console/<resource name>``); None on Google."""
+        return f"{self.root_url.rstrip('/')}/console/{name}" if self.is_local and name else None
+
     @cached_property
     def credentials_and_project(self) -> tuple[Any, str | None]:
         """``(credentials, project)``; anonymous for a local endpoint (no key, no ADC lookup)."""

@@ -96,8 +96,9 @@ class JobHooksMixin:
 
     def console_url_for(self, name: str, job_id: str) -> str | None:
         """The job's page without reading it: the local service's own page, or Google's console."""
-        if self.hook.is_local:
-            return f"{self.hook.root_url.rstrip('/')}/console/{name}"
+        local = self.hook.local_page(name)
+        if local:
+            return local
         view = {"backend": self.backend, "name": name, "job_id": job_id, "region": self.region}
         return google_console_url({**view, "project_id": self.hook.project_id})
 

@@ -124,8 +124,7 @@ class TrainingJobHook(GoogleApiHook):
 
     def _view(self, job: dict[str, Any], project_id: str | None = None) -> JobView:
         view = view_from_ml(job, project_id or self.project_id)
-        if self.is_local and view["name"]:
-            view["console_url"] = f"{self.root_url.rstrip('/')}/console/{view['name']}"
+        view["console_url"] = self.local_page(view["name"])  # None: Google's console, from the view
         return view
 
     @staticmethod

@@ -69,8 +69,7 @@ class VertexJobHook(GoogleApiHook):
 
     def _view(self, resource: dict[str, Any]) -> JobView:
         view = view_from_vertex(resource, project_id=self.project_id, region=self.region)
-        if self.is_local and view["name"]:
-            view["console_url"] = f"{self.root_url.rstrip('/')}/console/{view['name']}"
+        view["console_url"] = self.local_page(view["name"])  # None: Google's console, from the view
         return view
 
     # -- raw methods ---------------------------------------------------------------------------
