@@ -30,13 +30,26 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream
-from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event
+from airflow_aip.jobs.trials import best_trial_report
+from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event, summary_from_event
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_reference import JobHook
     from airflow_aip.hooks.logs import JobLogsHook
 
 StreamFor = Callable[[Mapping[str, Any]], LogStream]
+
+
+def finished(event: Mapping[str, Any], log: Any) -> dict[str, Any]:
+    """The summary a wait's event stands for (else its typed error); a tuning job's winner logged last.
+
+    The operator and the sensor end every wait here, in the worker and after a deferral alike.
+    """
+    summary = summary_from_event(event)
+    report = best_trial_report(summary)
+    if report:
+        log.info("%s", report)
+    return summary
 
 
 class _Wait:

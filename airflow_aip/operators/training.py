@@ -40,7 +40,7 @@ from airflow.sdk import BaseOperator, Context, conf
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
-from airflow_aip.hooks.waiting import SyncWait
+from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs import (
     JobState,
     airflow_labels,
@@ -54,9 +54,8 @@ from airflow_aip.jobs import (
 )
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.request import JobRequest, build_request
-from airflow_aip.jobs.trials import best_trial_report
 from airflow_aip.jobs.view import ml_job_name
-from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
+from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.submission import submit_job
@@ -371,11 +370,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         if event.get("status") == "timeout" and self.cancel_on_kill and self._watched:
             self._cancel(*self._watched, reason=str(event.get("status")))
         self._watched = None
-        summary = summary_from_event(event)
-        report = best_trial_report(summary)
-        if report:
-            self.log.info("%s", report)
-        return summary
+        return finished(event, self.log)
 
     def _cancel(self, name: str, project: str, reason: str) -> None:
         cancel_quietly(name, project_id=project, reason=reason, log=self.log, **self.job_api_arguments)

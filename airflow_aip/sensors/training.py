@@ -48,10 +48,9 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
-from airflow_aip.hooks.waiting import SyncWait
+from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
-from airflow_aip.jobs.trials import best_trial_report
-from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN, summary_from_event
+from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
 from airflow_aip.triggers.training import TrainingJobTrigger
@@ -199,11 +198,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
 
     def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
         try:
-            summary = summary_from_event(event)
-            report = best_trial_report(summary)
-            if report:
-                self.log.info("%s", report)
-            return summary
+            return finished(event, self.log)
         except JobFailedError as err:
             raise AirflowFailException(str(err)) from err
         except JobWaitTimeoutError as err:
