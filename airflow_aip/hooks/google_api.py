@@ -268,6 +268,18 @@ class GoogleApiHook(GoogleCloudBaseHook):
                 return await once()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
+    async def apages(
+        self, method: str, path: str, items: str, params: dict[str, Any]
+    ) -> list[dict[str, Any]]:
+        """Every item of a list method's answers (``items`` is its collection key), page after page."""
+        found: list[dict[str, Any]] = []
+        while True:
+            page = await self.arequest(method, "GET", path, params=params)
+            found.extend(page.get(items) or [])
+            if not page.get("nextPageToken"):
+                return found
+            params = {**params, "pageToken": page["nextPageToken"]}
+
 
 def _needs_refresh(status: int, refreshed: bool, local: bool) -> bool:
     """A 401 with a token that was not just refreshed: refresh and send again, once."""

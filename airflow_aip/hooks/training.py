@@ -15,6 +15,8 @@ through the operators.
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import quote
 
@@ -24,6 +26,7 @@ from airflow_aip.hooks.http_shared import error_message, is_transient
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.view import AI_PLATFORM, JobView, ml_job_name, view_from_ml
+from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 from airflow_aip.uris import is_loopback
 
 __all__ = [
@@ -165,6 +168,31 @@ class TrainingJobHook(GoogleApiHook):
     def resolve(self, job_id: str) -> str:
         """The resource name of a job ID (no request: ml v1 names are the client's)."""
         return ml_job_name(self.project_id, validate_job_id(job_id))
+
+    # -- watching many jobs (the triggerer's shared poller) ------------------------------------
+
+    def watch_batches(self, watched: Sequence[tuple[str, str]]) -> list[WatchBatch]:
+        """List calls that read the watched ``(name, job_id)`` jobs: ``jobId="a" OR ...`` per project."""
+        by_project: dict[str, list[str]] = {}
+        for name, _ in watched:
+            by_project.setdefault(self._split(name)[0], []).append(name)
+        return [
+            WatchBatch(tuple(members), f"projects/{project}", "jobs", text)
+            for project, names in by_project.items()
+            for members, text in batches(names, lambda name: self._split(name)[1], "jobId")
+        ]
+
+    async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
+        """The batch's jobs the list answered, by watched name (ml v1 lists whole jobs)."""
+        params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
+        listed = await self.apages("jobs.list", f"v1/{quote(batch.parent)}/jobs", "jobs", params)
+        project = batch.parent.removeprefix("projects/")
+        found: dict[str, Listed] = {}
+        for job in listed:
+            name = ml_job_name(project, str(job.get("jobId")))
+            if name in batch.names:
+                found[name] = Listed(JobState.parse(job.get("state")), partial(self._view, job, project))
+        return found
 
     # -- async path (triggers) ---------------------------------------------------------------
 

@@ -24,6 +24,8 @@ google.*, googleapiclient and httpx are imported inside functions (DAG files imp
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
+from functools import partial
 from typing import Any, ClassVar
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError
@@ -33,8 +35,9 @@ from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND, parse_name, view_from_vertex
-from airflow_aip.jobs.view import VERTEX, JobView
+from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name, view_from_vertex
+from airflow_aip.jobs.view import VERTEX, JobView, last_segment
+from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 
 ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"
 CREATE_SENDS = 3  # a create whose answer is lost, and whose job never shows up, is sent again
@@ -142,6 +145,42 @@ class VertexJobHook(GoogleApiHook):
             if found is not None:
                 return found
         return None
+
+    # -- watching many jobs (the triggerer's shared poller) ------------------------------------
+
+    def watch_batches(self, watched: Sequence[tuple[str, str]]) -> list[WatchBatch]:
+        """List calls that read the watched ``(name, job_id)`` jobs: our label, per parent and kind.
+
+        A job named by a resource name we did not create carries no label: its list finds
+        nothing, and the poller reads it with a get.
+        """
+        groups: dict[tuple[str, str], list[tuple[str, str]]] = {}
+        for name, job_id in watched:
+            project, location, kind, _ = parse_name(name)
+            groups.setdefault((f"projects/{project}/locations/{location}", kind), []).append((name, job_id))
+        return [
+            WatchBatch(tuple(name for name, _ in members), parent, kind, text)
+            for (parent, kind), jobs in groups.items()
+            for members, text in batches(
+                jobs, lambda job: sanitize_label_value(job[1]), f"labels.{JOB_ID_LABEL}"
+            )
+        ]
+
+    async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
+        """The batch's jobs the list answered, by watched name (matched by kind and numeric ID:
+        Google answers the project's number where a name may say its ID). Lists leave a tuning
+        job's trials out, so such a job is not ``complete``."""
+        params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
+        path = f"v1/{batch.parent}/{batch.kind}"
+        listed = await self.apages(f"{batch.kind}.list", path, batch.kind, params)
+        wanted = {last_segment(name): name for name in batch.names}
+        found: dict[str, Listed] = {}
+        for resource in listed:
+            name = wanted.get(last_segment(str(resource.get("name", ""))))
+            if name is not None:
+                state = job_state(resource.get("state"))
+                found[name] = Listed(state, partial(self._view, resource), batch.kind != TUNING_KIND)
+        return found
 
     def read(self, name: str) -> JobView:
         return self._view(self.get_job(name))

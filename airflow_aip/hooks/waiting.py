@@ -2,8 +2,9 @@
 
 The decisions are the pure step's (``airflow_aip.jobs.waiting``); what is left is I/O, once for
 each world: :class:`SyncWait` (the operator in the worker, the sensor's poke and reschedule
-modes) sleeps with ``time.sleep`` and calls the sync hooks, :class:`AsyncWait` (the trigger)
-awaits ``asyncio.sleep`` and the async hooks, never blocking the event loop.
+modes) sleeps with ``time.sleep`` and calls the sync hooks; the trigger's runner
+(:class:`airflow_aip.triggers.watching.TriggerWait`) takes its reads and log lines from the
+triggerer's shared pollers. :class:`WaitRunner` is what both share.
 
 Why here, beside the hooks: a runner calls the hooks, so it cannot live in the pure model
 (``jobs/``), and the operator, the sensor and the trigger all use it, so it belongs to none of
@@ -22,7 +23,6 @@ ends); a hook retrying on its own would log every retry and could outlast the de
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -52,7 +52,7 @@ def finished(event: Mapping[str, Any], log: Any) -> dict[str, Any]:
     return summary
 
 
-class _Wait:
+class WaitRunner:
     """What both runners share: the step's state, its log lines, the log stream."""
 
     def __init__(
@@ -128,7 +128,7 @@ class _Wait:
         return min(self.poll_interval, DRAIN_INTERVAL)
 
 
-class SyncWait(_Wait):
+class SyncWait(WaitRunner):
     """Wait in a worker process."""
 
     def observe(self, job: Mapping[str, Any] | None = None) -> Step:
@@ -161,28 +161,4 @@ class SyncWait(_Wait):
         while not decided.done:
             time.sleep(decided.seconds)
             decided = self.observe()
-        return self.event(decided)
-
-
-class AsyncWait(_Wait):
-    """Wait in the triggerer's event loop."""
-
-    async def observe(self) -> Step:
-        try:
-            seen = Seen(await self.hook.aread(self.job_name))
-        except Exception as err:  # the step tells transient from not; cancellation passes
-            seen = self.failed_read(err)
-        decided = self.decide(seen)
-        stream = self.stream_of(seen, decided)
-        if stream is not None and decided.action == "ended":
-            await self.logs_hook.adrain(stream, self.log, self.project_id, interval=self.drain_interval)
-        elif stream is not None:
-            await self.logs_hook.afollow(stream, self.log, self.project_id)
-        return self.report(decided)
-
-    async def run(self) -> dict[str, Any]:
-        decided = await self.observe()
-        while not decided.done:
-            await asyncio.sleep(decided.seconds)
-            decided = await self.observe()
         return self.event(decided)

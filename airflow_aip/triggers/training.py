@@ -1,9 +1,12 @@
 """Wait for a training job in the triggerer: async polling, one event, no worker slot held.
 
-- ``run()`` drives the one wait step (``airflow_aip.jobs.waiting``) with the async runner
-  (``airflow_aip.hooks.waiting.AsyncWait``), as the operator and the sensor drive it in the
-  worker: the same decisions in every waiting mode. It never blocks: the hook's async path does
-  the I/O, waiting is ``asyncio.sleep``.
+- ``run()`` drives the one wait step (``airflow_aip.jobs.waiting``) with the trigger's runner
+  (:class:`~airflow_aip.triggers.watching.TriggerWait`), as the operator and the sensor drive
+  it in the worker: the same decisions in every waiting mode. Its reads come from the
+  triggerer's shared job poller (:mod:`airflow_aip.triggers.job_polling`: one list call per
+  100 watched jobs a round), its log lines from the shared log poller
+  (:mod:`airflow_aip.triggers.log_polling`: one ``entries.list`` per project and round,
+  within ``[aip] log_reads_per_minute``). It never blocks the event loop.
 - It yields exactly one event, ``{status, message, job_id, project_id, state, summary}``;
   status is ``success`` only for SUCCEEDED, ``failed``/``cancelled`` for the other ends,
   ``timeout`` past the deadline and ``error`` when the job cannot be read for a reason that is
@@ -16,8 +19,9 @@
   never on triggerer restarts, redistribution or timeouts) cancels the job when
   ``cancel_on_kill`` is set: a killed task no longer leaves its job running and billing.
 - No side effects in ``run()``: a trigger may run more than once.
-- ``stream_logs``: each poll also reads the job's new Cloud Logging lines and logs them with
-  ``self.log``, and once the job ended drains the last ones before the one event. They are
+- ``stream_logs``: the job's new Cloud Logging lines are logged with ``self.log`` as the
+  shared log poller reads them, and once the job ended the last ones are drained before the
+  one event. They are
   log lines, never events. In Airflow 3 the triggerer writes each trigger's records (tagged
   with its trigger id) to ``<task log>.trigger.<triggerer id>.log`` beside the task's log,
   and the UI shows that file in the task try's log view: the lines appear under the task
@@ -39,11 +43,11 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
-from airflow_aip.hooks.waiting import AsyncWait
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
 from airflow_aip.jobs.view import AI_PLATFORM, ml_job_name
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
+from airflow_aip.triggers.watching import TriggerWait
 
 __all__ = ["CLASSPATH", "TrainingJobTrigger", "job_event", "summary_from_event", "trigger_event"]
 
@@ -142,7 +146,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        wait = AsyncWait(
+        wait = TriggerWait(
             self.wait_hook,
             self.logs_hook,
             self.job_id,

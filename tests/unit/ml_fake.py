@@ -20,6 +20,7 @@ import httpx
 _JOB = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs/(?P<job>[^/:]+)(?P<cancel>:cancel)?$")
 _JOBS = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs$")
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+_JOB_ID_TERM = re.compile(r'jobId="([^"]+)"')
 
 
 class FakeMlApi:
@@ -104,7 +105,15 @@ class FakeMlApi:
         return 200, {}
 
     def _list(self, project: str, query: dict[str, list[str]]) -> tuple[int, Any]:
+        """Jobs in ID order; a ``jobId="a" OR ...`` filter narrows them, and each job listed
+        plays its script's next state, as a GET does (the triggerer's poller reads by list)."""
         jobs = sorted((j for (p, _), j in self.jobs.items() if p == project), key=lambda j: j["jobId"])
+        wanted = set(_JOB_ID_TERM.findall(query.get("filter", [""])[0]))
+        if wanted:
+            jobs = [job for job in jobs if job["jobId"] in wanted]
+            for job in jobs:
+                if script := self.script.get(job["jobId"]):
+                    job["state"] = script.popleft()
         size = int(query.get("pageSize", ["100"])[0])
         start = int(query.get("pageToken", ["0"])[0])
         page: dict[str, Any] = {"jobs": jobs[start : start + size]}

@@ -141,13 +141,15 @@ async def test_pending_job_yields_nothing(api: FakeMlApi) -> None:
 
 
 async def test_api_error_becomes_an_error_event(api: FakeMlApi) -> None:
+    """A refused list is not the end (the poller reads the job with a get); a refused get is."""
     api.add_job("proj", "j1", "RUNNING")
-    api.errors.append((403, "Permission 'ml.jobs.get' denied"))
+    api.errors.extend([(403, "Permission 'ml.jobs.list' denied"), (403, "Permission 'ml.jobs.get' denied")])
     (event,) = await events_of(make_trigger(api))
     assert event["status"] == "error"
     assert "ml.jobs.get" in event["message"]
     assert event["job_id"] == "j1"
-    assert len(api.calls("GET")) == 1  # not transient: not retried
+    paths = [path for _, path, _ in api.calls("GET")]
+    assert paths == ["/v1/projects/proj/jobs", "/v1/projects/proj/jobs/j1"]
     assert api.cancels == []
 
 
@@ -172,7 +174,7 @@ async def test_an_outage_is_ridden_out_and_logged_once_when_it_starts_and_once_w
     assert api.cancels == []
     outage = [text for _, text in log.records if "outage" in text]
     assert len(outage) == 2
-    assert outage[0].startswith("Cannot read training job j1 (ApiError: jobs.get: HTTP 503")
+    assert outage[0].startswith("Cannot read training job j1 (ApiError: jobs.list: HTTP 503")
     assert "6 failed reads" in outage[1]
 
 

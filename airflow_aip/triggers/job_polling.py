@@ -1,0 +1,267 @@
+"""One job poller per triggerer process: a list call per 100 watched jobs, not a get per job.
+
+A triggerer runs every deferred wait of a deployment in one event loop. When each trigger read
+its own job, 1,000 waits made 6,000 ``get`` calls a minute (a job API's read quota is per
+project and per minute, shared with everything else the project runs) and 5,000 waits cost half
+a core. Here the triggers of one event loop that reach the same API as the same identity, in
+the same project and region, share one :class:`JobPoller`:
+
+- A trigger registers a :class:`JobWatch` (its job's resource name and our ID) and tells it
+  when it wants the next read (``read_in``: the wait step's decision: the poll interval, or a
+  backoff in an outage). It deregisters when it ends or is cancelled (``close``); the poller's
+  task ends when nobody watches, and the next registration starts a new one.
+- A round reads every watch that is due, and every watch due within half the shortest poll
+  interval (reading them early keeps the watches in step, so the next round takes them all
+  again): one list call per batch of 100 jobs (:mod:`airflow_aip.jobs.watch`), filtered to
+  them. A job the list does not answer (not created by us, or a list lagging a create) is
+  read with a get; so is a Vertex AI tuning job that has ended, because lists leave out the
+  trials its summary reports.
+- A trigger is woken only when its job's state changed, or its read failed, or recovered:
+  the wait step does nothing with an unchanged running job, and 5,000 coroutines woken every
+  round would cost more than the reads. Its deadline is its own timer.
+- Failing polls never end a wait by themselves. A transient failure (429, 5xx, a dropped
+  connection) is handed to each watch of the batch, whose wait step rides it out with backoff
+  and says so once; a list the API refuses (400, 403: a filter or a permission it will not
+  take) makes this poller read each job with a get from then on, as triggers did before.
+- A triggerer restart loses nothing: the triggers are rebuilt from their kwargs and register
+  again. Nothing blocks the event loop, and the poller's task runs in a fresh context: the
+  triggerer routes log records to a task's log by context variables that the first trigger to
+  register had bound.
+
+Why not Airflow 3.3's shared streams (``BaseEventTrigger.shared_stream_key``): they broadcast
+one stream opened from one trigger's arguments, so the poll cannot narrow to the set of jobs
+being watched, and they are meant for event-driven scheduling, not for deferred tasks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import contextvars
+import logging
+import math
+import time
+import weakref
+from collections.abc import Awaitable, Callable, Hashable, Iterable
+from typing import TYPE_CHECKING
+
+from airflow_aip.hooks.http_shared import is_transient
+from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.waiting import Seen
+from airflow_aip.jobs.watch import Listed, WatchBatch
+
+if TYPE_CHECKING:
+    from airflow_aip.hooks.job_reference import JobHook
+
+log = logging.getLogger(__name__)
+
+NEVER = math.inf
+GATHER_SECONDS = 0.5  # a first read waits this long for the others registering with it (a restart)
+MAX_CONCURRENT_READS = 4  # requests of one round in flight at once
+Read = Listed | BaseException
+
+_POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, JobPoller]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def job_poller(hook: JobHook, project_id: str) -> JobPoller:
+    """The running loop's poller for this hook's API, identity, project and region."""
+    key = (hook._shared_auth_key(), project_id, getattr(hook, "region", None))
+    pollers = _POLLERS.setdefault(asyncio.get_running_loop(), {})
+    poller = pollers.get(key)
+    if poller is None:
+        poller = pollers[key] = JobPoller(hook, on_idle=lambda: pollers.pop(key, None))
+    return poller
+
+
+class JobWatch:
+    """One trigger's registration: when it wants a read, and what it was last told."""
+
+    def __init__(
+        self, poller: JobPoller, name: str, job_id: str, interval: float, deliver: Callable[[Seen], None]
+    ) -> None:
+        self.poller = poller
+        self.name = name
+        self.job_id = job_id
+        self.interval = interval
+        self.deliver = deliver
+        self.due = NEVER  # when the next read is wanted (NEVER: being read, or deciding)
+        self.told: Listed | None = None  # what the trigger last heard (None: nothing, or a failure)
+
+    def read_in(self, seconds: float) -> None:
+        """The trigger wants the next read ``seconds`` from now."""
+        self.poller.schedule(self, self.poller.clock() + max(0.0, seconds))
+
+    def close(self) -> None:
+        self.poller.remove(self)
+
+    def wants(self, read: Read) -> bool:
+        """Whether this read is news to the trigger: a failure, a recovery, or a new state."""
+        return not isinstance(read, Listed) or self.told is None or read.state is not self.told.state
+
+    def offer(self, read: Read, now: float) -> None:
+        """Hand the read to the trigger if it is news; else read again after the poll interval."""
+        if not self.wants(read):
+            self.due = now + self.interval
+            return
+        if isinstance(read, Listed):
+            self.told = read
+            self.deliver(Seen(read.view()))
+        else:
+            self.told = None
+            self.deliver(Seen.failure(read, transient=is_transient(read)))
+
+
+class JobPoller:
+    """Reads every watched job of one API, identity, project and region, in rounds (module docstring).
+
+    ``clock`` is injectable so a test can drive :meth:`poll_round` on a fake clock.
+    """
+
+    def __init__(
+        self,
+        hook: JobHook,
+        *,
+        on_idle: Callable[[], object] = lambda: None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.hook = hook
+        self.clock = clock
+        self.on_idle = on_idle
+        self.watches: dict[JobWatch, None] = {}  # registration order
+        self.gets_only = False  # the API refused a list: read each job by itself
+        self.requests = 0  # list and get calls made (for the benchmark and the tests)
+        self.rounds = 0
+        self.start_rounds = True  # False: a test drives poll_round() on its own clock
+        self._next_round = NEVER
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # -- registration --------------------------------------------------------------------------
+
+    def watch(self, name: str, job_id: str, interval: float, deliver: Callable[[Seen], None]) -> JobWatch:
+        """Register a job; its first read comes with the next round (or within GATHER_SECONDS)."""
+        watch = JobWatch(self, name, job_id, interval, deliver)
+        self.watches[watch] = None
+        self.schedule(watch, self.clock() + min(GATHER_SECONDS, interval / 2))
+        if self.start_rounds and (self._task is None or self._task.done()):
+            loop = asyncio.get_running_loop()
+            self._task = loop.create_task(self._run(), context=contextvars.Context())
+        return watch
+
+    def schedule(self, watch: JobWatch, due: float) -> None:
+        watch.due = due
+        if due < self._next_round:
+            self._wake.set()
+
+    def remove(self, watch: JobWatch) -> None:
+        self.watches.pop(watch, None)
+        if not self.watches:
+            self._wake.set()
+
+    # -- rounds --------------------------------------------------------------------------------
+
+    def next_round_at(self) -> float:
+        return min((watch.due for watch in self.watches), default=NEVER)
+
+    def coalesce(self) -> float:
+        """Watches due this much after a round's start join it: half the shortest poll interval."""
+        return min((watch.interval for watch in self.watches), default=0.0) / 2
+
+    async def poll_round(self) -> int:
+        """Read every watch due now (or within :meth:`coalesce`); the number read."""
+        window = self.clock() + self.coalesce()
+        due = [watch for watch in self.watches if watch.due <= window]
+        if not due:
+            return 0
+        for watch in due:
+            watch.due = NEVER
+        self.rounds += 1
+        reads = await self._read(due)
+        now = self.clock()
+        for watch in due:
+            if watch in self.watches:
+                watch.offer(reads[watch.name], now)
+        return len(due)
+
+    async def _run(self) -> None:
+        try:
+            while self.watches:
+                self._next_round = self.next_round_at()
+                delay = self._next_round - self.clock()
+                if delay <= 0:
+                    await self.poll_round()
+                    continue
+                self._wake.clear()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), None if delay == NEVER else delay)
+        finally:
+            self._next_round = NEVER
+            if not self.watches:
+                self.on_idle()
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    async def _read(self, due: list[JobWatch]) -> dict[str, Read]:
+        """One read per watched job: its list batch's answer, else a get. Never raises."""
+        watched = {watch.name: watch.job_id for watch in due}
+        reads: dict[str, Read] = {}
+        if not self.gets_only:
+            batches = self._batches(watched)
+            await _bounded(self._list(batch, reads) for batch in batches)
+        ended = {
+            watch.name
+            for watch in due
+            if isinstance(read := reads.get(watch.name), Listed)
+            and read.state.is_terminal
+            and not read.complete
+            and watch.wants(read)
+        }
+        unread = [name for name in watched if name not in reads or name in ended]
+        await _bounded(self._get(name, reads) for name in unread)
+        return reads
+
+    def _batches(self, watched: dict[str, str]) -> list[WatchBatch]:
+        try:
+            return self.hook.watch_batches(list(watched.items()))
+        except Exception:  # a name the hook cannot batch (a bug, or a name it does not know)
+            log.exception("Cannot batch %d watched jobs: reading each with a get", len(watched))
+            return []
+
+    async def _list(self, batch: WatchBatch, reads: dict[str, Read]) -> None:
+        self.requests += 1
+        try:
+            reads.update(await self.hook.alist_batch(batch))
+        except Exception as err:
+            if is_transient(err):
+                reads.update(dict.fromkeys(batch.names, err))
+            elif not self.gets_only:
+                self.gets_only = True
+                log.warning(
+                    "Listing %s in %s was refused (%s: %s): reading each job with a get from now on",
+                    batch.kind,
+                    batch.parent,
+                    type(err).__name__,
+                    err,
+                )
+
+    async def _get(self, name: str, reads: dict[str, Read]) -> None:
+        self.requests += 1
+        try:
+            view = await self.hook.aread(name)
+        except Exception as err:  # the wait step tells transient from not
+            reads[name] = err
+            return
+        reads[name] = Listed(JobState.parse(view.get("state")), lambda: view)
+
+
+async def _bounded(reads: Iterable[Awaitable[None]]) -> None:
+    """Await them with at most MAX_CONCURRENT_READS in flight: a round is gentle on the API."""
+    slots = asyncio.Semaphore(MAX_CONCURRENT_READS)
+
+    async def one(read: Awaitable[None]) -> None:
+        async with slots:
+            await read
+
+    await asyncio.gather(*(one(read) for read in reads))

@@ -1,0 +1,109 @@
+"""The trigger's runner of the one wait step: reads from the shared job poller, lines from the log poller.
+
+The operator and the sensor wait in a worker with :class:`~airflow_aip.hooks.waiting.SyncWait`:
+read, decide, sleep. A trigger makes the same decisions (``airflow_aip.jobs.waiting``), but
+its reads come from the triggerer's shared :class:`~.job_polling.JobPoller` and its job's log
+lines from the shared :class:`~.log_polling.LogPoller`, both into one queue that only this
+trigger's coroutine empties. So every record about a job is logged from its own trigger's task,
+where the triggerer's log routing (context variables) sends it to that task's log.
+
+- A read arrives only when it is news (a new state, a failure, a recovery); the deadline is the
+  queue's timeout, after which the step is asked again with the last read, and says timed_out.
+- Lines are logged as they come, at the entry's own level.
+- When the job has ended, the log stream is drained (the poller applies gcloud's rule) before
+  the step's lines and the one event: the job's last lines come before "… is SUCCEEDED".
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from airflow_aip.hooks.waiting import WaitRunner
+from airflow_aip.jobs.logs import Line
+from airflow_aip.jobs.waiting import Seen
+from airflow_aip.triggers.job_polling import job_poller
+
+Item = tuple[str, Any]  # ("job", Seen) or ("lines", list[Line])
+
+
+class TriggerWait(WaitRunner):
+    """Wait in the triggerer's event loop, through the shared pollers."""
+
+    async def run(self) -> dict[str, Any]:
+        inbox: asyncio.Queue[Item] = asyncio.Queue()
+        watch = job_poller(self.hook, self.project_id).watch(
+            self.job_name, self.job_id, self.poll_interval, lambda seen: inbox.put_nowait(("job", seen))
+        )
+        follow = None
+        last: Seen | None = None
+        try:
+            while True:
+                kind, payload = await self._next(inbox, last)
+                if kind == "lines":
+                    self._log_lines(payload)
+                    continue
+                last = payload
+                decided = self.decide(last)
+                if follow is None and self.stream_for is not None and last.job is not None:
+                    stream = self.stream_of(last, decided)
+                    if stream is not None:
+                        follow = self._follow(stream, inbox)
+                if decided.action == "ended" and follow is not None:
+                    follow.end()
+                    await self._drain(follow.drained(), inbox)
+                self.report(decided)
+                if decided.done:
+                    return self.event(decided)
+                watch.read_in(decided.seconds)
+        finally:
+            watch.close()
+            if follow is not None:
+                follow.close()
+
+    async def _next(self, inbox: asyncio.Queue[Item], last: Seen | None) -> Item:
+        """The next item; at the deadline, the last read again (the step then says timed_out).
+
+        Never before the first read: a job that ended while nobody watched (a triggerer down
+        past the deadline) ends the wait as what it is, not as a timeout.
+        """
+        if last is None or self.deadline is None:
+            return await inbox.get()
+        timeout = max(0.0, self.deadline - time.time())
+        try:
+            return await asyncio.wait_for(inbox.get(), timeout)
+        except TimeoutError:
+            return "job", last
+
+    def _follow(self, stream: Any, inbox: asyncio.Queue[Item]) -> Any:
+        from airflow_aip.triggers.log_polling import log_poller
+
+        return log_poller(self.logs_hook, self.project_id).follow(
+            stream, lambda lines: inbox.put_nowait(("lines", lines)), interval=self.poll_interval
+        )
+
+    async def _drain(self, drained: Any, inbox: asyncio.Queue[Item]) -> None:
+        """Log what arrives until the log poller says the stream is drained, then what is queued."""
+        done = asyncio.ensure_future(drained)
+        try:
+            while not done.done():
+                getter = asyncio.ensure_future(inbox.get())
+                await asyncio.wait({done, getter}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    self._log_item(getter.result())
+                else:
+                    getter.cancel()
+        finally:
+            done.cancel()
+        while not inbox.empty():
+            self._log_item(inbox.get_nowait())
+
+    def _log_item(self, item: Item) -> None:
+        if item[0] == "lines":
+            self._log_lines(item[1])
+
+    def _log_lines(self, lines: list[Line]) -> None:
+        for level, line in lines:
+            getattr(self.log, level)("%s", line)
+

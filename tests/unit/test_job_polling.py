@@ -1,0 +1,292 @@
+"""The triggerer's shared job poller, round by round on a fake clock.
+
+Vertex AI cases talk to the local service's real aiplatform face in process (its ASGI app,
+runner threads not started: jobs stay where the test puts them); ml v1 cases to the fake ml
+API at the HTTP boundary, for the failures no server produces on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from contextlib import nullcontext
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from airflow_aip.hooks.training import TrainingJobHook
+from airflow_aip.hooks.vertex import VertexJobHook
+from airflow_aip.jobs.waiting import Seen
+from airflow_aip.local.api import create_app
+from airflow_aip.local.service import ServiceConfig, TrainingService
+from airflow_aip.local.store import project_number
+from airflow_aip.triggers import job_polling
+from airflow_aip.triggers.job_polling import JobPoller, job_poller
+from tests.unit.ml_fake import FakeMlApi
+
+LOCAL = "http://127.0.0.1:8089/"
+PARENT = "/v1/projects/proj/locations/us-central1"
+POOL = {
+    "machineSpec": {"machineType": "n1-standard-4"},
+    "replicaCount": 1,
+    "pythonPackageSpec": {
+        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
+        "packageUris": ["gs://bucket/t-0.1.tar.gz"],
+        "pythonModule": "t.task",
+    },
+}
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+class Inbox:
+    """What the poller handed to each watch, in order."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, list[Seen]] = {}
+
+    def deliver_to(self, name: str) -> Any:
+        return lambda seen: self.seen.setdefault(name, []).append(seen)
+
+    def states(self, name: str) -> list[str]:
+        return [str(seen.job["state"]) if seen.job else "error" for seen in self.seen.get(name, [])]
+
+
+class Vertex:
+    """The local service's aiplatform face, in process, with every request path counted."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.service = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
+        self.app = create_app(self.service)
+        self.http = TestClient(self.app)
+        self.paths: list[str] = []
+
+    def create(self, kind: str, job_id: str, label: str | None = None) -> str:
+        body: dict[str, Any] = {"displayName": job_id, "labels": {"aip_job_id": label or job_id}}
+        if kind == "customJobs":
+            body["jobSpec"] = {"workerPoolSpecs": [POOL]}
+        else:
+            parameters = [{"parameterId": "lr", "doubleValueSpec": {"minValue": 0.1, "maxValue": 1.0}}]
+            study = {"metrics": [{"metricId": "acc", "goal": "MAXIMIZE"}], "parameters": parameters}
+            body |= {"maxTrialCount": 2, "parallelTrialCount": 1, "studySpec": study}
+            body["trialJobSpec"] = {"workerPoolSpecs": [POOL]}
+        response = self.http.post(f"{PARENT}/{kind}", json=body)
+        assert response.status_code == 200, response.text
+        return str(response.json()["name"])
+
+    def set_state(self, name: str, state: str) -> None:
+        job_id = name.rsplit("/", 1)[-1]
+        self.service.store.update(project_number("proj"), job_id, lambda job: job.update(state=state))
+
+    def hook(self) -> VertexJobHook:
+        async def count(request: httpx.Request) -> None:
+            self.paths.append(f"{request.method} {request.url.path}")
+
+        transport = httpx.ASGITransport(app=self.app)
+        client = httpx.AsyncClient(transport=transport, event_hooks={"request": [count]})
+        hook = VertexJobHook("aip_missing_conn", region="us-central1", project_id="proj", api_endpoint=LOCAL)
+        hook.retry_attempts = 1
+        hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
+        return hook
+
+    def calls(self, verb: str, suffix: str) -> int:
+        return sum(1 for path in self.paths if path.startswith(verb) and path.endswith(suffix))
+
+
+@pytest.fixture
+def vertex(tmp_path: Path) -> Iterator[Vertex]:
+    vertex = Vertex(tmp_path)
+    yield vertex
+    vertex.service.stop()
+
+
+def ml_hook(api: FakeMlApi) -> TrainingJobHook:
+    client = httpx.AsyncClient(transport=api.httpx_transport())
+    hook = TrainingJobHook("aip_missing_conn", project_id="proj", api_endpoint=LOCAL, retry_attempts=1)
+    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
+    return hook
+
+
+def poller_of(hook: Any, clock: Clock) -> JobPoller:
+    poller = JobPoller(hook, clock=clock)
+    poller.start_rounds = False  # the test drives poll_round() itself
+    return poller
+
+
+async def test_one_list_call_reads_a_hundred_jobs(vertex: Vertex) -> None:
+    names = [vertex.create("customJobs", f"job_{i:03d}") for i in range(250)]
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(vertex.hook(), clock)
+    for i, name in enumerate(names):
+        poller.watch(name, f"job_{i:03d}", 10.0, inbox.deliver_to(name))
+    clock.now += 1
+    assert await poller.poll_round() == 250
+    assert vertex.calls("GET", "/customJobs") == 3  # ceil(250 / 100)
+    assert vertex.calls("GET", "") == 3  # and not one get
+    assert all(inbox.states(name) == ["QUEUED"] for name in names)
+
+
+async def test_only_jobs_whose_state_changed_wake_their_trigger(vertex: Vertex) -> None:
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(5)]
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(vertex.hook(), clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    clock.now += 1
+    await poller.poll_round()
+    for watch in watches:
+        watch.read_in(10.0)  # what each trigger's wait step decides for a job still pending
+    clock.now += 10
+    assert await poller.poll_round() == 5
+    assert sum(len(seen) for seen in inbox.seen.values()) == 5  # nothing new: nobody woken
+    vertex.set_state(names[1], "RUNNING")
+    vertex.set_state(names[3], "SUCCEEDED")
+    clock.now += 10
+    assert await poller.poll_round() == 5  # the unchanged ones were due again after the interval
+    assert inbox.states(names[1]) == ["QUEUED", "RUNNING"]
+    assert inbox.states(names[3]) == ["QUEUED", "SUCCEEDED"]
+    assert inbox.states(names[0]) == ["QUEUED"]
+    assert vertex.calls("GET", "/customJobs") == 3
+
+
+async def test_watches_due_within_half_an_interval_share_a_round(vertex: Vertex) -> None:
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(vertex.hook(), clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    for watch, due in zip(watches, (0.0, 4.0, 6.0), strict=True):
+        watch.read_in(due)
+    assert poller.next_round_at() == clock.now
+    assert await poller.poll_round() == 2  # due now, and due within 5 s; not the one due in 6 s
+    assert poller.next_round_at() == clock.now + 6.0
+    assert vertex.calls("GET", "/customJobs") == 1
+
+
+async def test_a_job_the_list_does_not_answer_is_read_with_a_get(vertex: Vertex) -> None:
+    ours = vertex.create("customJobs", "ours")
+    theirs = vertex.create("customJobs", "theirs", label="someone-elses")
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(vertex.hook(), clock)
+    poller.watch(ours, "ours", 10.0, inbox.deliver_to(ours))
+    poller.watch(theirs, theirs.rsplit("/", 1)[-1], 10.0, inbox.deliver_to(theirs))  # by resource name
+    clock.now += 1
+    await poller.poll_round()
+    assert inbox.states(ours) == inbox.states(theirs) == ["QUEUED"]
+    assert vertex.calls("GET", "/customJobs") == 1
+    assert vertex.calls("GET", theirs) == 1
+    assert vertex.calls("GET", ours) == 0
+
+
+async def test_an_ended_tuning_job_is_read_whole_for_its_trials(vertex: Vertex) -> None:
+    name = vertex.create("hyperparameterTuningJobs", "tuned")
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(vertex.hook(), clock)
+    watch = poller.watch(name, "tuned", 10.0, inbox.deliver_to(name))
+    clock.now += 1
+    await poller.poll_round()
+    assert vertex.calls("GET", name) == 0  # still pending: the list is enough
+    vertex.set_state(name, "SUCCEEDED")
+    watch.read_in(0)
+    await poller.poll_round()
+    assert inbox.states(name) == ["QUEUED", "SUCCEEDED"]
+    assert vertex.calls("GET", name) == 1  # the list leaves trials out: one get, at the end
+    assert "trials" in inbox.seen[name][-1].job  # type: ignore[operator]
+
+
+async def test_a_transient_list_failure_reaches_each_watch_then_the_recovery_does() -> None:
+    api = FakeMlApi()
+    for job_id in ("a", "b"):
+        api.add_job("proj", job_id, "RUNNING")
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(ml_hook(api), clock)
+    names = ["projects/proj/jobs/a", "projects/proj/jobs/b"]
+    watches = [poller.watch(name, name[-1], 10.0, inbox.deliver_to(name)) for name in names]
+    clock.now += 1
+    await poller.poll_round()
+    api.errors.append((503, "unavailable"))
+    for watch in watches:
+        watch.read_in(0)
+    await poller.poll_round()
+    assert [seen.transient for seen in inbox.seen[names[0]][1:]] == [True]
+    for watch in watches:
+        watch.read_in(0)
+    await poller.poll_round()
+    assert inbox.states(names[0]) == inbox.states(names[1]) == ["RUNNING", "error", "RUNNING"]
+    assert len(api.calls("GET")) == 3  # one list a round; nobody fell back to gets
+    assert not poller.gets_only
+
+
+async def test_a_refused_list_makes_the_poller_read_each_job_with_a_get() -> None:
+    api = FakeMlApi()
+    for job_id in ("a", "b"):
+        api.add_job("proj", job_id, "RUNNING")
+    api.errors.append((403, "Permission 'ml.jobs.list' denied"))
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(ml_hook(api), clock)
+    names = ["projects/proj/jobs/a", "projects/proj/jobs/b"]
+    for name in names:
+        poller.watch(name, name[-1], 10.0, inbox.deliver_to(name))
+    clock.now += 1
+    await poller.poll_round()
+    assert poller.gets_only
+    assert inbox.states(names[0]) == inbox.states(names[1]) == ["RUNNING"]
+    assert sorted(path for _, path, _ in api.calls("GET")) == [
+        "/v1/projects/proj/jobs",
+        "/v1/projects/proj/jobs/a",
+        "/v1/projects/proj/jobs/b",
+    ]
+
+
+async def test_the_poller_runs_while_someone_watches_and_stops_when_nobody_does() -> None:
+    api = FakeMlApi()
+    api.add_job("proj", "a", "RUNNING")
+    api.play("a", ["RUNNING", "SUCCEEDED"])
+    hook = ml_hook(api)
+    poller = job_poller(hook, "proj")
+    assert job_poller(ml_hook(api), "proj") is poller  # same connection, endpoint, project
+    assert job_poller(hook, "other-project") is not poller
+    seen: asyncio.Queue[Seen] = asyncio.Queue()
+    watch = poller.watch("projects/proj/jobs/a", "a", 0.01, seen.put_nowait)
+    first = await asyncio.wait_for(seen.get(), 5)
+    watch.read_in(0.01)
+    second = await asyncio.wait_for(seen.get(), 5)
+    assert [first.job["state"], second.job["state"]] == ["RUNNING", "SUCCEEDED"]  # type: ignore[index]
+    task = poller._task
+    assert task is not None
+    watch.close()
+    await asyncio.wait_for(task, 5)
+    registry = job_polling._POLLERS[asyncio.get_running_loop()]
+    assert poller not in registry.values()
+    assert job_poller(hook, "proj") is not poller  # the next registration starts afresh
+
+
+async def test_thirty_triggers_share_one_list_call_a_round() -> None:
+    from airflow_aip.triggers.training import TrainingJobTrigger
+
+    api = FakeMlApi()
+    for i in range(30):
+        api.add_job("proj", f"j{i}", "RUNNING")
+        api.play(f"j{i}", ["RUNNING", "RUNNING", "SUCCEEDED"])
+    hook = ml_hook(api)
+    triggers = []
+    for i in range(30):
+        trigger = TrainingJobTrigger(
+            job_id=f"j{i}", project_id="proj", api_endpoint=LOCAL, poll_interval=0.05, stream_logs=False
+        )
+        trigger.__dict__["wait_hook"] = hook
+        triggers.append(trigger)
+    async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
+        return [event.payload async for event in trigger.run()]
+
+    events = await asyncio.gather(*(events_of(trigger) for trigger in triggers))
+    assert [event[0]["status"] for event in events] == ["success"] * 30
+    assert len(api.calls("GET", "/jobs")) == 3  # three rounds of one list each
+    assert len(api.calls("GET")) == 3  # no get at all
