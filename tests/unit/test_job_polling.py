@@ -283,6 +283,7 @@ async def test_thirty_triggers_share_one_list_call_a_round() -> None:
         )
         trigger.__dict__["wait_hook"] = hook
         triggers.append(trigger)
+
     async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
         return [event.payload async for event in trigger.run()]
 
@@ -290,3 +291,43 @@ async def test_thirty_triggers_share_one_list_call_a_round() -> None:
     assert [event[0]["status"] for event in events] == ["success"] * 30
     assert len(api.calls("GET", "/jobs")) == 3  # three rounds of one list each
     assert len(api.calls("GET")) == 3  # no get at all
+
+
+async def test_triggers_rebuilt_after_a_triggerer_restart_register_again() -> None:
+    """A stopping triggerer cancels its triggers: they leave, the poller stops; rebuilt from their
+    kwargs, they register with a new poller and wait on to the end."""
+    from airflow_aip.triggers.training import TrainingJobTrigger
+
+    api = FakeMlApi()
+    hook = ml_hook(api)
+    for i in range(5):
+        api.add_job("proj", f"j{i}", "RUNNING")
+
+    def trigger_of(kwargs: dict[str, Any]) -> TrainingJobTrigger:
+        trigger = TrainingJobTrigger(**kwargs)
+        trigger.__dict__["wait_hook"] = hook
+        return trigger
+
+    async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
+        return [event.payload async for event in trigger.run()]
+
+    first = [
+        trigger_of({"job_id": f"j{i}", "project_id": "proj", "api_endpoint": LOCAL, "poll_interval": 0.05})
+        for i in range(5)
+    ]
+    for trigger in first:
+        trigger.stream_logs = False
+    tasks = [asyncio.ensure_future(events_of(trigger)) for trigger in first]
+    while len(api.calls("GET", "/jobs")) < 2:  # they are being watched
+        await asyncio.sleep(0.01)
+    poller = job_poller(hook, "proj")
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+    assert poller.watches == {}
+    for i in range(5):
+        api.play(f"j{i}", ["RUNNING", "SUCCEEDED"])
+    rebuilt = [trigger_of(trigger.serialize()[1]) for trigger in first]
+    events = await asyncio.gather(*(events_of(trigger) for trigger in rebuilt))
+    assert [event[0]["status"] for event in events] == ["success"] * 5
+    assert api.cancels == []  # a restart is not a kill
