@@ -43,11 +43,18 @@ def airflow_env(home: Path) -> dict[str, str]:
 
 
 @contextmanager
-def local_service(data_dir: Path, log: Path, max_running_jobs: int = 2) -> Iterator[dict[str, str]]:
-    """Run ``aip-local serve`` (training API + fake-gcs-server); yield the variables it prints."""
+def local_service(
+    data_dir: Path, log: Path, max_running_jobs: int = 2, *, fault_admin: bool = False
+) -> Iterator[dict[str, str]]:
+    """Run ``aip-local serve`` (training API + fake-gcs-server); yield the variables it prints.
+
+    ``fault_admin`` (tests only) serves ``GET /_stats`` (requests counted per API method) and
+    accepts targeted faults; no fault happens unless one is asked for.
+    """
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir), "--offline"]
     argv += ["--max-running-jobs", str(max_running_jobs)]
+    argv += ["--fault-admin"] if fault_admin else []
     argv += ["--port", str(free_port()), "--gcs-port", str(free_port())]
     with log.open("ab") as out:
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=out, start_new_session=True, text=True)

@@ -130,8 +130,9 @@ def _wait_until_ready(
 def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("airflow-e2e")
     log = home / "stack.log"
-    # the kill test keeps five jobs running at once
-    with local_service(home / "aip-local", log, max_running_jobs=6) as service_env:
+    # the kill test keeps five jobs running at once, test_many_deferred fifty; GET /_stats counts
+    # the API calls (test_many_deferred: one list call per poll round)
+    with local_service(home / "aip-local", log, max_running_jobs=50, fault_admin=True) as service_env:
         gcs_url = service_env["STORAGE_EMULATOR_HOST"]
         trainer = stage_trainer(gcs_url, home / "sdist")
         bucket = storage_client(gcs_url).create_bucket(f"aip-e2e-{os.getpid()}-{int(time.time())}")
