@@ -8,6 +8,9 @@
    maxParallelTrials=1, from the job's own startTime and endTime.
 3. The same two on the Vertex AI routes (``customJobs``, ``hyperparameterTuningJobs`` with
    parallelTrialCount=2), beside the ml v1 figures: one executor underneath, so they should match.
+4. At a poller's scale (:mod:`bench.local_scale`, no jobs run): ``jobs.list`` by 100 IDs and
+   ``entries.list`` of 250 jobs with cursors in a 5,000-job project, against the old full scans;
+   ``python -m bench.local_scale`` measures this section alone.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import httpx
 
 from airflow_aip.local.clock import parse_rfc3339
 from airflow_aip.local.gcs import FakeGcsServer
+from bench import local_scale
 from bench.common import Figure, Series
 from tests.fixtures.local_service import LocalService, StagedTrainer, stage_trainer
 
@@ -144,9 +148,10 @@ def run(repeats: int) -> list[Figure]:
         with FakeGcsServer(root / "gcs") as gcs:
             service = LocalService(root / "data", gcs.url, max_running_jobs=2).start()
             try:
-                return _measure(service, gcs, root, repeats)
+                figures = _measure(service, gcs, root, repeats)
             finally:
                 service.stop()
+    return figures + local_scale.run(repeats)
 
 
 def _measure(service: LocalService, gcs: FakeGcsServer, root: Path, repeats: int) -> list[Figure]:

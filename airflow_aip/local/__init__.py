@@ -12,7 +12,9 @@ Modules: :mod:`.api` (HTTP), :mod:`.service` (queue, restart recovery), :mod:`.e
 :mod:`.trials` and :mod:`.tuning` (hyperparameter tuning with optuna), :mod:`.plans` (what the
 one executor runs, from either API's job), :mod:`.vertex_api`, :mod:`.vertex_service` and
 :mod:`.vertex_render` (the aiplatform v1 face), :mod:`.environments`
-(package cache), :mod:`.store` and :mod:`.logs` (records and logs on disk), :mod:`.gcs`.
+(package cache), :mod:`.store` and :mod:`.logs` (records and logs on disk; :mod:`.log_index`
+and :mod:`.filter_pruning` answer a poller's many-job lists and log reads without full scans),
+:mod:`.gcs`.
 
 Nothing here imports Airflow: the service starts fast and runs without a scheduler.
 """

@@ -6,7 +6,10 @@ entries compare as strings and as instants alike.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def now() -> datetime:
@@ -29,3 +32,14 @@ def parse_rfc3339(text: str) -> datetime:
     if parsed.tzinfo is None:
         raise ValueError(f"timestamp without a timezone: {text!r}")
     return parsed.astimezone(timezone.utc)
+
+
+def instant_micros(text: str) -> int | None:
+    """Microseconds since the epoch of an RFC 3339 string (None if it is not one): instants as integers.
+
+    Ordered exactly as :func:`parse_rfc3339`'s datetimes, in 8 bytes: what a log index bisects.
+    """
+    try:
+        return (parse_rfc3339(text) - _EPOCH) // _MICROSECOND
+    except (ValueError, TypeError, AttributeError, OverflowError):
+        return None

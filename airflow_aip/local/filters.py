@@ -18,11 +18,12 @@ from __future__ import annotations
 
 import contextlib
 import fnmatch
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.schema import JOB_SCHEMA, schema
@@ -38,6 +39,8 @@ _TOKEN = re.compile(
     re.VERBOSE,
 )
 _MISSING = object()
+# How every string float() accepts begins (its spaces, digits and inf/nan are Unicode-aware, as here).
+_NUMBER_START = re.compile(r"\s*[-+]?(?:\d|\.\d|inf|nan)", re.IGNORECASE)
 ALL_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", ":"})
 
 
@@ -100,24 +103,22 @@ def _resolve_field(path: list[str], op: str, fields: FilterFields | None) -> tup
     return field.target + tuple(rest)
 
 
-@dataclass(frozen=True)
-class _Token:
+class _Token(NamedTuple):  # a tuple, not a frozen dataclass: a poller's filter has 4,000 tokens
     kind: str
     text: str
 
 
 def _tokenize(text: str) -> list[_Token]:
     tokens, pos = [], 0
-    while pos < len(text):
-        if text[pos:].isspace():
-            break
+    end = len(text.rstrip())  # not text[pos:].isspace() per token: a 20,000-character filter
+    while pos < end:
         match = _TOKEN.match(text, pos)
         if match is None or match.end() == pos:
             raise ValidationError("filter", f"cannot parse {text[pos:]!r}")
         kind = match.lastgroup or ""
         raw = match.group(kind)
         if kind == "string":
-            raw = re.sub(r"\\(.)", r"\1", raw[1:-1])
+            raw = re.sub(r"\\(.)", r"\1", raw[1:-1]) if "\\" in raw else raw[1:-1]
         tokens.append(_Token(kind, raw))
         pos = match.end()
     return tokens
@@ -170,12 +171,28 @@ def _resolve(item: Any, path: tuple[str, ...]) -> Any:
 
 
 def _number(value: Any) -> float | None:
-    if isinstance(value, bool):
-        return None
+    if isinstance(value, bool) or (isinstance(value, str) and not _NUMBER_START.match(value)):
+        return None  # the common case, a word, decided without raising (and catching) a ValueError
     try:
         return float(value)
     except (TypeError, ValueError):
         return None
+
+
+def equality_key(value: Any) -> float | str | None:
+    """What ``=`` (without a wildcard) compares of a value: its number if it reads as one, else its text.
+
+    Two values are ``=`` exactly when their keys are equal and not None (None: equal to nothing,
+    as NaN or a mapping), so an index keyed by this finds what a scan with ``_compare`` finds.
+    """
+    if isinstance(value, Mapping):
+        return None
+    if isinstance(value, bool):
+        value = "true" if value else "false"
+    number = _number(value)
+    if number is not None:
+        return None if math.isnan(number) else number
+    return str(value)
 
 
 def _compare(actual: Any, op: str, literal: str) -> bool:

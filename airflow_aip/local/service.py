@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import bisect
+import copy
 import fcntl
 import functools
 import hashlib
@@ -27,11 +28,12 @@ from airflow_aip.jobs import JobState, validate_job
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.environments import EnvironmentCache
 from airflow_aip.local.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
+from airflow_aip.local.filter_pruning import FilterPlan
 from airflow_aip.local.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.logs import JobLog
 from airflow_aip.local.plans import VERTEX_KINDS
 from airflow_aip.local.processes import kill_group
-from airflow_aip.local.store import JobStore, validate_project
+from airflow_aip.local.store import JOB_ID_FIELD, JobStore, validate_project
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -157,12 +159,18 @@ class TrainingService:
             bisect.insort(self._queue, (-priority, seq, project, job["jobId"]))
             self._cond.notify()
 
-    def _with_position(self, project: str, job: dict[str, Any]) -> dict[str, Any]:
+    def _queue_positions(self) -> dict[tuple[str, str], int]:
+        """``(project, job_id) -> 1-based place`` in the queue."""
+        with self._cond:
+            return {(p, j): place for place, (_, _, p, j) in enumerate(self._queue, start=1)}
+
+    def _with_position(
+        self, project: str, job: dict[str, Any], positions: dict[tuple[str, str], int] | None = None
+    ) -> dict[str, Any]:
+        """``job`` with its ``jobPosition`` if QUEUED ("0" once it left the queue); ``positions`` if known."""
         if job.get("state") == JobState.QUEUED.value:
-            with self._cond:
-                keys = [(p, j) for _, _, p, j in self._queue]
-            key = (project, job["jobId"])
-            job["jobPosition"] = str(keys.index(key) + 1) if key in keys else "0"
+            places = self._queue_positions() if positions is None else positions
+            job["jobPosition"] = str(places.get((project, job["jobId"]), 0))
         return job
 
     # -- the API ----------------------------------------------------------------------------
@@ -200,13 +208,15 @@ class TrainingService:
         if size < 0:
             raise ValidationError("pageSize", f"must not be negative, got {page_size}")
         before = decode_page_token(page_token)
+        plan = FilterPlan(node, JOB_ID_FIELD)  # a poller's jobId="a" OR ...: those jobs, their branches
+        positions = self._queue_positions()
         matching = []
-        for seq, job in self.store.list_jobs(project):
-            if (before is not None and seq >= before) or job.get("kind") in VERTEX_KINDS:
+        for view in reversed(self.store.job_views([project], JOB_ID_FIELD, plan.candidates)):
+            if (before is not None and view.seq >= before) or view.job.get("kind") in VERTEX_KINDS:
                 continue
-            job = self._with_position(project, job)
-            if node is None or node.matches(job):
-                matching.append((seq, job))
+            job = self._with_position(project, dict(view.job), positions)
+            if plan.matches(job):
+                matching.append((view.seq, copy.deepcopy(job)))
                 if len(matching) > size:
                     break
         response: dict[str, Any] = {}

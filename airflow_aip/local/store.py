@@ -11,6 +11,13 @@ Layout under the data dir::
 Records are rewritten atomically (temporary file, fsync, rename): a crash leaves the old
 record or the new one, never half of one. Reads are served from memory; the disk is the
 source only at start-up.
+
+Lists find jobs through indexes rather than scans (a poller lists 100 jobs by ID at once in a
+project of thousands): by project in creation order, and by the fields in ``INDEXED_FIELDS``,
+keyed as a filter's ``=`` compares values. A stored job dict is never changed in place (an
+update swaps in a changed copy), so :meth:`JobStore.job_views` hands out the stored dicts
+themselves, read-only, and only what a list returns is copied. Each job's log has an
+append-only index (:mod:`.log_index`), built on its first read and extended as it grows.
 """
 
 from __future__ import annotations
@@ -26,14 +33,24 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.jobs.labels import JOB_ID_LABEL
+from airflow_aip.local.filters import equality_key
+from airflow_aip.local.log_index import LogIndex, LogView
 
 RECORD_FILE = "job.json"
 LOG_FILE = "log.jsonl"
 # Google project IDs are lowercase; domain-scoped ones ("example.com:proj") carry dots and a colon.
 _PROJECT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,127}")
+FieldPath = tuple[str, ...]
+JOB_ID_FIELD: FieldPath = ("jobId",)
+# A Vertex job's record keeps the resource as created: our job ID's label, and its display name.
+VERTEX_JOB_ID_LABEL_FIELD: FieldPath = ("resource", "labels", JOB_ID_LABEL)
+VERTEX_DISPLAY_NAME_FIELD: FieldPath = ("resource", "displayName")
+INDEXED_FIELDS = (JOB_ID_FIELD, VERTEX_JOB_ID_LABEL_FIELD, VERTEX_DISPLAY_NAME_FIELD)
+IndexKey = float | str
 
 
 def validate_project(project: str) -> str:
@@ -101,6 +118,29 @@ class JobRecord:
         return {"project": self.project, "seq": self.seq, "job": self.job, "processes": self.processes}
 
 
+class JobView(NamedTuple):
+    """A stored job as a list reads it: never to be changed (copy what you return)."""
+
+    seq: int
+    project: str
+    job: Mapping[str, Any]
+
+    @property
+    def job_id(self) -> str:
+        return str(self.job["jobId"])
+
+
+def _index_keys(job: Mapping[str, Any], path: FieldPath) -> set[IndexKey]:
+    """The keys a job is found under for ``path``: each value there (a list: each item), as ``=`` sees it."""
+    value: Any = job
+    for segment in path:
+        if not isinstance(value, Mapping) or segment not in value:
+            return set()
+        value = value[segment]
+    values = value if isinstance(value, list) else [value]
+    return {key for item in values if (key := equality_key(item)) is not None}
+
+
 class JobStore:
     """Thread-safe job records and logs under ``data_dir``."""
 
@@ -109,11 +149,31 @@ class JobStore:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.RLock()
         self._log_locks: dict[tuple[str, str], threading.Lock] = {}
+        self._log_indexes: dict[tuple[str, str], LogIndex] = {}
         self._records: dict[tuple[str, str], JobRecord] = {}
+        # Per project, its records in creation order (dicts keep insertion order; seq only grows).
+        self._by_project: dict[str, dict[str, JobRecord]] = {}
+        self._indexes: dict[FieldPath, dict[tuple[str, IndexKey], set[str]]] = {f: {} for f in INDEXED_FIELDS}
         self._seq = 0
-        for record in self._load():
-            self._records[(record.project, record.job_id)] = record
+        for record in sorted(self._load(), key=lambda r: r.seq):
+            self._remember(record)
             self._seq = max(self._seq, record.seq)
+
+    def _remember(self, record: JobRecord) -> None:
+        self._records[(record.project, record.job_id)] = record
+        self._by_project.setdefault(record.project, {})[record.job_id] = record
+        self._index(record, add=True)
+
+    def _index(self, record: JobRecord, *, add: bool) -> None:
+        for path, index in self._indexes.items():
+            for key in _index_keys(record.job, path):
+                ids = index.setdefault((record.project, key), set())
+                if add:
+                    ids.add(record.job_id)
+                else:
+                    ids.discard(record.job_id)
+                    if not ids:
+                        del index[(record.project, key)]
 
     def _load(self) -> Iterator[JobRecord]:
         for path in sorted(self.data_dir.glob(f"projects/*/jobs/*/{RECORD_FILE}")):
@@ -143,7 +203,7 @@ class JobStore:
             self._seq += 1
             record = JobRecord(project, copy.deepcopy(dict(job)), self._seq)
             self._persist(record)
-            self._records[(project, job_id)] = record
+            self._remember(record)
             return record.seq, copy.deepcopy(record.job)
 
     def _record(self, project: str, job_id: str) -> JobRecord:
@@ -164,16 +224,21 @@ class JobStore:
             record = self._record(project, job_id)
             job = copy.deepcopy(record.job)
             change(job)
+            self._persist(JobRecord(record.project, job, record.seq, record.processes))
+            self._index(record, add=False)
             record.job = job
-            self._persist(record)
+            self._index(record, add=True)
             return copy.deepcopy(job)
 
     def delete(self, project: str, job_id: str) -> None:
         """Forget a job: its record, log, work and package directories."""
         with self._lock:
-            self._record(project, job_id)
+            record = self._record(project, job_id)
+            self._index(record, add=False)
             del self._records[(project, job_id)]
+            del self._by_project[project][job_id]
             self._log_locks.pop((project, job_id), None)
+            self._log_indexes.pop((project, job_id), None)
             shutil.rmtree(self.job_dir(project, job_id), ignore_errors=True)
 
     def set_processes(self, project: str, job_id: str, processes: Iterable[Mapping[str, int]]) -> None:
@@ -190,11 +255,31 @@ class JobStore:
             return [JobRecord(r.project, copy.deepcopy(r.job), r.seq, list(r.processes)) for r in ordered]
 
     def list_jobs(self, project: str) -> list[tuple[int, dict[str, Any]]]:
-        """``(seq, job)`` of the project's jobs, newest first (as ``gcloud ai-platform jobs list``)."""
+        """Copies of the project's jobs as ``(seq, job)``, newest first (as ``gcloud ... jobs list``)."""
         with self._lock:
-            mine = [r for r in self._records.values() if r.project == project]
-            mine.sort(key=lambda r: r.seq, reverse=True)
+            mine = reversed(self._by_project.get(project, {}).values())
             return [(r.seq, copy.deepcopy(r.job)) for r in mine]
+
+    def job_views(
+        self, projects: Iterable[str], field: FieldPath | None = None, values: Iterable[str] | None = None
+    ) -> list[JobView]:
+        """The projects' jobs, oldest first, read-only; with ``field`` and ``values``, only the jobs whose
+        ``field`` equals one of ``values`` as a filter's ``=`` compares them (an index lookup, no scan).
+
+        ``values=None`` means any value (every job of the projects). ``field`` must be in INDEXED_FIELDS.
+        """
+        wanted = list(dict.fromkeys(projects))
+        with self._lock:
+            if field is None or values is None:
+                chosen = [r for p in wanted for r in self._by_project.get(p, {}).values()]
+            else:
+                index = self._indexes[field]
+                keys = {key for value in values if (key := equality_key(value)) is not None}
+                found = {(p, job_id) for p in wanted for key in keys for job_id in index.get((p, key), ())}
+                chosen = [self._records[found_key] for found_key in found]
+            if len(wanted) > 1 or values is not None:
+                chosen.sort(key=lambda r: r.seq)
+            return [JobView(r.seq, r.project, r.job) for r in chosen]
 
     def append_log(self, project: str, job_id: str, entries: Iterable[Mapping[str, Any]]) -> None:
         """Append log entries (one JSON object per line) to the job's log."""
@@ -209,16 +294,17 @@ class JobStore:
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(lines)
 
+    def log_view(self, project: str, job_id: str) -> LogView:
+        """The job's log as indexed now, after indexing the lines appended since the last read."""
+        key = (project, job_id)
+        with self._lock:
+            index = self._log_indexes.get(key)
+            if index is None:
+                index = LogIndex(self.job_dir(project, job_id) / LOG_FILE)
+                if key in self._records:  # kept only for jobs that exist: a typo costs no memory
+                    self._log_indexes[key] = index
+        return index.refresh()
+
     def read_log(self, project: str, job_id: str) -> list[dict[str, Any]]:
-        """Every log entry of the job, in the order written; a torn last line is skipped."""
-        path = self.job_dir(project, job_id) / LOG_FILE
-        if not path.exists():
-            return []
-        out = []
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    continue
-        return out
+        """Every log entry of the job, in the order written; a torn last line is not read (yet)."""
+        return [dict(stored) for _, stored in self.log_view(project, job_id).entries()]

@@ -11,12 +11,14 @@ parameters and a ``finalMeasurement``; lists leave ``trials`` out, as Google's d
 
 from __future__ import annotations
 
+import copy
 import secrets
 from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
+from airflow_aip.jobs.labels import JOB_ID_LABEL
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.vertex import (
     CUSTOM_JOB_SCHEMA,
@@ -25,7 +27,8 @@ from airflow_aip.jobs.vertex import (
     validate_tuning_job,
 )
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.filters import VERTEX_JOB_FILTER_FIELDS, parse_filter
+from airflow_aip.local.filter_pruning import FilterPlan
+from airflow_aip.local.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
 from airflow_aip.local.service import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -34,7 +37,13 @@ from airflow_aip.local.service import (
     decode_page_token,
     encode_page_token,
 )
-from airflow_aip.local.store import project_number, validate_project
+from airflow_aip.local.store import (
+    VERTEX_DISPLAY_NAME_FIELD,
+    VERTEX_JOB_ID_LABEL_FIELD,
+    FieldPath,
+    project_number,
+    validate_project,
+)
 from airflow_aip.local.vertex_render import (
     CUSTOM_JOBS,
     JOB_STATES,
@@ -47,6 +56,8 @@ from airflow_aip.local.vertex_render import (
 
 _RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
 _SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
+# Filter fields (on the resource as answered) the store indexes (on the record as stored).
+_INDEXED = {("labels", JOB_ID_LABEL): VERTEX_JOB_ID_LABEL_FIELD, ("displayName",): VERTEX_DISPLAY_NAME_FIELD}
 
 
 def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
@@ -57,6 +68,16 @@ def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
                 "custom containers are not supported by the local training service (there is no container "
                 "engine here): use pythonPackageSpec with packageUris and pythonModule instead",
             )
+
+
+def _narrowest_lookup(node: Node | None) -> tuple[FilterPlan, FieldPath | None]:
+    """The indexed field the filter pins to the fewest values (a poller's label OR): its plan and stored
+    field; with none pinned, a plan that scans."""
+    plans = [(FilterPlan(node, path), stored) for path, stored in _INDEXED.items()]
+    pinned = [(plan, stored) for plan, stored in plans if plan.candidates is not None]
+    if not pinned:
+        return plans[0][0], None
+    return min(pinned, key=lambda found: len(found[0].candidates or ()))
 
 
 def _job_id() -> str:
@@ -159,15 +180,18 @@ class VertexJobs:
             raise ValidationError("pageSize", f"must not be negative, got {page_size}")
         size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
         before = decode_page_token(page_token)
+        plan, field = _narrowest_lookup(node)
         matching: list[tuple[int, dict[str, Any]]] = []
-        for seq, job in self.store.list_jobs(number):
-            if (before is not None and seq >= before) or job.get("kind") != kind:
+        for view in reversed(self.store.job_views([number], field, plan.candidates)):
+            job = view.job
+            if (before is not None and view.seq >= before) or job.get("kind") != kind:
                 continue
             if job.get("location") != location:
                 continue
             shown = render(job, with_trials=False)
-            if node is None or node.matches(shown):
-                matching.append((seq, apply_read_mask(shown, read_mask, _SCHEMAS[kind])))
+            if plan.matches(shown):
+                masked = apply_read_mask(shown, read_mask, _SCHEMAS[kind])
+                matching.append((view.seq, copy.deepcopy(masked)))
                 if len(matching) > size:
                     break
         response: dict[str, Any] = {}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.local.filters import parse_filter, required_equalities
+from airflow_aip.local.filters import Comparison, equality_key, parse_filter, required_equalities
 
 JOB = {
     "jobId": "census_20240101",
@@ -67,3 +67,27 @@ def test_required_equalities_narrow_only_conjunctions() -> None:
     }
     assert required_equalities(parse_filter('resource.labels.job_id="j1" OR severity=ERROR')) == {}
     assert required_equalities(parse_filter("jobId=abc*")) == {}
+
+
+@pytest.mark.parametrize(
+    ("actual", "literal"),
+    [
+        ("a", "a"),
+        ("a", "A"),
+        ("1", "1.0"),
+        (1, "1"),
+        ("1e3", "1000"),
+        (True, "true"),
+        (None, "None"),
+        ("nan", "nan"),
+        (" 2", "2"),
+        ("10000000000000000001", "10000000000000000000"),  # as numbers, as the scan compares them
+        ({"k": "v"}, "k"),
+        ("inf", "Infinity"),
+        ("x1", "x1"),
+    ],
+)
+def test_equality_key_agrees_with_the_filters_equals(actual: object, literal: str) -> None:
+    key = equality_key(actual)
+    same = key is not None and key == equality_key(literal)
+    assert same is Comparison(("f",), "=", literal).matches({"f": actual})
