@@ -40,6 +40,7 @@ _TOKEN = re.compile(
 )
 _MISSING = object()
 # How every string float() accepts begins (its spaces, digits and inf/nan are Unicode-aware, as here).
+_INTEGER = re.compile(r"\s*[-+]?\d+\s*")
 _NUMBER_START = re.compile(r"\s*[-+]?(?:\d|\.\d|inf|nan)", re.IGNORECASE)
 ALL_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", ":"})
 
@@ -171,8 +172,12 @@ def _resolve(item: Any, path: tuple[str, ...]) -> Any:
 
 
 def _number(value: Any) -> float | None:
+    """The value as a number, if it reads as one; whole numbers exactly (a 19-digit Vertex AI job
+    ID as a float would equal its neighbours: their logs would answer for each other)."""
     if isinstance(value, bool) or (isinstance(value, str) and not _NUMBER_START.match(value)):
         return None  # the common case, a word, decided without raising (and catching) a ValueError
+    if isinstance(value, int) or (isinstance(value, str) and _INTEGER.fullmatch(value)):
+        return int(value)
     try:
         return float(value)
     except (TypeError, ValueError):

@@ -91,3 +91,13 @@ def test_equality_key_agrees_with_the_filters_equals(actual: object, literal: st
     key = equality_key(actual)
     same = key is not None and key == equality_key(literal)
     assert same is Comparison(("f",), "=", literal).matches({"f": actual})
+
+
+def test_whole_numbers_compare_exactly_so_neighbouring_vertex_job_ids_do_not_match() -> None:
+    node = parse_filter('resource.labels.job_id="1000000000000000001"')
+    assert node is not None
+    assert node.matches({"resource": {"labels": {"job_id": "1000000000000000001"}}})
+    assert not node.matches({"resource": {"labels": {"job_id": "1000000000000000000"}}})
+    assert parse_filter("trainingOutput.completedTrialCount=2.0").matches(  # type: ignore[union-attr]
+        {"trainingOutput": {"completedTrialCount": "2"}}
+    )
