@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tenacity import AsyncRetrying, Retrying
@@ -186,7 +186,9 @@ class GoogleApiHook(GoogleCloudBaseHook):
             response = None
             for refresh in (False, True):
                 headers = self._sign(verb, url, refresh=refresh)
-                response = self._sync_client().request(verb, url, json=body, params=params, headers=headers)
+                response = self._sync_client().request(
+                    verb, request_url(url, params), json=body, headers=headers
+                )
                 if not _needs_refresh(response.status_code, refresh, self.is_local):
                     break
             return _decoded(response, method)
@@ -250,6 +252,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
         """As :meth:`request`, without blocking the event loop."""
         await self.aprepare()
         url = self.root_url + path
+        target = request_url(url, params)
 
         async def once() -> dict[str, Any]:
             response = None
@@ -257,7 +260,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
                 headers = await self._asign(verb, url, refresh=refresh)
                 async with self._client_slot() as client:
                     response = await client.request(
-                        verb, url, json=body, params=params, headers=headers, timeout=self.request_timeout
+                        verb, target, json=body, headers=headers, timeout=self.request_timeout
                     )
                 if not _needs_refresh(response.status_code, refresh, self.is_local):
                     break
@@ -279,6 +282,22 @@ class GoogleApiHook(GoogleCloudBaseHook):
             if not page.get("nextPageToken"):
                 return found
             params = {**params, "pageToken": page["nextPageToken"]}
+
+
+def request_url(url: str, params: dict[str, Any] | None) -> httpx.URL:
+    """The request's URL with its query, parsed once for all the requests that repeat it.
+
+    httpx checks every character of a URL it is given as text: a poll round's 50 list calls,
+    each filtered on 100 jobs (~4 KB of query), cost more in that check than in their answers.
+    """
+    return _parsed_url(url, tuple(sorted((params or {}).items())))
+
+
+@lru_cache(maxsize=1024)
+def _parsed_url(url: str, query: tuple[tuple[str, Any], ...]) -> httpx.URL:
+    import httpx
+
+    return httpx.URL(url, params=dict(query)) if query else httpx.URL(url)
 
 
 def _needs_refresh(status: int, refreshed: bool, local: bool) -> bool:

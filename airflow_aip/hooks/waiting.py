@@ -58,7 +58,7 @@ class WaitRunner:
     def __init__(
         self,
         hook: JobHook,
-        logs_hook: JobLogsHook,
+        logs_hook: JobLogsHook | None,
         job_id: str,
         project_id: str,
         *,
@@ -142,8 +142,11 @@ class SyncWait(WaitRunner):
                 seen = self.failed_read(err)
         decided = self.decide(seen)
         stream = self.stream_of(seen, decided)
-        if stream is not None and decided.action == "ended":
-            self.logs_hook.drain(
+        logs = self.logs_hook
+        if stream is None or logs is None:
+            pass
+        elif decided.action == "ended":
+            logs.drain(
                 stream,
                 self.log,
                 self.project_id,
@@ -151,8 +154,8 @@ class SyncWait(WaitRunner):
                 sleep=time.sleep,
                 clock=time.monotonic,
             )
-        elif stream is not None and job is None:  # a job just created or adopted: nothing to show yet
-            self.logs_hook.follow(stream, self.log, self.project_id, time.monotonic)
+        elif job is None:  # a job just created or adopted: nothing to show yet
+            logs.follow(stream, self.log, self.project_id, time.monotonic)
         return self.report(decided)
 
     def run(self, job: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -87,7 +87,7 @@ class JobWatch:
         self.interval = interval
         self.deliver = deliver
         self.due = NEVER  # when the next read is wanted (NEVER: being read, or deciding)
-        self.told: Listed | None = None  # what the trigger last heard (None: nothing, or a failure)
+        self.told: JobState | None = None  # the state the trigger last heard (None: none, or a failure)
 
     def read_in(self, seconds: float) -> None:
         """The trigger wants the next read ``seconds`` from now."""
@@ -98,7 +98,7 @@ class JobWatch:
 
     def wants(self, read: Read) -> bool:
         """Whether this read is news to the trigger: a failure, a recovery, or a new state."""
-        return not isinstance(read, Listed) or self.told is None or read.state is not self.told.state
+        return not isinstance(read, Listed) or read.state is not self.told
 
     def offer(self, read: Read, now: float) -> None:
         """Hand the read to the trigger if it is news; else read again after the poll interval."""
@@ -106,7 +106,7 @@ class JobWatch:
             self.due = now + self.interval
             return
         if isinstance(read, Listed):
-            self.told = read
+            self.told = read.state
             self.deliver(Seen(read.view()))
         else:
             self.told = None

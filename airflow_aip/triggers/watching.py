@@ -79,6 +79,7 @@ class TriggerWait(WaitRunner):
     def _follow(self, stream: Any, inbox: asyncio.Queue[Item]) -> Any:
         from airflow_aip.triggers.log_polling import log_poller
 
+        assert self.logs_hook is not None  # a trigger that streams logs always has its hook
         return log_poller(self.logs_hook, self.project_id).follow(
             stream, lambda lines: inbox.put_nowait(("lines", lines)), interval=self.poll_interval
         )
@@ -106,4 +107,3 @@ class TriggerWait(WaitRunner):
     def _log_lines(self, lines: list[Line]) -> None:
         for level, line in lines:
             getattr(self.log, level)("%s", line)
-
