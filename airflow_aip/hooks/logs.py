@@ -7,9 +7,14 @@
   ``CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING``; failing those, the ml endpoint when it is an
   emulator (the local training service serves both APIs on one URL), else Google's.
   Credentials as for TrainingJobHook: anonymous for loopback or plain-http endpoints.
-- Retries: the ml hook's policy (429, 5xx, connection errors; backoff with jitter) with fewer,
+- Retries: the ml hook's policy (5xx, connection errors; backoff with jitter) with fewer,
   shorter tries: a poll that fails is simply made again at the next one, and the cursor has
-  not moved, so nothing is lost. Cloud Logging allows about 60 reads a minute per project.
+  not moved, so nothing is lost. A 429 is never retried here: Cloud Logging allows 60
+  ``entries.list`` calls a minute per project (https://cloud.google.com/logging/quotas), and a
+  retry would spend it again. The caller backs off instead: in a worker, the stream pauses its
+  reads (:meth:`LogStream.throttled`, 10 s doubling up to 5 minutes, reset by a read that
+  succeeds); in the triggerer, the shared poller's per-project budget slows down
+  (:mod:`airflow_aip.triggers.log_polling`).
 - :meth:`follow` / :meth:`afollow` make one poll and log what the LogStream lets through;
   :meth:`drain` / :meth:`adrain` apply the end rule. They never raise (cancellation aside):
   reading logs is best effort and must never fail the task that waits for the job.
@@ -24,12 +29,20 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, Protocol
 
-from airflow_aip.exceptions import ValidationError
+from tenacity import retry_if_exception
+
+from airflow_aip.exceptions import ApiError, ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.google_api import GoogleApiHook
-from airflow_aip.hooks.http_shared import resolve_api_endpoint
+from airflow_aip.hooks.http_shared import is_transient, resolve_api_endpoint, retry_policy
 from airflow_aip.hooks.training import ENDPOINT_ENV, ENDPOINT_EXTRA
-from airflow_aip.jobs.logs import MAX_PAGES_PER_POLL, PAGE_SIZE, DrainRule, LogStream
+from airflow_aip.jobs.logs import (
+    MAX_PAGES_PER_POLL,
+    PAGE_SIZE,
+    REPORT_FAILURE_EVERY,
+    DrainRule,
+    LogStream,
+)
 from airflow_aip.uris import is_emulator
 
 LOGGING_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING"
@@ -37,7 +50,18 @@ LOGGING_ENDPOINT_EXTRA = "logging_api_endpoint"
 LOG_RETRY_ATTEMPTS = 3
 LOG_RETRY_MAX_WAIT = 10.0
 LOG_REQUEST_TIMEOUT = 30.0  # a hung logging endpoint must not hold up the job's own polling for long
-REPORT_FAILURE_EVERY = 10  # polls: the first failure in a row is reported, then every 10th
+
+__all__ = ["REPORT_FAILURE_EVERY", "Batch", "JobLogsHook", "PollOutcome", "is_throttled"]
+
+
+def is_throttled(exc: BaseException) -> bool:
+    """A 429: the project's read quota is spent (by us or by anyone else reading its logs)."""
+    return isinstance(exc, ApiError) and exc.status == 429
+
+
+def _worth_retrying(exc: BaseException) -> bool:
+    """The shared transient errors, less 429: its caller backs off instead (module docstring)."""
+    return is_transient(exc) and not is_throttled(exc)
 
 
 class _Log(Protocol):
@@ -123,6 +147,12 @@ class JobLogsHook(GoogleApiHook):
     def _shared_auth_key(self) -> tuple[str, ...]:
         return (*super()._shared_auth_key(), str(self._ml_api_endpoint))
 
+    @cached_property
+    def _retry_policy(self) -> dict[str, Any]:
+        """The shared policy, except that a 429 is not retried (see the module docstring)."""
+        policy = retry_policy(self.retry_attempts, self.retry_max_wait, self.log, self.api_label)
+        return {**policy, "retry": retry_if_exception(_worth_retrying)}
+
     def resolve_project(self, project_id: str | None = None) -> str:
         project = (
             project_id or self._project_id or self.settings.project_id or self.credentials_and_project[1]
@@ -164,11 +194,17 @@ class JobLogsHook(GoogleApiHook):
         project_id: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> PollOutcome:
-        """One poll: log the new lines the stream lets through. Never raises."""
+        """One poll: log the new lines the stream lets through. Never raises.
+
+        While a 429's pause lasts (:meth:`LogStream.may_read`) nothing is sent and the poll
+        counts as failed: a drain goes on, bounded by its own limit.
+        """
+        if not stream.may_read(clock()):
+            return PollOutcome(0, more=False, failed=True)
         try:
             batch = self.fetch(stream, project_id)
         except Exception as err:
-            return _failed(stream, log, err)
+            return _failed(stream, log, err, clock())
         return _show(stream, log, batch, clock())
 
     def drain(
@@ -211,10 +247,12 @@ class JobLogsHook(GoogleApiHook):
 
     async def afollow(self, stream: LogStream, log: _Log, project_id: str | None = None) -> PollOutcome:
         """As :meth:`follow`, async. Never raises (cancellation aside)."""
+        if not stream.may_read(time.monotonic()):
+            return PollOutcome(0, more=False, failed=True)
         try:
             batch = await self.afetch(stream, project_id)
         except Exception as err:
-            return _failed(stream, log, err)
+            return _failed(stream, log, err, time.monotonic())
         return _show(stream, log, batch, time.monotonic())
 
     async def adrain(
@@ -231,31 +269,23 @@ class JobLogsHook(GoogleApiHook):
 
 
 def _show(stream: LogStream, log: _Log, batch: Batch, now: float) -> PollOutcome:
-    recovering = stream.failures > 0
-    shown = stream.accept(batch.entries, now)
-    if recovering:
-        log.info("Reading the logs of training job %s again", stream.job_id)
+    shown = stream.read(batch.entries, now)
     for level, line in shown.lines:  # at the entry's own level: the logger adds the one timestamp
         getattr(log, level)("%s", line)
     return PollOutcome(shown.new, batch.more, failed=False)
 
 
-def _failed(stream: LogStream, log: _Log, err: Exception) -> PollOutcome:
-    count = stream.failed()
-    if count == 1 or count % REPORT_FAILURE_EVERY == 0:
-        log.warning(
-            "Could not read the logs of training job %s (%s: %s); retrying at the next poll, nothing is lost",
-            stream.job_id,
-            type(err).__name__,
-            err,
-        )
+def _failed(stream: LogStream, log: _Log, err: Exception, now: float) -> PollOutcome:
+    retry = "at the next poll"
+    if is_throttled(err):
+        retry = f"in {stream.throttled(now):.0f}s (Cloud Logging's read quota is spent)"
+    notice = stream.read_failed(f"{type(err).__name__}: {err}", retry)
+    if notice is not None:
+        getattr(log, notice[0])("%s", notice[1])
     return PollOutcome(0, more=False, failed=True)
 
 
 def _exhausted(stream: LogStream, log: _Log, rule: DrainRule) -> None:
-    if rule.exhausted:
-        log.warning(
-            "Stopped reading the logs of training job %s %.0fs after it ended; the rest is in Cloud Logging",
-            stream.job_id,
-            rule.max_seconds,
-        )
+    notice = rule.notice(stream.job_id)
+    if notice is not None:
+        getattr(log, notice[0])("%s", notice[1])

@@ -18,6 +18,12 @@ so each rule exists once.
 - Drain: gcloud's ``--stream-logs`` rule after the job ended: keep polling until a poll made
   after the end (at least ``settle`` seconds after) brings nothing new, because Cloud Logging
   ingests with a delay and a job's last lines can land after its endTime.
+- Throttling: Cloud Logging allows 60 ``entries.list`` calls a minute per project (see
+  :mod:`airflow_aip.jobs.log_reads`). A stream whose read got a 429 skips its reads for a
+  growing pause (10 s, 20 s ... up to 5 minutes), reset by the next read that succeeds, so
+  waits in workers (one process each) back off together instead of retrying into the quota.
+- Notices: what a stream says about its own reads (could not read, reading again, stopped
+  draining), as lines, so a relaying logger and the triggerer's shared poller say the same.
 """
 
 from __future__ import annotations
@@ -40,6 +46,9 @@ PAGE_SIZE = 1000  # the most entries.list returns per page
 MAX_PAGES_PER_POLL = 10  # a backlog beyond this is read by the next polls, from the cursor
 DRAIN_INTERVAL = 5.0  # seconds between polls once the job ended (at most the poll interval)
 DRAIN_MAX_SECONDS = 60.0  # stop draining this long after the end: the deferral timeout has a 120 s margin
+REPORT_FAILURE_EVERY = 10  # reads: the first failure in a row is reported, then every 10th
+THROTTLE_FIRST_SECONDS = 10.0  # after a 429, this stream's reads pause this long, doubling on each 429
+THROTTLE_MAX_SECONDS = 300.0  # ... up to five minutes
 
 Level = Literal["info", "warning", "error"]
 Line = tuple[Level, str]  # what to log, at which level
@@ -202,6 +211,8 @@ class LogStream:
         self.cursor = cursor or LogCursor()
         self.rate = RateLimit(lines_per_minute)
         self.failures = 0  # consecutive polls that could not read the logs
+        self.throttles = 0  # consecutive reads answered 429 (Cloud Logging's read quota)
+        self.resume_at: float | None = None  # no read before this (monotonic s) after a 429
 
     @classmethod
     def for_job(
@@ -224,6 +235,7 @@ class LogStream:
     def accept(self, entries: Iterable[Mapping[str, Any]], now: float) -> Shown:
         """The lines to show for one poll's entries, in their order; advances the cursor past all."""
         self.failures = 0
+        self.throttles, self.resume_at = 0, None
         new: list[Mapping[str, Any]] = []
         for entry in entries:
             timestamp = normalize_timestamp(entry.get("timestamp"))
@@ -243,10 +255,41 @@ class LogStream:
         lines += [relayed(e) for e in new[len(new) - tail :]] if tail else []
         return Shown(lines, len(new), dropped)
 
+    def read(self, entries: Iterable[Mapping[str, Any]], now: float) -> Shown:
+        """As :meth:`accept`, led by "Reading the logs ... again" when the reads before it failed."""
+        recovering = self.failures > 0
+        shown = self.accept(entries, now)
+        if not recovering:
+            return shown
+        notice: Line = ("info", f"Reading the logs of training job {self.job_id} again")
+        return Shown([notice, *shown.lines], shown.new, shown.dropped)
+
     def failed(self) -> int:
         """Record a poll that could not read the logs; the count of such polls in a row."""
         self.failures += 1
         return self.failures
+
+    def read_failed(self, reason: str, retry: str = "at the next poll") -> Line | None:
+        """Record a failed read; the warning to show (the first failure in a row, then every 10th)."""
+        count = self.failed()
+        if count != 1 and count % REPORT_FAILURE_EVERY != 0:
+            return None
+        return (
+            "warning",
+            f"Could not read the logs of training job {self.job_id} ({reason}); retrying {retry}, "
+            "nothing is lost",
+        )
+
+    def throttled(self, now: float) -> float:
+        """A read answered 429: pause this stream's reads (doubling each time); the pause, in s."""
+        self.throttles += 1
+        pause: float = min(THROTTLE_MAX_SECONDS, THROTTLE_FIRST_SECONDS * 2.0 ** min(self.throttles - 1, 16))
+        self.resume_at = now + pause
+        return pause
+
+    def may_read(self, now: float) -> bool:
+        """False while a 429's pause lasts: the read would only spend the project's quota again."""
+        return self.resume_at is None or now >= self.resume_at
 
 
 class DrainRule:
@@ -270,3 +313,20 @@ class DrainRule:
         if new or more or failed:
             return False
         return poll_started - self.ended_at >= self.settle
+
+    def overdue(self, now: float) -> bool:
+        """``max_seconds`` passed with no read to decide (none was allowed): stop, as exhausted."""
+        if now - self.ended_at < self.max_seconds:
+            return False
+        self.exhausted = True
+        return True
+
+    def notice(self, job_id: str) -> Line | None:
+        """The warning to show once the drain stopped, if it stopped before the logs were read out."""
+        if not self.exhausted:
+            return None
+        return (
+            "warning",
+            f"Stopped reading the logs of training job {job_id} {self.max_seconds:.0f}s after it ended; "
+            "the rest is in Cloud Logging",
+        )

@@ -199,3 +199,42 @@ def test_drain_gives_up_after_max_seconds() -> None:
     quiet = DrainRule(ended_at=0.0, settle=1.0, max_seconds=60.0)
     assert quiet.finished(61.0, new=0, more=False)
     assert not quiet.exhausted
+
+
+def test_a_429_pauses_the_streams_reads_doubling_up_to_five_minutes_until_a_read_succeeds() -> None:
+    stream = LogStream("j1")
+    assert stream.may_read(0)
+    assert [stream.throttled(0) for _ in range(7)] == [10, 20, 40, 80, 160, 300, 300]
+    assert not stream.may_read(299.9)
+    assert stream.may_read(300)
+    stream.accept([], now=400)  # a read that went through
+    assert stream.may_read(400)
+    assert stream.throttled(400) == 10  # the pause starts over
+
+
+def test_read_notices_the_first_failure_every_tenth_and_the_recovery() -> None:
+    stream = LogStream("j1")
+    notices = [stream.read_failed("ApiError: HTTP 503") for _ in range(20)]
+    assert [n + 1 for n, notice in enumerate(notices) if notice] == [1, 10, 20]
+    assert notices[0] == (
+        "warning",
+        "Could not read the logs of training job j1 (ApiError: HTTP 503); retrying at the next poll, "
+        "nothing is lost",
+    )
+    assert stream.read([entry("a", 1)], now=0).lines == [
+        ("info", "Reading the logs of training job j1 again"),
+        ("info", "[master-replica-0] a"),
+    ]
+    assert stream.read([entry("b", 2)], now=0).lines == [("info", "[master-replica-0] b")]
+
+
+def test_a_drain_no_read_could_decide_is_overdue_at_its_limit() -> None:
+    rule = DrainRule(ended_at=0.0, settle=5.0, max_seconds=60.0)
+    assert not rule.overdue(59.9)
+    assert rule.notice("j1") is None
+    assert rule.overdue(60.0)
+    assert rule.exhausted
+    assert rule.notice("j1") == (
+        "warning",
+        "Stopped reading the logs of training job j1 60s after it ended; the rest is in Cloud Logging",
+    )

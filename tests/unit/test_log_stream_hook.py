@@ -248,3 +248,49 @@ async def test_async_failure_is_a_warning_not_an_exception() -> None:
     outcome = await async_hook(api).afollow(LogStream("j1"), log)
     assert outcome.failed
     assert "ApiError" in log.warnings()[0]
+
+
+# -- Cloud Logging's read quota (429) --------------------------------------------------------
+
+
+def test_a_429_is_not_retried_and_pauses_the_streams_reads_until_it_passes() -> None:
+    """A worker's wait backs off on the project's quota instead of spending it again."""
+    api = FakeLoggingApi()
+    api.add(3)
+    now = [1000.0]
+    hook, log, stream = sync_hook(api, retry_attempts=3), RecordingLog(), LogStream("j1")
+
+    def follow() -> Any:
+        return hook.follow(stream, log, clock=lambda: now[0])
+
+    api.errors.append(429)
+    assert follow().failed
+    assert len(api.bodies) == 1  # not retried
+    (warning,) = log.warnings()
+    assert "HTTP 429" in warning
+    assert "retrying in 10s (Cloud Logging's read quota is spent)" in warning
+    now[0] += 9
+    assert follow().failed
+    assert len(api.bodies) == 1  # paused: nothing sent
+    now[0] += 1
+    api.errors.append(429)
+    assert follow().failed
+    assert len(api.bodies) == 2
+    now[0] += 19
+    follow()
+    assert len(api.bodies) == 2  # the second pause is twice as long
+    now[0] += 1
+    assert follow().new == 3
+    assert log.lines() == numbers(3)
+    assert ("info", "Reading the logs of training job j1 again") in log.records
+    assert stream.may_read(now[0])
+
+
+async def test_async_429_is_not_retried_either() -> None:
+    api = FakeLoggingApi()
+    api.errors.append(429)
+    log = RecordingLog()
+    outcome = await async_hook(api, retry_attempts=3).afollow(LogStream("j1"), log)
+    assert outcome.failed
+    assert len(api.bodies) == 1
+    assert "read quota is spent" in log.warnings()[0]
