@@ -60,6 +60,16 @@ def get_provider_info() -> dict[str, Any]:
                         "example": "1000",
                         "default": "1000",
                     },
+                    "log_reads_per_minute": {
+                        "description": "Cloud Logging entries.list calls a triggerer makes per minute "
+                        "and per project, for every deferred wait's log lines together (one shared "
+                        "read per round). Cloud Logging allows 60 a minute per project: the default "
+                        "leaves half for workers, other triggerers and people's own tools.",
+                        "version_added": "0.3.0",
+                        "type": "integer",
+                        "example": "30",
+                        "default": "30",
+                    },
                 },
             }
         },

@@ -125,12 +125,22 @@ class JobHooksMixin:
     @cached_property
     def logs_hook(self) -> JobLogsHook:
         """The job's logs: from the job API's endpoint when it is an emulator, else from Cloud Logging."""
+        return self._logs_hook()
+
+    @cached_property
+    def poll_logs_hook(self) -> JobLogsHook:
+        """``logs_hook`` trying each read once, for the triggerer's shared log poller: a failed
+        read is made again next round, within the budget; retries inside a read would not be."""
+        return self._logs_hook(retry_attempts=1)
+
+    def _logs_hook(self, **retry: Any) -> JobLogsHook:
         return JobLogsHook(
             self.gcp_conn_id,
             project_id=self.project_id,
             ml_api_endpoint=self.api_endpoint,
             impersonation_chain=self.impersonation_chain,
             job_endpoint_env=ML_ENDPOINT_ENV if self.backend == AI_PLATFORM else VERTEX_ENDPOINT_ENV,
+            **retry,
         )
 
 

@@ -148,7 +148,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     async def run(self) -> AsyncIterator[TriggerEvent]:
         wait = TriggerWait(
             self.wait_hook,
-            self.logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
+            self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
             self.job_id,
             self.project_id,
             job_name=self.job_name,

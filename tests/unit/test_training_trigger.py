@@ -265,7 +265,7 @@ def streaming_trigger(
     api: FakeMlApi, logs: FakeLoggingApi, **kwargs: Any
 ) -> tuple[TrainingJobTrigger, RecordingLog]:
     trigger = make_trigger(api, **{"stream_logs": True, **kwargs})
-    trigger.__dict__["logs_hook"] = async_hook(logs)
+    trigger.__dict__["poll_logs_hook"] = async_hook(logs)
     log = RecordingLog()
     trigger.__dict__["_log"] = log  # LoggingMixin.log reads _log
     return trigger, log
@@ -281,12 +281,12 @@ async def test_streaming_logs_lines_then_yields_one_event(api: FakeMlApi) -> Non
     trigger, log = streaming_trigger(api, logs)
     events = await events_of(trigger)
     assert [e["status"] for e in events] == ["failed"]  # one event; log lines are never events
-    assert log.lines() == ["0", "1", "2", "3", "4"]
-    assert len(logs.bodies) == 4  # two polls while RUNNING, the drain's two after FAILED
+    assert log.lines() == ["0", "1", "2", "3", "4"]  # each once, in order, the drain's included
     texts = [text for _level, text in log.records]
     assert texts[0] == "Streaming logs of training job j1 from 2024-01-01T00:00:00.000000000Z"
-    # The job's states in order: the lines up to a read come before what the read found.
-    assert texts.index("Training job j1 is RUNNING") > texts.index("[master-replica-0] line 1")
+    # The log poller reads on its own rounds, so lines and states interleave while the job
+    # runs; but the job's last lines, drained after it ended, come before the state that ends it.
+    assert texts.index("Training job j1 is FAILED") > texts.index("[master-replica-0] line 4")
 
 
 async def test_streaming_resumes_from_the_serialized_cursor(api: FakeMlApi) -> None:
