@@ -73,6 +73,13 @@ class JobHooksMixin:
             "region": self.region,
         }
 
+    @property
+    def poller_key(self) -> tuple[Any, ...]:
+        """Who may share a job poller in a triggerer: one API, endpoint, identity, project, region."""
+        chain = self.impersonation_chain
+        chain_key = (chain,) if isinstance(chain, str) else tuple(chain or ())
+        return (self.backend, self.gcp_conn_id, self.api_endpoint, chain_key, self.project_id, self.region)
+
     def job_name_for(self, reference: str) -> str:
         """The resource name of a job given by our job ID or by its resource name.
 

@@ -57,7 +57,7 @@ class WaitRunner:
 
     def __init__(
         self,
-        hook: JobHook,
+        hook: JobHook | None,
         logs_hook: JobLogsHook | None,
         job_id: str,
         project_id: str,
@@ -137,6 +137,7 @@ class SyncWait(WaitRunner):
             seen = Seen(job)
         else:
             try:
+                assert self.hook is not None  # a worker's wait always reads through its hook
                 seen = Seen(self.hook.read(self.job_name))
             except Exception as err:
                 seen = self.failed_read(err)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.hashing import shorten
@@ -31,6 +32,7 @@ JOB_ID_LABEL = "aip_job_id"
 OWNER_LABELS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
 
 
+@lru_cache(maxsize=8192)  # the triggerer's job poller asks again for every watched job each round
 def sanitize_label_value(value: str) -> str:
     """Lowercase; any run of other characters becomes ``-``; long values end in a hash of the original."""
     cleaned = _FORBIDDEN_RUN.sub("-", str(value).lower()).strip("-")

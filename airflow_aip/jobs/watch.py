@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.view import JobView
@@ -32,13 +32,13 @@ MAX_FILTER_CHARS = 8000
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class Listed:
+class Listed(NamedTuple):
     """One job as a list answered it: its state now, and its view when someone needs it.
 
     ``complete`` is False when the list leaves out part of the job that a finished wait reports
     (Vertex AI lists tuning jobs without their trials): read the job once it has ended.
-    Building a view costs more than comparing a state, and most polls change nothing.
+    Building a view costs more than comparing a state, and most polls change nothing (a
+    tuple: a round makes one per watched job).
     """
 
     state: JobState

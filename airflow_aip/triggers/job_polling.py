@@ -65,13 +65,14 @@ _POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, Jo
 )
 
 
-def job_poller(hook: JobHook, project_id: str) -> JobPoller:
-    """The running loop's poller for this hook's API, identity, project and region."""
-    key = (hook._shared_auth_key(), project_id, getattr(hook, "region", None))
+def job_poller(key: Hashable, make_hook: Callable[[], JobHook]) -> JobPoller:
+    """The running loop's poller for ``key`` (API, endpoint, identity, project, region: see
+    ``JobHooksMixin.poller_key``); ``make_hook`` is called only to start a new one, so 5,000
+    triggers do not build 5,000 hooks."""
     pollers = _POLLERS.setdefault(asyncio.get_running_loop(), {})
     poller = pollers.get(key)
     if poller is None:
-        poller = pollers[key] = JobPoller(hook, on_idle=lambda: pollers.pop(key, None))
+        poller = pollers[key] = JobPoller(make_hook(), on_idle=lambda: pollers.pop(key, None))
     return poller
 
 
@@ -170,20 +171,25 @@ class JobPoller:
         return min((watch.interval for watch in self.watches), default=0.0) / 2
 
     async def poll_round(self) -> int:
-        """Read every watch due now (or within :meth:`coalesce`); the number read."""
+        """Read every watch due now (or within :meth:`coalesce`); the number read.
+
+        Each batch's answer is handed on as soon as it is in: a page of parsed jobs is let go
+        before the next arrives, and the first batches' news does not wait for the last.
+        """
         window = self.clock() + self.coalesce()
-        due = [watch for watch in self.watches if watch.due <= window]
+        due: dict[str, list[JobWatch]] = {}
+        for watch in self.watches:
+            if watch.due <= window:
+                watch.due = NEVER
+                due.setdefault(watch.name, []).append(watch)
         if not due:
             return 0
-        for watch in due:
-            watch.due = NEVER
         self.rounds += 1
-        reads = await self._read(due)
-        now = self.clock()
-        for watch in due:
-            if watch in self.watches:
-                watch.offer(reads[watch.name], now)
-        return len(due)
+        batches = [] if self.gets_only else self._batches({name: ws[0].job_id for name, ws in due.items()})
+        await _bounded(self._list_and_offer(batch, due) for batch in batches)
+        batched = {name for batch in batches for name in batch.names}
+        await _bounded(self._get_and_offer(name, due) for name in due if name not in batched)
+        return sum(len(watches) for watches in due.values())
 
     async def _run(self) -> None:
         try:
@@ -203,24 +209,30 @@ class JobPoller:
 
     # -- reading ---------------------------------------------------------------------------------
 
-    async def _read(self, due: list[JobWatch]) -> dict[str, Read]:
-        """One read per watched job: its list batch's answer, else a get. Never raises."""
-        watched = {watch.name: watch.job_id for watch in due}
-        reads: dict[str, Read] = {}
-        if not self.gets_only:
-            batches = self._batches(watched)
-            await _bounded(self._list(batch, reads) for batch in batches)
-        ended = {
-            watch.name
-            for watch in due
-            if isinstance(read := reads.get(watch.name), Listed)
-            and read.state.is_terminal
-            and not read.complete
-            and watch.wants(read)
-        }
-        unread = [name for name in watched if name not in reads or name in ended]
-        await _bounded(self._get(name, reads) for name in unread)
-        return reads
+    async def _list_and_offer(self, batch: WatchBatch, due: dict[str, list[JobWatch]]) -> None:
+        """One list call; its answers offered; a job it did not answer (or an ended job the
+        list left incomplete) read with a get. Never raises."""
+        reads = await self._list(batch)
+        for name in batch.names:
+            read = reads.get(name)
+            if read is None or (
+                isinstance(read, Listed)
+                and read.state.is_terminal
+                and not read.complete
+                and any(watch.wants(read) for watch in due[name])
+            ):
+                await self._get_and_offer(name, due)
+            else:
+                self._offer(name, read, due)
+
+    async def _get_and_offer(self, name: str, due: dict[str, list[JobWatch]]) -> None:
+        self._offer(name, await self._get(name), due)
+
+    def _offer(self, name: str, read: Read, due: dict[str, list[JobWatch]]) -> None:
+        now = self.clock()
+        for watch in due[name]:
+            if watch in self.watches:
+                watch.offer(read, now)
 
     def _batches(self, watched: dict[str, str]) -> list[WatchBatch]:
         try:
@@ -229,14 +241,14 @@ class JobPoller:
             log.exception("Cannot batch %d watched jobs: reading each with a get", len(watched))
             return []
 
-    async def _list(self, batch: WatchBatch, reads: dict[str, Read]) -> None:
+    async def _list(self, batch: WatchBatch) -> dict[str, Read]:
         self.requests += 1
         try:
-            reads.update(await self.hook.alist_batch(batch))
+            return dict(await self.hook.alist_batch(batch))
         except Exception as err:
             if is_transient(err):
-                reads.update(dict.fromkeys(batch.names, err))
-            elif not self.gets_only:
+                return dict.fromkeys(batch.names, err)
+            if not self.gets_only:
                 self.gets_only = True
                 log.warning(
                     "Listing %s in %s was refused (%s: %s): reading each job with a get from now on",
@@ -245,15 +257,15 @@ class JobPoller:
                     type(err).__name__,
                     err,
                 )
+            return {}
 
-    async def _get(self, name: str, reads: dict[str, Read]) -> None:
+    async def _get(self, name: str) -> Read:
         self.requests += 1
         try:
             view = await self.hook.aread(name)
         except Exception as err:  # the wait step tells transient from not
-            reads[name] = err
-            return
-        reads[name] = Listed(JobState.parse(view.get("state")), lambda: view)
+            return err
+        return Listed(JobState.parse(view.get("state")), lambda: view)
 
 
 async def _bounded(reads: Iterable[Awaitable[None]]) -> None:

@@ -47,6 +47,7 @@ from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
 from airflow_aip.jobs.view import AI_PLATFORM, ml_job_name
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
+from airflow_aip.triggers.job_polling import job_poller
 from airflow_aip.triggers.watching import TriggerWait
 
 __all__ = ["CLASSPATH", "TrainingJobTrigger", "job_event", "summary_from_event", "trigger_event"]
@@ -147,7 +148,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         wait = TriggerWait(
-            self.wait_hook,
+            None,
             self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
             self.job_id,
             self.project_id,
@@ -156,6 +157,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             deadline=self.end_time,
             log=self.log,
             stream_for=self._log_stream if self.stream_logs else None,
+            poller=job_poller(self.poller_key, lambda: self.wait_hook),
         )
         try:
             await amask_values(self.masked_values)

@@ -22,18 +22,32 @@ from typing import Any
 
 from airflow_aip.hooks.waiting import WaitRunner
 from airflow_aip.jobs.logs import Line
-from airflow_aip.jobs.waiting import Seen
-from airflow_aip.triggers.job_polling import job_poller
+from airflow_aip.jobs.waiting import Seen, Step
+from airflow_aip.triggers.job_polling import JobPoller
 
 Item = tuple[str, Any]  # ("job", Seen) or ("lines", list[Line])
 
 
 class TriggerWait(WaitRunner):
-    """Wait in the triggerer's event loop, through the shared pollers."""
+    """Wait in the triggerer's event loop, through the shared pollers.
+
+    :param poller: the job poller to watch with (``hook`` is not used: the poller has one).
+    Other arguments are :class:`~airflow_aip.hooks.waiting.WaitRunner`'s.
+    """
+
+    def __init__(self, *args: Any, poller: JobPoller, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.poller = poller
+
+    def decide(self, seen: Seen) -> Step:
+        """The step's decision; the job is not kept (5,000 waiting triggers would each hold one)."""
+        decided = super().decide(seen)
+        self.last_job = {}
+        return decided
 
     async def run(self) -> dict[str, Any]:
         inbox: asyncio.Queue[Item] = asyncio.Queue()
-        watch = job_poller(self.hook, self.project_id).watch(
+        watch = self.poller.watch(
             self.job_name, self.job_id, self.poll_interval, lambda seen: inbox.put_nowait(("job", seen))
         )
         follow = None
@@ -44,10 +58,11 @@ class TriggerWait(WaitRunner):
                 if kind == "lines":
                     self._log_lines(payload)
                     continue
-                last = payload
-                decided = self.decide(last)
-                if follow is None and self.stream_for is not None and last.job is not None:
-                    stream = self.stream_of(last, decided)
+                seen: Seen = payload
+                decided = self.decide(seen)
+                last = Seen({"state": seen.job["state"]}) if seen.job is not None else seen
+                if follow is None and self.stream_for is not None and seen.job is not None:
+                    stream = self.stream_of(seen, decided)
                     if stream is not None:
                         follow = self._follow(stream, inbox)
                 if decided.action == "ended" and follow is not None:

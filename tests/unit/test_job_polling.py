@@ -246,13 +246,18 @@ async def test_a_refused_list_makes_the_poller_read_each_job_with_a_get() -> Non
 
 
 async def test_the_poller_runs_while_someone_watches_and_stops_when_nobody_does() -> None:
+    from airflow_aip.triggers.training import TrainingJobTrigger
+
     api = FakeMlApi()
     api.add_job("proj", "a", "RUNNING")
     api.play("a", ["RUNNING", "SUCCEEDED"])
     hook = ml_hook(api)
-    poller = job_poller(hook, "proj")
-    assert job_poller(ml_hook(api), "proj") is poller  # same connection, endpoint, project
-    assert job_poller(hook, "other-project") is not poller
+    trigger = TrainingJobTrigger(job_id="a", project_id="proj", api_endpoint=LOCAL, backend="ai_platform")
+    poller = job_poller(trigger.poller_key, lambda: hook)
+    same = TrainingJobTrigger(job_id="b", project_id="proj", api_endpoint=LOCAL, backend="ai_platform")
+    assert job_poller(same.poller_key, lambda: ml_hook(api)) is poller  # one connection, endpoint, project
+    other = TrainingJobTrigger(job_id="a", project_id="other", api_endpoint=LOCAL, backend="ai_platform")
+    assert job_poller(other.poller_key, lambda: hook) is not poller
     seen: asyncio.Queue[Seen] = asyncio.Queue()
     watch = poller.watch("projects/proj/jobs/a", "a", 0.01, seen.put_nowait)
     first = await asyncio.wait_for(seen.get(), 5)
@@ -265,7 +270,7 @@ async def test_the_poller_runs_while_someone_watches_and_stops_when_nobody_does(
     await asyncio.wait_for(task, 5)
     registry = job_polling._POLLERS[asyncio.get_running_loop()]
     assert poller not in registry.values()
-    assert job_poller(hook, "proj") is not poller  # the next registration starts afresh
+    assert job_poller(trigger.poller_key, lambda: hook) is not poller  # the next one starts afresh
 
 
 async def test_thirty_triggers_share_one_list_call_a_round() -> None:
@@ -320,7 +325,7 @@ async def test_triggers_rebuilt_after_a_triggerer_restart_register_again() -> No
     tasks = [asyncio.ensure_future(events_of(trigger)) for trigger in first]
     while len(api.calls("GET", "/jobs")) < 2:  # they are being watched
         await asyncio.sleep(0.01)
-    poller = job_poller(hook, "proj")
+    poller = job_poller(first[0].poller_key, lambda: hook)
     for task in tasks:
         task.cancel()
     await asyncio.gather(*tasks, return_exceptions=True)
