@@ -21,9 +21,10 @@ import time
 from typing import Any
 
 from airflow_aip.hooks.waiting import WaitRunner
-from airflow_aip.jobs.logs import Line
+from airflow_aip.jobs.logs import Line, LogStream
 from airflow_aip.jobs.waiting import Seen, Step
 from airflow_aip.triggers.job_polling import JobPoller
+from airflow_aip.triggers.log_polling import LogFollow, log_poller
 
 Item = tuple[str, Any]  # ("job", Seen) or ("lines", list[Line])
 
@@ -38,6 +39,7 @@ class TriggerWait(WaitRunner):
     def __init__(self, *args: Any, poller: JobPoller, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.poller = poller
+        self.follow: LogFollow | None = None  # this job's registration with the log poller
 
     def decide(self, seen: Seen) -> Step:
         """The step's decision; the job is not kept (5,000 waiting triggers would each hold one)."""
@@ -50,32 +52,39 @@ class TriggerWait(WaitRunner):
         watch = self.poller.watch(
             self.job_name, self.job_id, self.poll_interval, lambda seen: inbox.put_nowait(("job", seen))
         )
-        follow = None
         last: Seen | None = None
         try:
             while True:
-                kind, payload = await self._next(inbox, last)
-                if kind == "lines":
-                    self._log_lines(payload)
+                item: Item | None = await self._next(inbox, last)
+                assert item is not None
+                if item[0] == "lines":
+                    self._log_lines(item[1])
                     continue
-                seen: Seen = payload
-                decided = self.decide(seen)
-                last = Seen({"state": seen.job["state"]}) if seen.job is not None else seen
-                if follow is None and self.stream_for is not None and seen.job is not None:
-                    stream = self.stream_of(seen, decided)
-                    if stream is not None:
-                        follow = self._follow(stream, inbox)
-                if decided.action == "ended" and follow is not None:
-                    follow.end()
-                    await self._drain(follow.drained(), inbox)
-                self.report(decided)
+                decided, last = await self._on_read(item[1], inbox)
+                item = None  # not held while waiting for the next: 5,000 triggers would hold 5,000 jobs
                 if decided.done:
                     return self.event(decided)
                 watch.read_in(decided.seconds)
         finally:
             watch.close()
-            if follow is not None:
-                follow.close()
+            if self.follow is not None:
+                self.follow.close()
+
+    async def _on_read(self, seen: Seen, inbox: asyncio.Queue[Item]) -> tuple[Step, Seen]:
+        """Decide on a read; follow the job's logs from its first read, drain them once it ended.
+
+        Returns the decision and what to decide on again at the deadline: the state alone.
+        """
+        decided = self.decide(seen)
+        if self.follow is None and self.stream_for is not None and seen.job is not None:
+            stream = self.stream_of(seen, decided)
+            if stream is not None:
+                self.follow = self._follow(stream, inbox)
+        if decided.action == "ended" and self.follow is not None:
+            self.follow.end()
+            await self._drain(self.follow.drained(), inbox)
+        self.report(decided)
+        return decided, Seen({"state": seen.job["state"]}) if seen.job is not None else seen
 
     async def _next(self, inbox: asyncio.Queue[Item], last: Seen | None) -> Item:
         """The next item; at the deadline, the last read again (the step then says timed_out).
@@ -91,9 +100,7 @@ class TriggerWait(WaitRunner):
         except TimeoutError:
             return "job", last
 
-    def _follow(self, stream: Any, inbox: asyncio.Queue[Item]) -> Any:
-        from airflow_aip.triggers.log_polling import log_poller
-
+    def _follow(self, stream: LogStream, inbox: asyncio.Queue[Item]) -> LogFollow:
         assert self.logs_hook is not None  # a trigger that streams logs always has its hook
         return log_poller(self.logs_hook, self.project_id).follow(
             stream, lambda lines: inbox.put_nowait(("lines", lines)), interval=self.poll_interval

@@ -20,18 +20,10 @@ from airflow_aip.local.store import LOG_FILE
 from airflow_aip.local.vertex_render import CUSTOM_JOBS
 from airflow_aip.local.vertex_service import VertexJobs
 from tests.fixtures.local_service import LocalService
+from tests.fixtures.vertex import WORKER_POOL as POOL
 
 pytestmark = pytest.mark.integration
 UNUSED_STORAGE = "http://127.0.0.1:9"  # no job runs here, so nothing reads Cloud Storage
-POOL = {
-    "machineSpec": {"machineType": "n1-standard-4"},
-    "replicaCount": "1",
-    "pythonPackageSpec": {
-        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
-        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task",
-    },
-}
 
 
 def _prepare(data_dir: Path) -> tuple[list[str], list[str]]:

@@ -25,19 +25,11 @@ from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import project_number
 from airflow_aip.triggers import job_polling
 from airflow_aip.triggers.job_polling import JobPoller, job_poller
+from tests.fixtures.vertex import WORKER_POOL as POOL
 from tests.unit.ml_fake import FakeMlApi
 
 LOCAL = "http://127.0.0.1:8089/"
 PARENT = "/v1/projects/proj/locations/us-central1"
-POOL = {
-    "machineSpec": {"machineType": "n1-standard-4"},
-    "replicaCount": 1,
-    "pythonPackageSpec": {
-        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
-        "packageUris": ["gs://bucket/t-0.1.tar.gz"],
-        "pythonModule": "t.task",
-    },
-}
 
 
 class Clock:

@@ -14,17 +14,9 @@ from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import VERTEX_DISPLAY_NAME_FIELD, VERTEX_JOB_ID_LABEL_FIELD, JobStore
 from airflow_aip.local.vertex_render import CUSTOM_JOBS, TUNING_JOBS, render
 from airflow_aip.local.vertex_service import VertexJobs
+from tests.fixtures.vertex import WORKER_POOL as POOL
 
 JOB_ID = ("resource", "labels", "job_id")
-POOL = {
-    "machineSpec": {"machineType": "n1-standard-4"},
-    "replicaCount": "1",
-    "pythonPackageSpec": {
-        "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
-        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task",
-    },
-}
 
 
 @pytest.fixture
