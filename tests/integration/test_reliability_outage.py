@@ -3,8 +3,10 @@
 Five ``dag.test()`` runs wait at once on ``aip-local serve --fault-admin``, each on its own job:
 the submit operator in the worker and deferred (the trigger runs in-line, as ``dag.test()`` runs
 triggers), and the sensor in poke, reschedule and deferrable mode. Once every waiter has seen its
-job RUNNING, every ``jobs.get`` answers 503 for 60 s (a timed fault rule). Each task must ride
-it out and succeed, with no retry (``retries=0``), its job never cancelled, one job per run.
+job RUNNING, every ``jobs.get`` and ``jobs.list`` answers 503 for 60 s (timed fault rules: a
+worker reads its job with a get, the triggerer's shared poller lists the jobs it watches). Each
+task must ride it out and succeed, with no retry (``retries=0``), its job never cancelled, one
+job per run.
 
 The runs are processes of their own, started together, so the five waits share one outage
 and the test takes about one outage plus a job, not five. Each has its own copy of the
@@ -92,7 +94,7 @@ def admin(service: LocalService, path: str, body: Any = None) -> Any:
 
 
 def jobs_of(service: LocalService, prefix: str) -> list[dict[str, Any]]:
-    """Through jobs.list: the test's own reads must not meet the jobs.get outage."""
+    """Through jobs.list, once the outage is over."""
     listed = ml_client(service.url).projects().jobs().list(parent=f"projects/{PROJECT}").execute()
     return [job for job in listed.get("jobs", []) if job["jobId"].startswith(prefix)]
 
@@ -165,7 +167,8 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
             waiters,
             240,
         )
-        admin(outage_service, "_faults", {"method": "jobs.get", "kind": 503, "for_seconds": OUTAGE_SECONDS})
+        for method in ("jobs.get", "jobs.list"):
+            admin(outage_service, "_faults", {"method": method, "kind": 503, "for_seconds": OUTAGE_SECONDS})
         outage_started = time.monotonic()
         ready_seconds = round(outage_started - started, 1)
 
@@ -196,7 +199,8 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
         )  # one job, never cancelled
         assert "RUN STATE: success" in output, (waiter.mode, output[-4000:])
         job_id = jobs[0]["jobId"]
-        assert f"Cannot read training job {job_id} (ApiError: jobs.get: HTTP 503" in output, waiter.mode
+        read = "jobs.list" if waiter.mode in DEFERRED else "jobs.get"
+        assert f"Cannot read training job {job_id} (ApiError: {read}: HTTP 503" in output, waiter.mode
         if waiter.mode in DEFERRED:
             # the trigger rode the outage out: its lines come after the task deferred
             assert "Cannot read training job" in output.rpartition("running trigger in line")[2]
