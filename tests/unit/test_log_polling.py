@@ -20,7 +20,13 @@ import pytest
 
 from airflow_aip.exceptions import ApiError
 from airflow_aip.hooks.http_shared import clear_shared_auth
-from airflow_aip.jobs.log_reads import FILTER_BUDGET_CHARS, MAX_FILTER_CHARS, ReadBudget, batch_filter
+from airflow_aip.jobs.log_reads import (
+    FILTER_BUDGET_CHARS,
+    MAX_FILTER_CHARS,
+    WINDOW_SECONDS,
+    ReadBudget,
+    batch_filter,
+)
 from airflow_aip.jobs.logs import Line, LogCursor, LogStream, normalize_timestamp
 from airflow_aip.local.filters import parse_filter
 from airflow_aip.triggers.log_polling import NEVER, LogFollow, LogPoller, log_poller
@@ -159,7 +165,7 @@ def test_the_budget_bursts_then_paces_and_no_minute_holds_more_than_the_rate() -
     burst = ReadBudget(30, burst=30)  # a burst as large as the rate: the minute still caps it
     for _ in range(30):
         burst.spend(0.0)
-    assert burst.delay(0.0) == pytest.approx(60.0)
+    assert burst.delay(0.0) == pytest.approx(WINDOW_SECONDS)  # a minute, and a second of margin
 
 
 def test_a_429_empties_the_bucket_and_halves_the_rate_until_successes_bring_it_back() -> None:
@@ -417,10 +423,10 @@ async def test_a_drain_the_budget_cannot_serve_stops_at_its_limit(
     api.add("a", 2)
     relay = Relay(time)
     follow = poller.follow(stream("a"), relay, interval=5)
-    time.at(START + 1, follow.end)
+    time.at(START + 2, follow.end)
     await follow.drained()
-    assert time.now == pytest.approx(START + 61)
-    assert len(relay.job_lines()) == 2  # the read at START + 60 brought them: the drain was not over
+    assert time.now == pytest.approx(START + 62)
+    assert len(relay.job_lines()) == 2  # the read at START + 61 brought them: the drain was not over
     assert relay.notices()[-1].startswith("Stopped reading the logs of training job a 60s after it ended")
     await stop(poller, [follow])
 
