@@ -185,11 +185,18 @@ class JobPoller:
         if not due:
             return 0
         self.rounds += 1
-        batches = [] if self.gets_only else self._batches({name: ws[0].job_id for name, ws in due.items()})
-        await _bounded(self._list_and_offer(batch, due) for batch in batches)
-        batched = {name for batch in batches for name in batch.names}
-        await _bounded(self._get_and_offer(name, due) for name in due if name not in batched)
-        return sum(len(watches) for watches in due.values())
+        read = sum(len(watches) for watches in due.values())
+        names = list(due)
+        try:
+            batches = [] if self.gets_only else self._batches({name: due[name][0].job_id for name in names})
+            await _bounded(self._list_and_offer(batch, due) for batch in batches)
+            batched = {name for batch in batches for name in batch.names}
+            await _bounded(self._get_and_offer(name, due) for name in names if name not in batched)
+        except Exception as err:  # a bug of ours: no watch of this round may wait for ever
+            log.exception("A round of the job poller failed")
+            for name in list(due):
+                self._offer(name, err, due)
+        return read
 
     async def _run(self) -> None:
         try:
@@ -229,10 +236,18 @@ class JobPoller:
         self._offer(name, await self._get(name), due)
 
     def _offer(self, name: str, read: Read, due: dict[str, list[JobWatch]]) -> None:
+        """Hand a read to the job's watches (once: the job leaves ``due``); a watch whose read
+        cannot be handed on (a view that cannot be built) hears why, as a failure."""
         now = self.clock()
-        for watch in due[name]:
-            if watch in self.watches:
+        for watch in due.pop(name, []):
+            if watch not in self.watches:
+                continue
+            try:
                 watch.offer(read, now)
+            except Exception as err:
+                log.exception("Cannot hand the read of %s to its trigger", name)
+                watch.told = None
+                watch.deliver(Seen.failure(err, transient=False))
 
     def _batches(self, watched: dict[str, str]) -> list[WatchBatch]:
         try:

@@ -328,3 +328,32 @@ async def test_triggers_rebuilt_after_a_triggerer_restart_register_again() -> No
     events = await asyncio.gather(*(events_of(trigger) for trigger in rebuilt))
     assert [event[0]["status"] for event in events] == ["success"] * 5
     assert api.cancels == []  # a restart is not a kill
+
+
+async def test_a_read_that_cannot_be_handed_on_fails_that_wait_alone() -> None:
+    """A bug of ours building one job's view (no server answers that on demand): that trigger
+    hears it as a failure, which ends its wait with the reason; the others read on."""
+    api = FakeMlApi()
+    for job_id in ("a", "b"):
+        api.add_job("proj", job_id, "RUNNING")
+    hook = ml_hook(api)
+    build = hook._view
+
+    def view(job: dict[str, Any], project_id: str | None = None) -> Any:
+        if job["jobId"] == "b":
+            raise KeyError("trainingInput")
+        return build(job, project_id)
+
+    hook._view = view  # type: ignore[method-assign]
+    clock, inbox = Clock(), Inbox()
+    poller = poller_of(hook, clock)
+    names = ["projects/proj/jobs/a", "projects/proj/jobs/b"]
+    for name in names:
+        poller.watch(name, name[-1], 10.0, inbox.deliver_to(name))
+    clock.now += 1
+    assert await poller.poll_round() == 2
+    assert inbox.states(names[0]) == ["RUNNING"]
+    (failure,) = inbox.seen[names[1]]
+    assert failure.job is None
+    assert not failure.transient
+    assert "KeyError" in failure.error
