@@ -286,7 +286,9 @@ def notes(scenarios: dict[str, _Scenario], results: dict[str, dict[str, Any]], p
     lines = [
         "Each scenario is one fresh watcher process against a fake ml v1 / Vertex AI / Cloud Logging "
         "API (bench/trigger_api.py, its own process, not measured); jobs end 2-6 poll intervals "
-        f"({poll:g}s) after they are first named, so each watch lasts 6-7 poll rounds. Share of one "
+        f"({poll:g}s) after they are first named (10-12 for the 5,000-wait scenarios and their "
+        "per-job-get baselines, RUNNING from 25-30 s: 'waiting' is their CPU from 35 s to 95 s into "
+        "the watch, every job running and none changing). Share of one "
         "core = the watcher's CPU seconds over the watch / its wall seconds; RSS added = its peak "
         "during the watch over its size before. One measurement per scenario (CPU figures are noisy "
         "on a shared 2-core machine).",
