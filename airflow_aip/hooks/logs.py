@@ -15,14 +15,14 @@
   reads (:meth:`LogStream.throttled`, 10 s doubling up to 5 minutes, reset by a read that
   succeeds); in the triggerer, the shared poller's per-project budget slows down
   (:mod:`airflow_aip.triggers.log_polling`).
-- :meth:`follow` / :meth:`afollow` make one poll and log what the LogStream lets through;
-  :meth:`drain` / :meth:`adrain` apply the end rule. They never raise (cancellation aside):
-  reading logs is best effort and must never fail the task that waits for the job.
+- :meth:`follow` makes one poll and logs what the LogStream lets through; :meth:`drain` applies
+  the end rule. They never raise: reading logs is best effort and must never fail the task
+  that waits for the job. The triggerer reads with :meth:`alist_entries`, through its shared
+  log poller (:mod:`airflow_aip.triggers.log_polling`).
 """
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -232,40 +232,6 @@ class JobLogsHook(GoogleApiHook):
     async def alist_entries(self, body: dict[str, Any]) -> dict[str, Any]:
         """As :meth:`list_entries`, without blocking the event loop."""
         return await self.arequest("entries.list", "POST", "v2/entries:list", body=body)
-
-    async def afetch(self, stream: LogStream, project_id: str | None = None) -> Batch:
-        await self.aprepare()
-        body = self._body(stream, self.resolve_project(project_id))
-        entries: list[dict[str, Any]] = []
-        for _ in range(self.max_pages):
-            page = await self.alist_entries(body)
-            entries.extend(page.get("entries") or [])
-            if not page.get("nextPageToken"):
-                return Batch(entries, more=False)
-            body = {**body, "pageToken": page["nextPageToken"]}
-        return Batch(entries, more=True)
-
-    async def afollow(self, stream: LogStream, log: _Log, project_id: str | None = None) -> PollOutcome:
-        """As :meth:`follow`, async. Never raises (cancellation aside)."""
-        if not stream.may_read(time.monotonic()):
-            return PollOutcome(0, more=False, failed=True)
-        try:
-            batch = await self.afetch(stream, project_id)
-        except Exception as err:
-            return _failed(stream, log, err, time.monotonic())
-        return _show(stream, log, batch, time.monotonic())
-
-    async def adrain(
-        self, stream: LogStream, log: _Log, project_id: str | None = None, *, interval: float
-    ) -> None:
-        """As :meth:`drain`, async."""
-        rule = DrainRule(time.monotonic(), settle=interval)
-        while True:
-            started = time.monotonic()
-            outcome = await self.afollow(stream, log, project_id)
-            if rule.finished(started, outcome.new, outcome.more, outcome.failed):
-                return _exhausted(stream, log, rule)
-            await asyncio.sleep(0 if outcome.more else interval)
 
 
 def _show(stream: LogStream, log: _Log, batch: Batch, now: float) -> PollOutcome:

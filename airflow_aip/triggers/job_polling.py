@@ -132,8 +132,6 @@ class JobPoller:
         self.on_idle = on_idle
         self.watches: dict[JobWatch, None] = {}  # registration order
         self.gets_only = False  # the API refused a list: read each job by itself
-        self.requests = 0  # list and get calls made (for the benchmark and the tests)
-        self.rounds = 0
         self.start_rounds = True  # False: a test drives poll_round() on its own clock
         self._next_round = NEVER
         self._wake = asyncio.Event()
@@ -184,7 +182,6 @@ class JobPoller:
                 due.setdefault(watch.name, []).append(watch)
         if not due:
             return 0
-        self.rounds += 1
         read = sum(len(watches) for watches in due.values())
         names = list(due)
         try:
@@ -257,7 +254,6 @@ class JobPoller:
             return []
 
     async def _list(self, batch: WatchBatch) -> dict[str, Read]:
-        self.requests += 1
         try:
             return dict(await self.hook.alist_batch(batch))
         except Exception as err:
@@ -275,7 +271,6 @@ class JobPoller:
             return {}
 
     async def _get(self, name: str) -> Read:
-        self.requests += 1
         try:
             view = await self.hook.aread(name)
         except Exception as err:  # the wait step tells transient from not

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from airflow_aip.exceptions import ValidationError
+from airflow_aip.exceptions import ApiError, ValidationError
 from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
 from airflow_aip.hooks.training import ENDPOINT_ENV
@@ -226,30 +226,6 @@ def test_drain_reads_a_page_capped_backlog_without_sleeping() -> None:
     assert sleeps == [5.0]  # only after the first poll that did not hit the cap
 
 
-# -- async -----------------------------------------------------------------------------------
-
-
-async def test_async_follow_and_drain() -> None:
-    api = FakeLoggingApi()
-    api.add(4)
-    hook, log, stream = async_hook(api, page_size=3), RecordingLog(), LogStream("j1")
-    outcome = await hook.afollow(stream, log)
-    assert (outcome.new, outcome.more) == (4, False)
-    api.add(2, start=4)
-    await hook.adrain(stream, log, interval=0)
-    assert log.lines() == numbers(6)
-    assert log.warnings() == []
-
-
-async def test_async_failure_is_a_warning_not_an_exception() -> None:
-    api = FakeLoggingApi()
-    api.errors.append(400)
-    log = RecordingLog()
-    outcome = await async_hook(api).afollow(LogStream("j1"), log)
-    assert outcome.failed
-    assert "ApiError" in log.warnings()[0]
-
-
 # -- Cloud Logging's read quota (429) --------------------------------------------------------
 
 
@@ -287,10 +263,11 @@ def test_a_429_is_not_retried_and_pauses_the_streams_reads_until_it_passes() -> 
 
 
 async def test_async_429_is_not_retried_either() -> None:
+    """The triggerer's log poller reads through alist_entries: a 429 reaches its budget at once."""
     api = FakeLoggingApi()
     api.errors.append(429)
-    log = RecordingLog()
-    outcome = await async_hook(api, retry_attempts=3).afollow(LogStream("j1"), log)
-    assert outcome.failed
+    body = {"resourceNames": ["projects/proj"], "filter": LogStream("j1").filter}
+    with pytest.raises(ApiError) as raised:
+        await async_hook(api, retry_attempts=3).alist_entries(body)
+    assert raised.value.status == 429
     assert len(api.bodies) == 1
-    assert "read quota is spent" in log.warnings()[0]
