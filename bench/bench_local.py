@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from airflow_aip.local.clock import parse_rfc3339
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from bench import local_scale
 from bench.common import Figure, Series
 from tests.fixtures.local_service import LocalService, StagedTrainer, stage_trainer

@@ -87,7 +87,7 @@ def build_figures(work: Path, repeats: int) -> list[Figure]:
 @contextmanager
 def fake_gcs(work: Path) -> Iterator[Any]:
     """fake-gcs-server on a free port, with STORAGE_EMULATOR_HOST pointing at it; stopped by PID."""
-    from airflow_aip.local.gcs import FakeGcsServer
+    from airflow_aip.local.storage.gcs import FakeGcsServer
 
     server = FakeGcsServer(work / "gcs" / "data").start()
     previous = os.environ.get("STORAGE_EMULATOR_HOST")

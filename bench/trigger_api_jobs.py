@@ -25,7 +25,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
-from airflow_aip.local.filters import (
+from airflow_aip.local.logs.filters import (
     ML_JOB_FILTER_FIELDS,
     VERTEX_JOB_FILTER_FIELDS,
     Comparison,

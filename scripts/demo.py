@@ -102,7 +102,7 @@ def _how_to_open(db: Path) -> None:
 def _jobs() -> list[dict[str, Any]]:
     """Every training job in the demo's project and region, as neutral views (with trials)."""
     from airflow_aip.hooks.vertex import VertexJobHook
-    from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND
+    from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND
 
     hook = VertexJobHook(project_id=PROJECT, region=REGION)
     listed = [job for kind in (TUNING_KIND, CUSTOM_KIND) for job in hook.list_jobs(kind)]

@@ -20,7 +20,7 @@ from airflow_aip.hooks.vertex import ENDPOINT_ENV as VERTEX_ENDPOINT_ENV
 from airflow_aip.hooks.vertex import VertexJobHook
 from airflow_aip.jobs.ids import validate_job_id
 from airflow_aip.jobs.summary import google_console_url
-from airflow_aip.jobs.vertex_view import parse_name
+from airflow_aip.jobs.vertex.view import parse_name
 from airflow_aip.jobs.view import AI_PLATFORM, VERTEX, check_backend
 
 JobHook = TrainingJobHook | VertexJobHook

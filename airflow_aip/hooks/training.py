@@ -24,8 +24,9 @@ from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundE
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import error_message, is_transient
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
+from airflow_aip.jobs.mlv1.view import ml_job_name, view_from_ml
 from airflow_aip.jobs.request import JobRequest
-from airflow_aip.jobs.view import AI_PLATFORM, JobView, ml_job_name, view_from_ml
+from airflow_aip.jobs.view import AI_PLATFORM, JobView
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 from airflow_aip.uris import is_loopback
 

@@ -5,7 +5,7 @@ Its endpoint, credentials, signing and typed errors are the shared core's
 (``https://{region}-aiplatform.googleapis.com/``: there is no global endpoint for training)
 unless overridden by the hook argument, the connection extra ``api_endpoint`` or gcloud's
 ``CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM``. Answers leave here as the neutral job view
-(:mod:`airflow_aip.jobs.vertex_view`).
+(:mod:`airflow_aip.jobs.vertex.view`).
 
 Exactly once without a client ID. ``customJobs.create`` takes neither a job ID nor a request
 ID, so a re-sent create makes a second job. A create is therefore sent once per decision:
@@ -35,7 +35,7 @@ from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.vertex_view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name, view_from_vertex
+from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name, view_from_vertex
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 

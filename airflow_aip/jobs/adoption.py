@@ -42,9 +42,9 @@ from enum import Enum
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.diff import diff_training_input
 from airflow_aip.jobs.labels import OWNER_LABELS
 from airflow_aip.jobs.logs import normalize_timestamp
+from airflow_aip.jobs.mlv1.diff import diff_training_input
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.view import VERTEX
 
@@ -103,7 +103,7 @@ def spec_differences(requested: Mapping[str, Any], existing: Mapping[str, Any]) 
     """
     ours_spec, theirs_spec = requested.get("spec") or {}, existing.get("spec") or {}
     if requested.get("backend") == VERTEX:
-        from airflow_aip.jobs.vertex_diff import diff_vertex_spec
+        from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 
         differing = diff_vertex_spec(ours_spec, theirs_spec)
     else:

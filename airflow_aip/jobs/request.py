@@ -16,8 +16,8 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
-from airflow_aip.jobs.training_input import build_training_input, validate_job
-from airflow_aip.jobs.vertex_translate import to_vertex
+from airflow_aip.jobs.mlv1.training_input import build_training_input, validate_job
+from airflow_aip.jobs.vertex.translate import to_vertex
 from airflow_aip.jobs.view import AI_PLATFORM, VERTEX, check_backend
 
 ML_JOBS = "jobs"
@@ -80,7 +80,7 @@ def build_request(
 
     ``layered_input`` is the trainingInput of config file and ``training_input`` merged;
     ``named`` the operator's named arguments in the API's names (``None``: not given).
-    On Vertex AI, AI Platform's vocabulary is translated (:mod:`.vertex_translate`) and
+    On Vertex AI, AI Platform's vocabulary is translated (:mod:`airflow_aip.jobs.vertex.translate`) and
     ``vertex_job`` (Vertex's own vocabulary) goes on top; on ml v1 ``vertex_job`` is an error.
     """
     check_backend(backend)

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import AipError, ValidationError
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 
 ML_V1 = "ml.v1.json"
 JOB_SCHEMA = "GoogleCloudMlV1__Job"

@@ -2,7 +2,7 @@
 
 Waiting code decides with these properties only: a string comparison scattered over
 operators, sensors and triggers is how FAILED jobs once got reported as success. Each backend
-maps its wire states here explicitly (Vertex: :mod:`.vertex_view`). PAUSED and EXPIRED end a
+maps its wire states here explicitly (Vertex: :mod:`airflow_aip.jobs.vertex.view`). PAUSED and EXPIRED end a
 wait and are not success: Google's SDK and Airflow's Vertex triggers count PAUSED as complete,
 and the Google provider reports it as success; we do not (a paused job trained nothing yet).
 """

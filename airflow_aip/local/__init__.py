@@ -7,14 +7,14 @@ Google, with only the endpoint overridden. Jobs run as the
 real service runs them: packageUris fetched from the emulated Cloud Storage, pip-installed
 into a cached environment, ``python -m <pythonModule>`` per replica or tuning trial.
 
-Modules: :mod:`.api` (HTTP), :mod:`.service` (queue, restart recovery), :mod:`.execution`
-(one job's lifecycle), :mod:`.runner` (replica processes and their environment),
-:mod:`.trials` and :mod:`.tuning` (hyperparameter tuning with optuna), :mod:`.plans` (what the
-one executor runs, from either API's job), :mod:`.vertex_api`, :mod:`.vertex_service` and
-:mod:`.vertex_render` (the aiplatform v1 face), :mod:`.environments`
-(package cache), :mod:`.store` and :mod:`.logs` (records and logs on disk; :mod:`.log_index`
-and :mod:`.filter_pruning` answer a poller's many-job lists and log reads without full scans),
-:mod:`.gcs`.
+Where things live:
+- :mod:`.api` (the HTTP app: ml v1 and logging v2 routes, errors in Google's shape),
+  :mod:`.service` (the ml v1 face over the queue; restart recovery), :mod:`.store` (records on disk);
+- ``vertex/``: the aiplatform v1 face (routes, rendering, its jobs over the same executor);
+- ``executor/``: one job's lifecycle, plans, environments, replica processes, trials, the tuner;
+- ``logs/``: job logs as Cloud Logging entries, their index, the list filters;
+- ``storage/``: fake-gcs-server and its fault proxy; :mod:`.faults`: errors on purpose;
+- :mod:`.console`: a page per job; :mod:`.cli`: ``aip-local``.
 
 Nothing here imports Airflow: the service starts fast and runs without a scheduler.
 """

@@ -1,5 +1,5 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
-jobs (:mod:`.vertex_api`), logging v2 ``entries:list``.
+jobs (:mod:`airflow_aip.local.vertex.api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -23,11 +23,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.local import console
-from airflow_aip.local.filters import page_size
-from airflow_aip.local.logs import list_entries
+from airflow_aip.local.logs.entries import list_entries
+from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
-from airflow_aip.local.vertex_api import add_vertex_routes
-from airflow_aip.local.vertex_service import VertexJobs
+from airflow_aip.local.vertex.api import add_vertex_routes
+from airflow_aip.local.vertex.service import VertexJobs
 
 MAX_BODY_BYTES = 1 << 20
 _STATUS = {

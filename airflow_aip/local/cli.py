@@ -7,7 +7,7 @@ variables that point clients at them (ml v1, aiplatform v1 and logging all on on
 ``gcloud ai-platform jobs`` and ``gcloud ai custom-jobs`` do to Google: a job ID that is all digits
 is a Vertex AI job (custom or hyperparameter tuning, in ``--location``), any other an ml v1 job.
 ``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults),
-Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.gcs_proxy).
+Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.storage.gcs_proxy).
 
 The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
 """
@@ -161,8 +161,8 @@ def serve(args: argparse.Namespace) -> int:
 
     from airflow_aip.local.api import create_app
     from airflow_aip.local.faults import FaultInjection, FaultPlan
-    from airflow_aip.local.gcs import FakeGcsServer, free_port
     from airflow_aip.local.service import ServiceConfig, TrainingService
+    from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
     from airflow_aip.uris import is_loopback
 
     if not is_loopback(args.host) and not args.allow_remote:
@@ -196,7 +196,7 @@ def serve(args: argparse.Namespace) -> int:
             app: Any = create_app(service)
             client_storage_url = storage_url
             if args.fault_rate or args.fault_admin:
-                from airflow_aip.local.gcs_proxy import StorageProxyServer
+                from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
 
                 plan = FaultPlan(args.fault_rate, args.fault_seed)
                 app = FaultInjection(app, plan, admin=args.fault_admin)

@@ -18,10 +18,10 @@ from typing import Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
-from airflow_aip.local.plans import VERTEX_KINDS
+from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.service import TrainingService
-from airflow_aip.local.vertex_render import JOB_STATES, TUNING_JOBS
-from airflow_aip.local.vertex_service import VertexJobs
+from airflow_aip.local.vertex.render import JOB_STATES, TUNING_JOBS
+from airflow_aip.local.vertex.service import VertexJobs
 
 PREFIX = "/console/"
 LOG_LINES = 200

@@ -14,7 +14,7 @@ for killing a client between a create and its answer). ``GET /_stats`` counts re
 service's own answers (``created`` = creates it applied) and the faults injected.
 
 The same middleware, with the same plan, wraps the proxy ``aip-local serve`` then puts in front
-of fake-gcs-server (:mod:`airflow_aip.local.gcs_proxy`): Cloud Storage calls (``storage.*``
+of fake-gcs-server (:mod:`airflow_aip.local.storage.gcs_proxy`): Cloud Storage calls (``storage.*``
 methods) fail the same ways, and ``/_faults``/``/_stats`` on the ml port cover them too.
 
 Nothing here is on unless ``aip-local serve`` was asked for it: without fault flags the

@@ -26,13 +26,13 @@ from typing import IO, Any
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.environments import EnvironmentCache
-from airflow_aip.local.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
-from airflow_aip.local.filter_pruning import FilterPlan
-from airflow_aip.local.filters import ML_JOB_FILTER_FIELDS, parse_filter
-from airflow_aip.local.logs import JobLog
-from airflow_aip.local.plans import VERTEX_KINDS
-from airflow_aip.local.processes import kill_group
+from airflow_aip.local.executor.environments import EnvironmentCache
+from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
+from airflow_aip.local.executor.plans import VERTEX_KINDS
+from airflow_aip.local.executor.processes import kill_group
+from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.logs.filter_pruning import FilterPlan
+from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, validate_project
 
 DEFAULT_PAGE_SIZE = 20

@@ -17,7 +17,7 @@ project of thousands): by project in creation order, and by the fields in ``INDE
 keyed as a filter's ``=`` compares values. A stored job dict is never changed in place (an
 update swaps in a changed copy), so :meth:`JobStore.job_views` hands out the stored dicts
 themselves, read-only, and only what a list returns is copied. Each job's log has an
-append-only index (:mod:`.log_index`), built on its first read and extended as it grows.
+append-only index (:mod:`airflow_aip.local.logs.index`), built on its first read and extended as it grows.
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from typing import Any, NamedTuple
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.jobs.labels import JOB_ID_LABEL
-from airflow_aip.local.filters import equality_key
-from airflow_aip.local.log_index import LogIndex, LogView
+from airflow_aip.local.logs.filters import equality_key
+from airflow_aip.local.logs.index import LogIndex, LogView
 
 RECORD_FILE = "job.json"
 LOG_FILE = "log.jsonl"

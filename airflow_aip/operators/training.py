@@ -2,7 +2,7 @@
 
 Users keep AI Platform's vocabulary (trainingInput arguments, gcloud's config.yaml): on Vertex
 AI (``backend="vertex"``, the default: ``[aip] backend``) it is translated to a CustomJob or a
-HyperparameterTuningJob (``airflow_aip.jobs.vertex_translate``), with Vertex's own vocabulary
+HyperparameterTuningJob (``airflow_aip.jobs.vertex.translate``), with Vertex's own vocabulary
 (``vertex_job``) on top. Everything below holds on both backends.
 
 What the removed MLEngineStartTrainingJobOperator got wrong, and what this does instead:
@@ -53,8 +53,8 @@ from airflow_aip.jobs import (
     with_attempt,
 )
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
+from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest, build_request
-from airflow_aip.jobs.view import ml_job_name
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in

@@ -44,7 +44,8 @@ from airflow.triggers.base import BaseTrigger, TriggerEvent
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
-from airflow_aip.jobs.view import AI_PLATFORM, ml_job_name
+from airflow_aip.jobs.mlv1.view import ml_job_name
+from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
 from airflow_aip.triggers.job_polling import job_poller

@@ -19,7 +19,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from airflow_aip.local.gcs import free_port
+from airflow_aip.local.storage.gcs import free_port
 
 
 def postgres_bin() -> Path | None:

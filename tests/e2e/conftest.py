@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_aip.local.gcs import free_port
+from airflow_aip.local.storage.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
 from tests.fixtures.local_service import stage_trainer, storage_client
 

@@ -45,7 +45,7 @@ import httpx
 import pytest
 
 from airflow_aip.jobs.labels import MAP_INDEX_LABEL
-from airflow_aip.jobs.vertex_view import job_state
+from airflow_aip.jobs.vertex.view import job_state
 from tests.e2e.conftest import TERMINAL_RUN_STATES, AirflowStack
 from tests.e2e.dags.aip_e2e_many import FAILING, JOBS, LAST_BURST, LINES, POLL_INTERVAL
 from tests.fixtures.vertex import LOCATION, cancel_vertex

@@ -14,11 +14,11 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_aip.local.logs import JobLog
+from airflow_aip.local.logs.entries import JobLog
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import LOG_FILE
-from airflow_aip.local.vertex_render import CUSTOM_JOBS
-from airflow_aip.local.vertex_service import VertexJobs
+from airflow_aip.local.vertex.render import CUSTOM_JOBS
+from airflow_aip.local.vertex.service import VertexJobs
 from tests.fixtures.local_service import LocalService
 from tests.fixtures.vertex import WORKER_POOL as POOL
 

@@ -19,7 +19,7 @@ import pytest
 
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.jobs.logs import Line, LogStream, format_entry
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.triggers.log_polling import LogFollow, log_poller
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state
 

@@ -30,7 +30,7 @@ from unittest import mock
 
 import pytest
 
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
 
 pytestmark = pytest.mark.integration
@@ -73,7 +73,7 @@ def jobs_named(service: LocalService, prefix: str, backend: str = "ai_platform")
     """The jobs whose ID (ml v1's jobId, Vertex AI's displayName) starts with ``prefix``, as
     ``{"jobId", "state", "labels"}`` in neutral states, read with Google's discovery clients."""
     if backend == "vertex":
-        from airflow_aip.jobs.vertex_view import job_state
+        from airflow_aip.jobs.vertex.view import job_state
         from tests.integration.test_local_service_vertex import aiplatform_client
 
         jobs = aiplatform_client(service.url).projects().locations().customJobs()

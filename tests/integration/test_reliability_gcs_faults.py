@@ -1,7 +1,7 @@
 """Staging and export end as they would without faults, whatever happens to their Cloud Storage calls.
 
 ``aip-local serve --fault-admin`` puts a fault-injecting proxy in front of fake-gcs-server
-(airflow_aip.local.gcs_proxy); the code under test talks to the proxy, the assertions read
+(airflow_aip.local.storage.gcs_proxy); the code under test talks to the proxy, the assertions read
 fake-gcs-server directly. Each test aims one fault (429/500/503/drop/reset, before the emulator
 sees the call or after it applied it) at one call staging or export makes: the outcome is one
 staged object holding our bytes, or an export whose objects and manifest are complete, the
@@ -24,7 +24,7 @@ from unittest import mock
 import httpx
 import pytest
 
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client, wait_for_state
 from tests.integration.test_reliability_faults import admin
 

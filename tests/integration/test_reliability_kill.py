@@ -28,7 +28,7 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.jobs.vertex_view import job_state
+from airflow_aip.jobs.vertex.view import job_state
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
 from tests.integration.test_local_service_vertex import aiplatform_client
 

@@ -33,7 +33,7 @@ from unittest import mock
 
 import pytest
 
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
 from tests.integration.test_reliability_kill import collect_lines, start_dag_process
 

@@ -25,8 +25,8 @@ from unittest import mock
 
 import pytest
 
-from airflow_aip.jobs.vertex_view import job_state
-from airflow_aip.local.gcs import FakeGcsServer
+from airflow_aip.jobs.vertex.view import job_state
+from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, storage_client
 from tests.integration.test_local_service_vertex import aiplatform_client
 

@@ -25,7 +25,7 @@ from typing import Any
 from airflow_aip.exceptions import ApiError
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.jobs.logs import normalize_timestamp
-from airflow_aip.local.filters import Junction, Node, parse_filter, required_equalities
+from airflow_aip.local.logs.filters import Junction, Node, parse_filter, required_equalities
 
 EPOCH = datetime(2024, 5, 1, tzinfo=timezone.utc)
 TASK = "workerpool0-0"

@@ -6,7 +6,7 @@ import io
 import re
 from typing import Any
 
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from scripts.progress import LivePrinter, PlainPrinter, ProgressTracker, Snapshot, printer_for
 
 SPEC = {"goal": "MAXIMIZE", "hyperparameterMetricTag": "accuracy"}

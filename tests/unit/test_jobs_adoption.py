@@ -20,7 +20,7 @@ from airflow_aip.jobs import (
     decide_adoption,
     spec_differences,
 )
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.mlv1.view import view_from_ml
 
 RUN = "manual__2026-03-09T07:05:01.120000+00:00"
 SENT = 1_773_039_901.0  # 2026-03-09T07:05:01Z, when the create was first sent

@@ -11,10 +11,10 @@ import pytest
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.locations import check_location, vertex_locations
 from airflow_aip.jobs.schema import schema
-from airflow_aip.jobs.vertex import check_executor_image, validate_tuning_job
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
-from airflow_aip.jobs.vertex_study import search_spec, trial_parameter_value
-from airflow_aip.local.tuning import HyperparameterSearch
+from airflow_aip.jobs.vertex.body import check_executor_image, validate_tuning_job
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.study import search_spec, trial_parameter_value
+from airflow_aip.local.executor.tuning import HyperparameterSearch
 
 
 def _sdk_enums() -> dict[frozenset[str], dict[str, int]]:

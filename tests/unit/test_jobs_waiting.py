@@ -8,7 +8,7 @@ import pytest
 
 from airflow_aip.exceptions import AipError, ApiError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.jobs import JobState
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.jobs.waiting import (
     BACKOFF_CAP,
     Action,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.local.filters import Comparison, equality_key, parse_filter, required_equalities
+from airflow_aip.local.logs.filters import Comparison, equality_key, parse_filter, required_equalities
 
 JOB = {
     "jobId": "census_20240101",

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from airflow_aip.local.pip_output import PipOutput
+from airflow_aip.local.executor.pip_output import PipOutput
 
 PIP = [
     ("stdout", "Processing ./packages/0/iris_trainer-0.1.0.tar.gz"),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_aip.local.plans import ml_plan
-from airflow_aip.local.runner import AttemptOutcome, expand_env_value, output_dirs, snake_case_keys
+from airflow_aip.local.executor.plans import ml_plan
+from airflow_aip.local.executor.runner import AttemptOutcome, expand_env_value, output_dirs, snake_case_keys
 
 
 @pytest.mark.parametrize(

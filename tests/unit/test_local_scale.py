@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.local.filter_pruning import FilterPlan, at_or_after, candidate_values, timestamp_floor
-from airflow_aip.local.filters import Comparison, Negation, parse_filter
+from airflow_aip.local.logs.filter_pruning import FilterPlan, at_or_after, candidate_values, timestamp_floor
+from airflow_aip.local.logs.filters import Comparison, Negation, parse_filter
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import VERTEX_DISPLAY_NAME_FIELD, VERTEX_JOB_ID_LABEL_FIELD, JobStore
-from airflow_aip.local.vertex_render import CUSTOM_JOBS, TUNING_JOBS, render
-from airflow_aip.local.vertex_service import VertexJobs
+from airflow_aip.local.vertex.render import CUSTOM_JOBS, TUNING_JOBS, render
+from airflow_aip.local.vertex.service import VertexJobs
 from tests.fixtures.vertex import WORKER_POOL as POOL
 
 JOB_ID = ("resource", "labels", "job_id")

@@ -10,7 +10,7 @@ import hypertune
 import optuna
 import pytest
 
-from airflow_aip.local.tuning import HyperparameterSearch, read_metric_reports
+from airflow_aip.local.executor.tuning import HyperparameterSearch, read_metric_reports
 
 
 def _spec(params: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:

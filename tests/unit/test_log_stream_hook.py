@@ -21,7 +21,7 @@ from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
 from airflow_aip.hooks.training import ENDPOINT_ENV
 from airflow_aip.jobs.logs import LogStream
-from airflow_aip.local.filters import parse_filter
+from airflow_aip.local.logs.filters import parse_filter
 from tests.unit.ml_fake import sync_client
 
 LOCAL = "http://127.0.0.1:8089/"

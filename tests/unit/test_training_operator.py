@@ -26,7 +26,7 @@ from airflow_aip.exceptions import (
 from airflow_aip.hooks import waiting as waiting_module
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.operators import training as training_module

@@ -14,7 +14,7 @@ import pytest
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
 from tests.unit.ml_fake import FakeMlApi
 from tests.unit.test_log_stream_hook import FakeLoggingApi, RecordingLog, async_hook

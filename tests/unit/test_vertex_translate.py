@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.mlv1.training_input import build_training_input
 from airflow_aip.jobs.schema import TRAINING_INPUT_SCHEMA, schema
-from airflow_aip.jobs.training_input import build_training_input
-from airflow_aip.jobs.vertex import validate_custom_job, validate_tuning_job
-from airflow_aip.jobs.vertex_translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
+from airflow_aip.jobs.vertex.body import validate_custom_job, validate_tuning_job
+from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.jobs.vertex import validate_custom_job
-from airflow_aip.jobs.vertex_translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest
+from airflow_aip.jobs.vertex.body import validate_custom_job
+from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest
 from tests.unit.test_vertex_translate import TF_CPU, error_of, make_ti, pools_of, vertex
 
 # --- job-level fields ---------------------------------------------------------------------------

@@ -10,10 +10,10 @@ import pytest
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.vertex import VertexJobHook
 from airflow_aip.jobs import summarize_job
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
-from airflow_aip.jobs.vertex_view import JOB_STATES, job_state, parse_name, view_from_vertex
-from airflow_aip.jobs.view import view_from_ml
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.view import JOB_STATES, job_state, parse_name, view_from_vertex
 from airflow_aip.jobs.waiting import job_event
 
 NAME = "projects/123/locations/europe-west4/hyperparameterTuningJobs/456"

@@ -24,9 +24,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from airflow_aip.local.gcs import free_port
-from airflow_aip.local.plans import ExecutionPlan, PoolPlan, snake_case_keys
-from airflow_aip.local.processes import ManagedProcess
+from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
+from airflow_aip.local.executor.processes import ManagedProcess
+from airflow_aip.local.storage.gcs import free_port
 
 __all__ = ["Attempt", "AttemptOutcome", "AttemptSpec", "expand_env_value", "output_dirs", "snake_case_keys"]
 

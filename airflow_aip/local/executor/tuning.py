@@ -7,7 +7,7 @@ UNIT_LOG_SCALE samples ``log=True``; UNIT_REVERSE_LOG_SCALE, which spreads value
 of the range, is approximated by sampling ``y`` on a log scale and trying ``min + max - y``.
 ``enableTrialEarlyStopping`` turns on a MedianPruner fed with the trial's intermediate
 metric reports. A parameter with a ``parent`` (Vertex's conditional parameter specs, flattened by
-:func:`airflow_aip.jobs.vertex_study.search_spec`) is suggested only when its parent's value is
+:func:`airflow_aip.jobs.vertex.study.search_spec`) is suggested only when its parent's value is
 one of ``parentValues``; optuna's define-by-run search space takes that as it comes.
 
 Trials report through cloudml-hypertune: JSON lines in CLOUD_ML_HP_METRIC_FILE, each with the

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.processes import LineSink, run_to_end
+from airflow_aip.local.executor.processes import LineSink, run_to_end
 from airflow_aip.local.store import safe_child
 from airflow_aip.uris import parse_gcs_uri
 

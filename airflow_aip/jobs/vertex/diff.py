@@ -17,8 +17,8 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import DURATION, check_value, schema
-from airflow_aip.jobs.vertex import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.body import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 
 _ZERO_SCALARS: tuple[Any, ...] = (False, 0, "", "0")
 

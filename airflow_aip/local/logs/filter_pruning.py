@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_aip.local.clock import instant_micros
-from airflow_aip.local.filters import Comparison, Junction, Negation, Node, equality_key
+from airflow_aip.local.logs.filters import Comparison, Junction, Negation, Node, equality_key
 
 FieldPath = tuple[str, ...]
 Residual = Node | bool

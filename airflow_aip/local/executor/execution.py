@@ -21,13 +21,13 @@ from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
-from airflow_aip.local.environments import EnvironmentCache, PreparationError, download_packages
-from airflow_aip.local.logs import JobLog
-from airflow_aip.local.pip_output import PipOutput
-from airflow_aip.local.plans import ExecutionPlan, execution_plan
-from airflow_aip.local.runner import Attempt, AttemptSpec
+from airflow_aip.local.executor.environments import EnvironmentCache, PreparationError, download_packages
+from airflow_aip.local.executor.pip_output import PipOutput
+from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
+from airflow_aip.local.executor.runner import Attempt, AttemptSpec
+from airflow_aip.local.executor.trials import TuningRun
+from airflow_aip.local.logs.entries import JobLog
 from airflow_aip.local.store import JobStore
-from airflow_aip.local.trials import TuningRun
 
 ACTIVE_STATES = frozenset({JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})
 

@@ -21,9 +21,9 @@ from typing import Any
 
 from airflow_aip.jobs import JobState
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.logs import JobLog
-from airflow_aip.local.runner import Attempt
-from airflow_aip.local.tuning import HyperparameterSearch, MetricReport, read_metric_reports
+from airflow_aip.local.executor.runner import Attempt
+from airflow_aip.local.executor.tuning import HyperparameterSearch, MetricReport, read_metric_reports
+from airflow_aip.local.logs.entries import JobLog
 
 StartAttempt = Callable[[str, dict[str, str]], Attempt]
 

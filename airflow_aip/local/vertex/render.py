@@ -18,7 +18,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import JobState
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import schema
-from airflow_aip.jobs.vertex_study import search_spec, trial_parameter_value
+from airflow_aip.jobs.vertex.study import search_spec, trial_parameter_value
 
 CUSTOM_JOBS = "customJobs"
 TUNING_JOBS = "hyperparameterTuningJobs"

@@ -8,7 +8,7 @@ API face stores its job as it answers it, and this module turns a stored job int
 - aiplatform v1: ``workerPoolSpecs[0..3]`` -> pools named ``workerpool0-0``... (TF_CONFIG roles
   chief/worker/ps/evaluator), ``pythonPackageSpec.env`` set, AIP_* directories under
   ``baseOutputDirectory``, ``scheduling.timeout`` failing the job, ``studySpec`` translated to
-  the tuner's search spec once (:func:`airflow_aip.jobs.vertex_study.search_spec`).
+  the tuner's search spec once (:func:`airflow_aip.jobs.vertex.study.search_spec`).
 
 ``executorImageUri`` is recorded but not run: locally a package runs in a venv of this machine's
 Python (:mod:`.environments`), not in that image.
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
-from airflow_aip.jobs.vertex_study import search_spec
+from airflow_aip.jobs.vertex.study import search_spec
 
 VERTEX_KINDS = ("customJobs", "hyperparameterTuningJobs")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
@@ -143,7 +143,7 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
 
 
 def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
-    """A stored aiplatform v1 job (:mod:`.vertex_service`'s record) as a plan."""
+    """A stored aiplatform v1 job (:mod:`airflow_aip.local.vertex.service`'s record) as a plan."""
     resource = record["resource"]
     tuning_job = record["kind"] == "hyperparameterTuningJobs"
     spec = resource["trialJobSpec"] if tuning_job else resource["jobSpec"]

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.training_input import deep_merge
+from airflow_aip.jobs.mlv1.training_input import deep_merge
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
-from airflow_aip.jobs.vertex import check_executor_image, validate_custom_job, validate_tuning_job
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
-from airflow_aip.jobs.vertex_machines import (
+from airflow_aip.jobs.vertex.body import check_executor_image, validate_custom_job, validate_tuning_job
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.machines import (
     SCALE_TIERS,
     UNTRANSLATABLE_TIERS,
     executor_image,

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
-from airflow_aip.jobs.vertex_enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
 TUNING_KIND = "hyperparameterTuningJobs"

@@ -1,7 +1,7 @@
 """Vertex AI custom training bodies (aiplatform v1): validated once, for the operators and the local service.
 
-Two passes, as for ml v1 (:mod:`.training_input`): the shape comes from ``aiplatform.v1.json``
-(every field, type, enum and format; enums by name or by proto number, int64 as strings or
+Two passes, as for ml v1 (:mod:`airflow_aip.jobs.mlv1.training_input`): the shape comes from
+``aiplatform.v1.json`` (every field, type, enum and format; enums by name or by proto number, int64 as strings or
 numbers, answered in canonical proto3 JSON), then the rules the document states in prose:
 required fields, worker pool 0 with one replica, one of ``pythonPackageSpec`` and
 ``containerSpec``, the pre-built training container naming rule for ``executorImageUri``, Cloud
@@ -18,9 +18,9 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import validate_labels
 from airflow_aip.jobs.locations import AIPLATFORM_V1
+from airflow_aip.jobs.mlv1.training_input import duration_seconds
 from airflow_aip.jobs.schema import check_object
-from airflow_aip.jobs.training_input import duration_seconds
-from airflow_aip.jobs.vertex_study import check_study_spec
+from airflow_aip.jobs.vertex.study import check_study_spec
 from airflow_aip.uris import parse_gcs_uri
 
 CUSTOM_JOB_SCHEMA = "GoogleCloudAiplatformV1CustomJob"

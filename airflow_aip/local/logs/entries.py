@@ -33,8 +33,8 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.logs import SERVICE_TASK, TASK_LABEL, TRIAL_LABEL
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.filter_pruning import FilterPlan, Residual, at_or_after, timestamp_floor
-from airflow_aip.local.filters import parse_filter
+from airflow_aip.local.logs.filter_pruning import FilterPlan, Residual, at_or_after, timestamp_floor
+from airflow_aip.local.logs.filters import parse_filter
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, JobView, project_number
 
 MAX_PAGE_SIZE = 1000

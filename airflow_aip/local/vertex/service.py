@@ -20,15 +20,15 @@ from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
 from airflow_aip.jobs.labels import JOB_ID_LABEL
 from airflow_aip.jobs.locations import check_location
-from airflow_aip.jobs.vertex import (
+from airflow_aip.jobs.vertex.body import (
     CUSTOM_JOB_SCHEMA,
     TUNING_JOB_SCHEMA,
     validate_custom_job,
     validate_tuning_job,
 )
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.filter_pruning import FilterPlan
-from airflow_aip.local.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
+from airflow_aip.local.logs.filter_pruning import FilterPlan
+from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
 from airflow_aip.local.service import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
@@ -44,7 +44,7 @@ from airflow_aip.local.store import (
     project_number,
     validate_project,
 )
-from airflow_aip.local.vertex_render import (
+from airflow_aip.local.vertex.render import (
     CUSTOM_JOBS,
     JOB_STATES,
     MAX_TRIAL_LOOKUP,

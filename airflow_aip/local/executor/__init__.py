@@ -1,0 +1,1 @@
+"""The one executor under both API faces: plans, environments, processes, runs, trials and the tuner."""

@@ -1,0 +1,1 @@
+"""Cloud Storage on this machine: fake-gcs-server as a process, and the proxy that injects its faults."""
