@@ -15,7 +15,8 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import JobState, objective_value
-from airflow_aip.jobs.view import AI_PLATFORM, VERTEX
+from airflow_aip.jobs.backend import backend_of
+from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 MANIFEST_NAME = "manifest.json"
@@ -42,9 +43,6 @@ class ExportSource:
         return f"{self.job_id}_trial{self.trial_id}" if self.trial_id else self.job_id
 
 
-VERTEX_MODEL_DIR = "model"  # AIP_MODEL_DIR is <base>/model/, or <base>/<trial id>/model/ for a trial
-
-
 def export_source(summary: Mapping[str, Any], source_subdir: str | None = None) -> ExportSource:
     """Where a SUCCEEDED job's model lies: ``{output dir}[/<best trial id>][/source_subdir]``.
 
@@ -59,14 +57,15 @@ def export_source(summary: Mapping[str, Any], source_subdir: str | None = None) 
     state = JobState.parse(summary.get("state"))
     if state is not JobState.SUCCEEDED:
         raise ValidationError("job_id", f"job {job_id} is {state.value}; only a SUCCEEDED job is exported")
-    backend = str(summary.get("backend") or AI_PLATFORM)
+    source_backend = backend_of(summary)
+    backend = source_backend.name
     output_dir = summary.get("output_dir")
-    field_name = "jobSpec.baseOutputDirectory" if backend == VERTEX else "trainingInput.jobDir"
+    field_name = source_backend.output_dir_field
     if not output_dir:
         raise ValidationError("job_id", f"job {job_id} has no {field_name} to export from")
     prefix = parse_gcs_uri(str(output_dir), field_name)
     if source_subdir is None:
-        source_subdir = VERTEX_MODEL_DIR if backend == VERTEX else ""
+        source_subdir = source_backend.model_subdir
     parts = [source_subdir.strip("/")] if source_subdir.strip("/") else []
     if parts:
         validate_object_name(parts[0], "source_subdir")
@@ -169,16 +168,7 @@ def same_export(existing: Mapping[str, Any], manifest: Mapping[str, Any]) -> boo
 
 def package_uris(view: Mapping[str, Any]) -> list[str]:
     """The trainer packages a job ran (ml v1's ``packageUris``; every Vertex AI pool's), once each."""
-    spec = view.get("spec") or {}
-    if view.get("backend") != VERTEX:
-        return list((spec.get("trainingInput") or {}).get("packageUris") or [])
-    job_spec = spec.get("trialJobSpec") or spec.get("jobSpec") or {}
-    uris: list[str] = []
-    for pool in job_spec.get("workerPoolSpecs") or []:
-        for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris") or []:
-            if uri not in uris:
-                uris.append(uri)
-    return uris
+    return backend_of(view).package_uris(view.get("spec") or {})
 
 
 def describe_source(source: ExportSource) -> str:

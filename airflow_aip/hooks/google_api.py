@@ -23,7 +23,7 @@ credentials are loaded and refreshed in a thread, and triggers on one connection
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -271,17 +271,56 @@ class GoogleApiHook(GoogleCloudBaseHook):
                 return await once()
         raise AssertionError("unreachable: tenacity reraises")  # pragma: no cover
 
+    def pages(
+        self, method: str, verb: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
+    ) -> Iterator[dict[str, Any]]:
+        """A list method's answers, page after page: the one pager of every list we read.
+
+        The ``pageToken`` goes where the method takes its arguments: the query of a GET, the
+        body of a POST (Cloud Logging's ``entries.list``).
+        """
+        params, body = dict(params or {}), body
+        while True:
+            page = self.request(method, verb, path, params=params or None, body=body)
+            yield page
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params, body = _next_page(verb, params, body, token)
+
     async def apages(
+        self, method: str, verb: str, path: str, *, params: dict[str, Any] | None = None, body: Any = None
+    ) -> AsyncIterator[dict[str, Any]]:
+        """As :meth:`pages`, without blocking the event loop."""
+        params, body = dict(params or {}), body
+        while True:
+            page = await self.arequest(method, verb, path, params=params or None, body=body)
+            yield page
+            token = page.get("nextPageToken")
+            if not token:
+                return
+            params, body = _next_page(verb, params, body, token)
+
+    def list_all(self, method: str, path: str, items: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+        """Every item of a GET list method (``items`` is its collection key), all pages."""
+        return [
+            item for page in self.pages(method, "GET", path, params=params) for item in page.get(items) or []
+        ]
+
+    async def alist_all(
         self, method: str, path: str, items: str, params: dict[str, Any]
     ) -> list[dict[str, Any]]:
-        """Every item of a list method's answers (``items`` is its collection key), page after page."""
+        """As :meth:`list_all`, without blocking the event loop."""
         found: list[dict[str, Any]] = []
-        while True:
-            page = await self.arequest(method, "GET", path, params=params)
+        async for page in self.apages(method, "GET", path, params=params):
             found.extend(page.get(items) or [])
-            if not page.get("nextPageToken"):
-                return found
-            params = {**params, "pageToken": page["nextPageToken"]}
+        return found
+
+
+def _next_page(verb: str, params: dict[str, Any], body: Any, token: str) -> tuple[dict[str, Any], Any]:
+    if verb == "POST":
+        return params, {**body, "pageToken": token}
+    return {**params, "pageToken": token}, body
 
 
 def request_url(url: str, params: dict[str, Any] | None) -> httpx.URL:

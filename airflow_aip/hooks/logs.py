@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from itertools import islice
 from typing import Any, Protocol
 
 from tenacity import retry_if_exception
@@ -49,6 +50,7 @@ LOGGING_ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING"
 LOGGING_ENDPOINT_EXTRA = "logging_api_endpoint"
 LOG_RETRY_ATTEMPTS = 3
 LOG_RETRY_MAX_WAIT = 10.0
+LIST_PATH = "v2/entries:list"
 LOG_REQUEST_TIMEOUT = 30.0  # a hung logging endpoint must not hold up the job's own polling for long
 
 __all__ = ["REPORT_FAILURE_EVERY", "Batch", "JobLogsHook", "PollOutcome", "is_throttled"]
@@ -171,20 +173,15 @@ class JobLogsHook(GoogleApiHook):
 
     # -- sync --------------------------------------------------------------------------------
 
-    def list_entries(self, body: dict[str, Any]) -> dict[str, Any]:
-        """One ``entries.list`` page, with the retry policy; HTTP errors become typed errors."""
-        return self.request("entries.list", "POST", "v2/entries:list", body=body)
-
     def fetch(self, stream: LogStream, project_id: str | None = None) -> Batch:
         """The entries after the stream's cursor, at most ``max_pages`` pages."""
         body = self._body(stream, self.resolve_project(project_id))
         entries: list[dict[str, Any]] = []
-        for _ in range(self.max_pages):
-            page = self.list_entries(body)
+        pages = self.pages("entries.list", "POST", LIST_PATH, body=body)
+        for page in islice(pages, self.max_pages):
             entries.extend(page.get("entries") or [])
             if not page.get("nextPageToken"):
                 return Batch(entries, more=False)
-            body = {**body, "pageToken": page["nextPageToken"]}
         return Batch(entries, more=True)
 
     def follow(
@@ -231,7 +228,7 @@ class JobLogsHook(GoogleApiHook):
 
     async def alist_entries(self, body: dict[str, Any]) -> dict[str, Any]:
         """As :meth:`list_entries`, without blocking the event loop."""
-        return await self.arequest("entries.list", "POST", "v2/entries:list", body=body)
+        return await self.arequest("entries.list", "POST", LIST_PATH, body=body)
 
 
 def _show(stream: LogStream, log: _Log, batch: Batch, now: float) -> PollOutcome:

@@ -20,13 +20,16 @@ from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import quote
 
-from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import error_message, is_transient
+from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
+from airflow_aip.jobs.backend import Backend
+from airflow_aip.jobs.mlv1.backend import MLV1
 from airflow_aip.jobs.mlv1.view import ml_job_name, view_from_ml
 from airflow_aip.jobs.request import JobRequest
-from airflow_aip.jobs.view import AI_PLATFORM, JobView
+from airflow_aip.jobs.view import JobView
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 from airflow_aip.uris import is_loopback
 
@@ -39,7 +42,7 @@ __all__ = [
     "is_transient",
 ]
 
-ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
+ENDPOINT_ENV = MLV1.endpoint_env
 ENDPOINT_EXTRA = "api_endpoint"
 
 
@@ -57,10 +60,13 @@ class TrainingJobHook(GoogleApiHook):
     default_host = "ml"
     endpoint_extra = ENDPOINT_EXTRA
     endpoint_env = ENDPOINT_ENV
-    backend: ClassVar[str] = AI_PLATFORM
+    backend: ClassVar[Backend] = MLV1
 
     def _job_path(self, job_id: str, project_id: str | None) -> str:
         return "v1/" + quote(job_name(project_id or self.project_id, validate_job_id(job_id)))
+
+    def _cancel_path(self, job_id: str, project_id: str | None) -> str:
+        return self._job_path(job_id, project_id) + ":cancel"
 
     def create_job(self, job: dict[str, Any], project_id: str | None = None) -> dict[str, Any]:
         """``projects.jobs.create``; the body is validated first (nothing is sent if it is bad).
@@ -98,31 +104,22 @@ class TrainingJobHook(GoogleApiHook):
     def cancel_job(self, job_id: str, project_id: str | None = None) -> bool:
         """Ask for cancellation; False when the job had already ended (the API answers 400)."""
         project = project_id or self.project_id
-        try:
-            self.request("jobs.cancel", "POST", self._job_path(job_id, project) + ":cancel", body={})
-        except ApiError as err:
-            if err.status == 400 and JobState.parse(self.get_job(job_id, project).get("state")).is_terminal:
-                self.log.info("Training job %s had already ended: nothing to cancel", job_id)
-                return False
-            raise
-        self.log.info("Cancellation of training job %s requested", job_id)
-        return True
+        return cancel_unless_ended(
+            partial(
+                self.request, "jobs.cancel", "POST", self._job_path(job_id, project) + ":cancel", body={}
+            ),
+            lambda: self.get_job(job_id, project).get("state"),
+            self.log,
+            job_id,
+        )
 
     def list_jobs(
         self, project_id: str | None = None, *, filter: str | None = None, page_size: int = 100
     ) -> list[dict[str, Any]]:
         """Every job of the project (``filter`` in the API's syntax, e.g. ``state=RUNNING``)."""
         path = f"v1/projects/{quote(project_id or self.project_id)}/jobs"
-        jobs: list[dict[str, Any]] = []
-        params: dict[str, Any] = {"pageSize": page_size}
-        if filter:
-            params["filter"] = filter
-        while True:
-            page = self.request("jobs.list", "GET", path, params=params)
-            jobs.extend(page.get("jobs") or [])
-            if not page.get("nextPageToken"):
-                return jobs
-            params = {**params, "pageToken": page["nextPageToken"]}
+        params: dict[str, Any] = {"pageSize": page_size, **({"filter": filter} if filter else {})}
+        return self.list_all("jobs.list", path, "jobs", params)
 
     # -- the neutral interface (the same on VertexJobHook) ------------------------------------
 
@@ -186,7 +183,7 @@ class TrainingJobHook(GoogleApiHook):
     async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
         """The batch's jobs the list answered, by watched name (ml v1 lists whole jobs)."""
         params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
-        listed = await self.apages("jobs.list", f"v1/{quote(batch.parent)}/jobs", "jobs", params)
+        listed = await self.alist_all("jobs.list", f"v1/{quote(batch.parent)}/jobs", "jobs", params)
         project = batch.parent.removeprefix("projects/")
         found: dict[str, Listed] = {}
         for job in listed:
@@ -206,14 +203,15 @@ class TrainingJobHook(GoogleApiHook):
         """As :meth:`cancel_job`, async."""
         await self.aprepare()
         project = project_id or self.project_id
-        try:
-            await self.arequest("jobs.cancel", "POST", self._job_path(job_id, project) + ":cancel", body={})
-        except ApiError as err:
-            if (
-                err.status == 400
-                and JobState.parse((await self.aget_job(job_id, project)).get("state")).is_terminal
-            ):
-                return False
-            raise
-        self.log.info("Cancellation of training job %s requested", job_id)
-        return True
+
+        async def state_now() -> Any:
+            return (await self.aget_job(job_id, project)).get("state")
+
+        return await acancel_unless_ended(
+            partial(
+                self.arequest, "jobs.cancel", "POST", self._job_path(job_id, project) + ":cancel", body={}
+            ),
+            state_now,
+            self.log,
+            job_id,
+        )

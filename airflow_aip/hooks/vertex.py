@@ -28,18 +28,20 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, ClassVar
 
-from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError
+from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import is_transient
+from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
+from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
-from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name, view_from_vertex
-from airflow_aip.jobs.view import VERTEX, JobView, last_segment
+from airflow_aip.jobs.view import JobView, last_segment
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 
-ENDPOINT_ENV = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"
+ENDPOINT_ENV = VERTEX_AI.endpoint_env
 CREATE_SENDS = 3  # a create whose answer is lost, and whose job never shows up, is sent again
 LIST_PAGE_SIZE = 100
 
@@ -56,7 +58,7 @@ class VertexJobHook(GoogleApiHook):
     default_host = "aiplatform"
     endpoint_extra = "api_endpoint"
     endpoint_env = ENDPOINT_ENV
-    backend: ClassVar[str] = VERTEX
+    backend: ClassVar[Backend] = VERTEX_AI
     # Seconds between the lookups that follow a lost create (list may lag a create).
     settle_delays: tuple[float, ...] = (1.0, 2.0, 4.0)
 
@@ -81,16 +83,8 @@ class VertexJobHook(GoogleApiHook):
         self, kind: str, *, filter: str | None = None, page_size: int = LIST_PAGE_SIZE
     ) -> list[dict[str, Any]]:
         """Every job of ``kind`` in the project and region matching ``filter`` (all pages)."""
-        params: dict[str, Any] = {"pageSize": page_size}
-        if filter:
-            params["filter"] = filter
-        jobs: list[dict[str, Any]] = []
-        while True:
-            page = self.request(f"{kind}.list", "GET", f"v1/{self.parent()}/{kind}", params=params)
-            jobs.extend(page.get(kind) or [])
-            if not page.get("nextPageToken"):
-                return jobs
-            params = {**params, "pageToken": page["nextPageToken"]}
+        params: dict[str, Any] = {"pageSize": page_size, **({"filter": filter} if filter else {})}
+        return self.list_all(f"{kind}.list", f"v1/{self.parent()}/{kind}", kind, params)
 
     def get_job(self, name: str) -> dict[str, Any]:
         """The resource; JobNotFoundError when there is none."""
@@ -172,7 +166,7 @@ class VertexJobHook(GoogleApiHook):
         job's trials out, so such a job is not ``complete``."""
         params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
         path = f"v1/{batch.parent}/{batch.kind}"
-        listed = await self.apages(f"{batch.kind}.list", path, batch.kind, params)
+        listed = await self.alist_all(f"{batch.kind}.list", path, batch.kind, params)
         wanted = {last_segment(name): name for name in batch.names}
         found: dict[str, Listed] = {}
         for resource in listed:
@@ -192,26 +186,25 @@ class VertexJobHook(GoogleApiHook):
 
     def cancel(self, name: str) -> bool:
         """Ask for cancellation; False when the job had already ended (Vertex answers 400)."""
-        try:
-            self.request(f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={})
-        except ApiError as err:
-            if err.status == 400 and JobState.parse(self.read(name)["state"]).is_terminal:
-                self.log.info("Vertex AI job %s had already ended: nothing to cancel", name)
-                return False
-            raise
-        self.log.info("Cancellation of Vertex AI job %s requested", name)
-        return True
+        return cancel_unless_ended(
+            partial(self.request, f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={}),
+            lambda: self.read(name)["state"],
+            self.log,
+            name,
+        )
 
     async def acancel(self, name: str) -> bool:
         """As :meth:`cancel`, async."""
-        try:
-            await self.arequest(f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={})
-        except ApiError as err:
-            if err.status == 400 and JobState.parse((await self.aread(name))["state"]).is_terminal:
-                return False
-            raise
-        self.log.info("Cancellation of Vertex AI job %s requested", name)
-        return True
+
+        async def state_now() -> Any:
+            return (await self.aread(name))["state"]
+
+        return await acancel_unless_ended(
+            partial(self.arequest, f"{parse_name(name)[2]}.cancel", "POST", f"v1/{name}:cancel", body={}),
+            state_now,
+            self.log,
+            name,
+        )
 
     def resolve(self, job_id: str) -> str:
         """The resource name of our job ID (JobNotFoundError when no job carries it)."""

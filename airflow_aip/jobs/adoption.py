@@ -42,11 +42,10 @@ from enum import Enum
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.backend import backend_of
 from airflow_aip.jobs.labels import OWNER_LABELS
 from airflow_aip.jobs.logs import normalize_timestamp
-from airflow_aip.jobs.mlv1.diff import diff_training_input
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.view import VERTEX
 
 IF_EXISTS = ("adopt", "fail", "new")
 CLOCK_SKEW = 60.0  # seconds the API's clock may run behind ours when dating this call's create
@@ -102,14 +101,7 @@ def spec_differences(requested: Mapping[str, Any], existing: Mapping[str, Any]) 
     sent against what the server holds (fields only the server sets are not differences).
     """
     ours_spec, theirs_spec = requested.get("spec") or {}, existing.get("spec") or {}
-    if requested.get("backend") == VERTEX:
-        from airflow_aip.jobs.vertex.diff import diff_vertex_spec
-
-        differing = diff_vertex_spec(ours_spec, theirs_spec)
-    else:
-        differing = diff_training_input(
-            ours_spec.get("trainingInput") or {}, theirs_spec.get("trainingInput") or {}
-        )
+    differing = backend_of(requested).spec_differences(ours_spec, theirs_spec)
     ours, theirs = dict(requested.get("labels") or {}), dict(existing.get("labels") or {})
     keys = sorted(set(ours) | set(theirs))
     return differing + [f"labels.{key}" for key in keys if ours.get(key) != theirs.get(key)]

@@ -10,17 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import quote, urlencode
 
+from airflow_aip.jobs.backend import backend_of
+from airflow_aip.jobs.mlv1.backend import console_url
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import best_trial
-from airflow_aip.jobs.view import VERTEX, last_segment
 
-CONSOLE_JOB_URL = "https://console.cloud.google.com/ai-platform/jobs/{job_id}?{query}"
-# Airflow's own VertexAITrainingLink (CustomJob and HyperparameterTuningJob alike).
-VERTEX_CONSOLE_URL = (
-    "https://console.cloud.google.com/vertex-ai/locations/{region}/training/{job}/cpu?{query}"
-)
+__all__ = ["SUMMARY_KEYS", "console_url", "google_console_url", "summarize_job"]
+
 SUMMARY_KEYS = (
     "job_id",
     "state",
@@ -44,23 +41,12 @@ SUMMARY_KEYS = (
 )
 
 
-def console_url(project_id: str, job_id: str) -> str:
-    """An AI Platform job's page in the Google Cloud console."""
-    return CONSOLE_JOB_URL.format(job_id=quote(job_id, safe=""), query=urlencode({"project": project_id}))
-
-
 def google_console_url(view: Mapping[str, Any]) -> str | None:
     """The job's page in the Google Cloud console, for either backend; None when it cannot be named."""
     project, name = view.get("project_id"), str(view.get("name") or "")
     if not project or not name:
         return None
-    if view.get("backend") == VERTEX:
-        return VERTEX_CONSOLE_URL.format(
-            region=quote(str(view.get("region") or ""), safe=""),
-            job=quote(last_segment(name), safe=""),
-            query=urlencode({"project": project}),
-        )
-    return console_url(str(project), str(view.get("job_id") or last_segment(name)))
+    return backend_of(view).console_url(str(project), name, view)
 
 
 def summarize_job(view: Mapping[str, Any]) -> dict[str, Any]:

@@ -23,16 +23,16 @@ from typing import TYPE_CHECKING, Any
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
 from airflow_aip.jobs import IF_EXISTS, MAX_ATTEMPTS, Action, decide_adoption
 from airflow_aip.jobs.request import JobRequest
-from airflow_aip.jobs.view import VERTEX, JobView
+from airflow_aip.jobs.view import JobView
 
 if TYPE_CHECKING:
-    from airflow_aip.hooks.job_reference import JobHook
+    from airflow_aip.hooks.job_client import JobClient
 
 __all__ = ["IF_EXISTS", "submit_job"]
 
 
 def submit_job(
-    hook: JobHook,
+    hook: JobClient,
     request: JobRequest,
     id_for: Callable[[int], str],
     if_exists: str,
@@ -45,7 +45,7 @@ def submit_job(
     for attempt in range(1, MAX_ATTEMPTS + 1):
         job_id = id_for(attempt)
         taken: JobAlreadyExistsError | None = None
-        existing = hook.find_job(job_id, request.kind) if request.backend == VERTEX else None
+        existing = hook.find_job(job_id, request.kind) if request.backend.server_assigns_ids else None
         if existing is None:
             try:
                 return hook.create(request, job_id)

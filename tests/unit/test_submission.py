@@ -17,6 +17,7 @@ from airflow_aip.exceptions import JobAlreadyExistsError
 from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs import airflow_labels, with_attempt
+from airflow_aip.jobs.mlv1.backend import MLV1
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.operators.submission import submit_job
 from tests.unit.ml_fake import FakeMlApi, sync_client
@@ -42,7 +43,7 @@ def submit(api: FakeMlApi, if_exists: str, body: dict[str, Any] = BODY) -> dict[
     hook.retry_max_wait = 0.001
     client = sync_client(api)
     hook._sync_client = lambda: client  # type: ignore[method-assign]
-    request = JobRequest("ai_platform", "jobs", dict(body))
+    request = JobRequest(MLV1, "jobs", dict(body))
     return submit_job(hook, request, lambda n: with_attempt("j1", n), if_exists, LOG)
 
 

@@ -1,9 +1,9 @@
 """Vertex AI custom training bodies (aiplatform v1): validated once, for the operators and the local service.
 
-Two passes, as for ml v1 (:mod:`airflow_aip.jobs.mlv1.training_input`): the shape comes from
-``aiplatform.v1.json`` (every field, type, enum and format; enums by name or by proto number, int64 as strings or
-numbers, answered in canonical proto3 JSON), then the rules the document states in prose:
-required fields, worker pool 0 with one replica, one of ``pythonPackageSpec`` and
+Two passes, as for ml v1 (:mod:`airflow_aip.jobs.mlv1.training_input`): the shape comes
+from ``aiplatform.v1.json`` (every field, type, enum and format; enums by name or by proto
+number, int64 as strings or numbers, answered in canonical proto3 JSON), then the rules the
+document states in prose: required fields, worker pool 0 with one replica, one of ``pythonPackageSpec`` and
 ``containerSpec``, the pre-built training container naming rule for ``executorImageUri``, Cloud
 Storage URIs, labels, and the locations Vertex AI serves (the document's regional endpoints:
 there is no global endpoint for training).

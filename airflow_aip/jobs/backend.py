@@ -1,0 +1,93 @@
+"""A wire format as a type: what the model asks of Vertex AI or ml v1, answered by attribute reads.
+
+The model (request, adoption, summary, export) and the adapters never branch on a backend's
+name. They hold a :class:`Backend` and read its attributes: which field holds the output
+directory, where the model lies below it, whether the server assigns job IDs, how an attempt's
+ID goes into a body, how two specs are compared. Each wire format defines its object in its own
+folder (:mod:`airflow_aip.jobs.vertex.backend`, :mod:`airflow_aip.jobs.mlv1.backend`); a view
+or a task names its backend by :attr:`Backend.name`, which is what crosses XCom and triggers.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow_aip.jobs.view import AI_PLATFORM, check_backend
+
+if TYPE_CHECKING:
+    from airflow_aip.jobs.request import JobRequest
+
+
+class Backend(ABC):
+    """One job API's wire format, as the neutral model needs it."""
+
+    #: The name a task and a view carry (``vertex``, ``ai_platform``).
+    name: str
+    #: How the task log names the API.
+    title: str
+    #: The job's output directory, as the API's field path (for errors that name it).
+    output_dir_field: str
+    #: Where a trainer writes its model below the output directory (a trial's, for tuning).
+    model_subdir: str
+    #: True when the server assigns job IDs, so a taken ID is found by a lookup before create.
+    server_assigns_ids: bool
+    #: The environment variable gcloud reads to override this API's endpoint.
+    endpoint_env: str
+
+    @abstractmethod
+    def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
+        """The labels a job created under ``job_id`` carries."""
+
+    @abstractmethod
+    def for_attempt(self, body: Mapping[str, Any], job_id: str) -> dict[str, Any]:
+        """The body to send for an attempt's ID (``_r2``...): where the ID goes is the API's."""
+
+    @abstractmethod
+    def compared_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        """What of a body the adoption rule compares with an existing job's ``spec``."""
+
+    @abstractmethod
+    def spec_differences(self, ours: Mapping[str, Any], theirs: Mapping[str, Any]) -> list[str]:
+        """The fields in which a spec we would send and one the server holds differ."""
+
+    @abstractmethod
+    def package_uris(self, spec: Mapping[str, Any]) -> list[str]:
+        """The trainer packages a job's spec runs, once each."""
+
+    @abstractmethod
+    def console_url(self, project: str, name: str, view: Mapping[str, Any]) -> str:
+        """The job's page in the Google Cloud console."""
+
+    @abstractmethod
+    def build_request(
+        self,
+        *,
+        layered_input: Mapping[str, Any],
+        named: Mapping[str, Any],
+        labels: dict[str, str],
+        first_id: str,
+        default_region: str | None,
+        executor_image_uri: str | None,
+        framework: str | None,
+        vertex_job: Mapping[str, Any] | None,
+    ) -> JobRequest:
+        """The validated request (see :func:`airflow_aip.jobs.request.build_request`)."""
+
+    def __repr__(self) -> str:
+        return f"<backend {self.name}>"
+
+
+def backend_named(name: object) -> Backend:
+    """The backend called ``name``; ValidationError naming ``backend`` for any other value."""
+    from airflow_aip.jobs.mlv1.backend import MLV1
+    from airflow_aip.jobs.vertex.backend import VERTEX_AI
+
+    checked = check_backend(name)
+    return VERTEX_AI if checked == VERTEX_AI.name else MLV1
+
+
+def backend_of(view: Mapping[str, Any]) -> Backend:
+    """The backend a job view (or summary, or manifest) names; ml v1 for old ones that name none."""
+    return backend_named(view.get("backend") or AI_PLATFORM)
