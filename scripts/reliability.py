@@ -103,10 +103,10 @@ def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
     creates = sum(r["creates_applied"] for r in results)
     faults = report["service"]["faults"]
     kinds = Counter(label for counts in faults.values() for label, n in counts.items() for _ in range(n))
-    on_creates = sum((faults.get("jobs.create") or {}).values())
-    after_creates = sum(
-        n for label, n in (faults.get("jobs.create") or {}).items() if label.startswith("after")
-    )
+    # The job API's creates: customJobs/hyperparameterTuningJobs on Vertex AI, jobs on ml v1.
+    create_faults = [n for method, n in faults.items() if method.endswith("obs.create")]
+    on_creates = sum(sum(n.values()) for n in create_faults)
+    after_creates = sum(c for n in create_faults for label, c in n.items() if label.startswith("after"))
     calls = sum(r.get("calls", 0) for r in results)
     on_storage = sum(sum(n.values()) for method, n in faults.items() if method.startswith("storage."))
     detail = {
@@ -126,7 +126,7 @@ def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
     }
     row = [
         "Example pipeline (`dag.test()`) against `aip-local serve --fault-rate 0.2`: "
-        f"{detail['faults']} faults injected in {calls} ml v1, logging and Cloud Storage calls "
+        f"{detail['faults']} faults injected in {calls} Vertex AI, logging and Cloud Storage calls "
         f"({on_creates} on creates, {after_creates} of them after the create was applied; "
         f"{on_storage} on Cloud Storage)",
         f"{runs} runs",

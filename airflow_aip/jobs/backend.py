@@ -84,8 +84,8 @@ def backend_named(name: object) -> Backend:
     from airflow_aip.jobs.mlv1.backend import MLV1
     from airflow_aip.jobs.vertex.backend import VERTEX_AI
 
-    checked = check_backend(name)
-    return VERTEX_AI if checked == VERTEX_AI.name else MLV1
+    by_name: dict[str, Backend] = {each.name: each for each in (VERTEX_AI, MLV1)}
+    return by_name[check_backend(name)]
 
 
 def backend_of(view: Mapping[str, Any]) -> Backend:

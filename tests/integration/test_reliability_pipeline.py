@@ -1,8 +1,9 @@
 """The example pipeline against ``aip-local serve --fault-rate 0.2``: it succeeds, and creates one job.
 
-One in five ml v1 calls (create, get, list, cancel, logs) and Cloud Storage calls (the tasks'
-uploads, copies, reads and listings, through the service's proxy in front of fake-gcs-server)
-fails with 429, 500 or 503, or its connection drops or resets, before or after it was applied.
+One in five Vertex AI calls (create, get, list, cancel), Cloud Logging reads and Cloud Storage
+calls (the tasks' uploads, copies, reads and listings, through the service's proxy in front of
+fake-gcs-server) fails with 429, 500 or 503, or its connection drops or resets, before or after
+it was applied.
 Each run uses its own project, so "exactly one job" is the project's job list, checked against
 the service's own count of applied creates; the run's bucket is read on fake-gcs-server itself.
 
