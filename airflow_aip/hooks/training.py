@@ -27,7 +27,7 @@ from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_end
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.mlv1.backend import MLV1
-from airflow_aip.jobs.mlv1.view import ml_job_name, view_from_ml
+from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.view import JobView
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
@@ -124,7 +124,7 @@ class TrainingJobHook(GoogleApiHook):
     # -- the neutral interface (the same on VertexJobHook) ------------------------------------
 
     def _view(self, job: dict[str, Any], project_id: str | None = None) -> JobView:
-        view = view_from_ml(job, project_id or self.project_id)
+        view = self.backend.view(job, project_id=project_id or self.project_id, region=None)
         view["console_url"] = self.local_page(view["name"])  # None: Google's console, from the view
         return view
 

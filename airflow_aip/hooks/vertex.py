@@ -37,7 +37,7 @@ from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
-from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name, view_from_vertex
+from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name
 from airflow_aip.jobs.view import JobView, last_segment
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 
@@ -73,7 +73,7 @@ class VertexJobHook(GoogleApiHook):
         return f"projects/{project_id or self.project_id}/locations/{self.region}"
 
     def _view(self, resource: dict[str, Any]) -> JobView:
-        view = view_from_vertex(resource, project_id=self.project_id, region=self.region)
+        view = self.backend.view(resource, project_id=self.project_id, region=self.region)
         view["console_url"] = self.local_page(view["name"])  # None: Google's console, from the view
         return view
 

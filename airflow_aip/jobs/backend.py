@@ -14,7 +14,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_aip.jobs.view import AI_PLATFORM, check_backend
+from airflow_aip.jobs.view import AI_PLATFORM, JobView, check_backend
 
 if TYPE_CHECKING:
     from airflow_aip.jobs.request import JobRequest
@@ -35,6 +35,10 @@ class Backend(ABC):
     server_assigns_ids: bool
     #: The environment variable gcloud reads to override this API's endpoint.
     endpoint_env: str
+
+    @abstractmethod
+    def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
+        """A job as its API answered it, as the neutral view (:mod:`airflow_aip.jobs.view`)."""
 
     @abstractmethod
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:

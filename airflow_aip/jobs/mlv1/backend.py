@@ -14,8 +14,9 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.mlv1.diff import diff_training_input
 from airflow_aip.jobs.mlv1.training_input import build_training_input, validate_job
+from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.jobs.request import JobRequest
-from airflow_aip.jobs.view import AI_PLATFORM, last_segment
+from airflow_aip.jobs.view import AI_PLATFORM, JobView, last_segment
 
 ML_JOBS = "jobs"
 CONSOLE_JOB_URL = "https://console.cloud.google.com/ai-platform/jobs/{job_id}?{query}"
@@ -33,6 +34,9 @@ class MlV1Backend(Backend):
     model_subdir = ""
     server_assigns_ids = False
     endpoint_env = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
+
+    def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
+        return view_from_ml(resource, project_id)
 
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         return dict(labels)

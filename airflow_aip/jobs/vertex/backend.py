@@ -20,7 +20,8 @@ from airflow_aip.jobs.mlv1.training_input import build_training_input
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 from airflow_aip.jobs.vertex.translate import to_vertex
-from airflow_aip.jobs.view import VERTEX, last_segment
+from airflow_aip.jobs.vertex.view import view_from_vertex
+from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
 # Airflow's own VertexAITrainingLink (CustomJob and HyperparameterTuningJob alike).
 VERTEX_CONSOLE_URL = (
@@ -42,6 +43,9 @@ class VertexBackend(Backend):
     model_subdir = VERTEX_MODEL_DIR
     server_assigns_ids = True
     endpoint_env = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"
+
+    def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
+        return view_from_vertex(resource, project_id=project_id or "", region=region or "")
 
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         return {**labels, JOB_ID_LABEL: sanitize_label_value(job_id)}
