@@ -1,4 +1,4 @@
-"""One HTTP core for the Google REST APIs we call (ml v1, Cloud Logging v2): sync and async.
+"""One HTTP core for the Google REST APIs we call (Vertex AI, ml v1, Cloud Logging v2): sync and async.
 
 Every API hook is this class plus its paths. It owns, once:
 

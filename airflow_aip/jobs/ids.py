@@ -1,7 +1,7 @@
 """Job IDs: ``{prefix}[_{map_index}]_{YYYYMMDD_HHMMSS}[_{hash}][_rN]``, and the API's rule for them.
 
-The API's rule (seed 001): letters, digits and underscores only; starts with a letter; at most
-128 characters. The seed's naming rule: a base name, then the date and time (UTC). Each part
+AI Platform Training's rule for job IDs: letters, digits and underscores only; starts with a letter; at most
+128 characters. Its documented naming convention: a base name, then the date and time (UTC). Each part
 is there for a reason:
 
 - the prefix (by default ``{dag_id}_{task_id}``), sanitised, is the only part ever cut;

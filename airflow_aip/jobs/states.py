@@ -1,9 +1,9 @@
 """The neutral job states (ml v1's names, plus Vertex AI's PAUSED and EXPIRED), and which end a job.
 
 Waiting code decides with these properties only: a string comparison scattered over
-operators, sensors and triggers is how FAILED jobs once got reported as success. Each backend
-maps its wire states here explicitly (Vertex: :mod:`airflow_aip.jobs.vertex.view`). PAUSED and EXPIRED end a
-wait and are not success: Google's SDK and Airflow's Vertex triggers count PAUSED as complete,
+operators, sensors and triggers lets a FAILED job be reported as success. Each backend maps
+its wire states here explicitly (Vertex: :mod:`airflow_aip.jobs.vertex.view`). PAUSED and
+EXPIRED end a wait and are not success: Google's SDK and Airflow's Vertex triggers count PAUSED as complete,
 and the Google provider reports it as success; we do not (a paused job trained nothing yet).
 """
 

@@ -17,7 +17,7 @@
   ``serialize()`` and the deadline does not move.
 - ``on_kill`` (Airflow calls it only when a user kills, clears or marks the deferred task;
   never on triggerer restarts, redistribution or timeouts) cancels the job when
-  ``cancel_on_kill`` is set: a killed task no longer leaves its job running and billing.
+  ``cancel_on_kill`` is set: a killed task never leaves its job running and billing.
 - No side effects in ``run()``: a trigger may run more than once.
 - ``stream_logs``: the job's new Cloud Logging lines are logged with ``self.log`` as the
   shared log poller reads them, and once the job ended the last ones are drained before the

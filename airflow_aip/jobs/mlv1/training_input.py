@@ -1,7 +1,7 @@
 """Build and validate ``trainingInput`` and the whole ``Job`` body, before any request.
 
 Two passes: the shape (every field, type and enum from the discovery document, see
-:mod:`.schema`), then the rules the seed documents state in prose (CUSTOM needs masterType,
+:mod:`.schema`), then the rules AI Platform's documentation states in prose (CUSTOM needs masterType,
 package/module versus a custom container image, ``maxWaitTime`` of at least 1800s, the
 hyperparameter rules). The operator and the local service both call these, so a body the
 operator accepts is a body the local service accepts.

@@ -14,7 +14,7 @@ one thread just before another thread's line was written. That order is also wha
 read of many jobs cheap: each job's lines are already sorted, so ``entries.list`` bisects each
 job's log at its own ``timestamp>=`` cursor and merges the jobs, stopping once the page is full.
 
-Page tokens are opaque; inside they hold an offset into the whole ordered answer, as before.
+Page tokens are opaque; inside they hold an offset into the whole ordered answer.
 In ``timestamp asc`` order (the readers' order) new lines are stamped no earlier than every
 line served, so an offset stays on the line it pointed at (unless a new line ties the last one's
 microsecond and sorts before it by insertId); in ``desc`` order new lines shift the pages.

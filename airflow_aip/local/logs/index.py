@@ -9,7 +9,7 @@ It keeps 16 bytes an entry (the line's byte offset and its instant in microsecon
 last entry parsed, not every entry: 5,000 jobs of 250 lines are ~30 MB. Other entries are read
 back from the file, a block of lines per read, only when a page needs them. Entries of one job
 are stamped in order (see :mod:`.logs`), so a lower bound on time is a bisect; a log whose
-stamps go back or do not parse is marked unordered, and its readers scan and sort it as before.
+stamps go back or do not parse is marked unordered, and its readers scan and sort it whole.
 """
 
 from __future__ import annotations

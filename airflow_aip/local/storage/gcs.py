@@ -3,7 +3,7 @@
 Used by ``aip-local serve``, ``make demo`` and the integration tests. The process is owned by
 PID and always stopped by the same object that started it. On Linux it is also tied to its
 parent's life (``PR_SET_PDEATHSIG``): a SIGKILLed ``aip-local serve`` runs no ``finally``, and
-its fake-gcs-server used to live on, holding its port.
+without this its fake-gcs-server would live on, holding its port.
 """
 
 from __future__ import annotations
