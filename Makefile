@@ -63,9 +63,12 @@ screenshot: install browser
 	AIP_WRITE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -k training_job_tab
 
 # One pytest run over the five tiers, so its closing line counts them all (e2e: airflow standalone;
-# celery: CeleryExecutor with two workers that share no disk).
+# celery: CeleryExecutor with two workers that share no disk). Most tests wait on servers and
+# training processes rather than the CPU, so TEST_WORKERS pytest-xdist workers share the two
+# cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
+TEST_WORKERS ?= 4
 test: lint compose-validator browser celery-servers
-	$(BIN)/pytest tests/unit tests/integration tests/dags tests/e2e tests/celery
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests/unit tests/integration tests/dags tests/e2e tests/celery
 
 test-unit: install
 	$(BIN)/pytest tests/unit

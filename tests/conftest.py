@@ -49,3 +49,21 @@ def airflow_db() -> Path:
         env=os.environ.copy(),
     )
     return _HOME
+
+
+# Parallel runs (pytest-xdist, ``--dist loadgroup``): most of the suite waits on real servers and
+# training processes, not on the CPU, so several workers share the two cores well. A module's
+# tests stay on one worker, so its module fixtures (a faulty service, a DagBag) start once. The
+# e2e tier shares one ``airflow standalone`` and the Celery tier one stack: each runs whole on one
+# worker, never two of them beside a copy of themselves.
+_TIER_GROUPS = {"e2e": "e2e", "celery": "celery"}
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group"):
+            continue
+        parts = Path(str(item.path)).relative_to(REPO / "tests").parts
+        group = _TIER_GROUPS.get(parts[0], "/".join(parts))
+        item.add_marker(pytest.mark.xdist_group(group))
