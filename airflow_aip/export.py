@@ -1,7 +1,8 @@
 """What to export from a finished training job, where to, and whether it may be promoted.
 
 Pure: the export operator fetches the job and lists objects through hooks, then asks this
-module every question of policy. The best trial comes from :func:`airflow_aip.jobs.best_trial`
+module every question of policy (:mod:`airflow_aip.export_plan` applies these rules to one
+export, as a plan the storage hook carries out). The best trial comes from :func:`airflow_aip.jobs.best_trial`
 (via the job summary), so "best" means the same thing here as in XCom and in the local service.
 """
 

@@ -37,7 +37,6 @@ __all__ = [
 DEFAULT_CONN_ID = "google_cloud_default"
 # Where the sensor, cancel and export look for a job given by our ID (a resource name carries its
 # own): Google's Vertex AI SDK defaults its location the same way (``aiplatform.init``).
-DEFAULT_REGION = "us-central1"
 
 
 class GoogleCloudBaseHook(BaseHook):

@@ -24,6 +24,7 @@ class JobClient(Protocol):
     """A job API as the adapters use it: find, create, read, cancel, resolve, watch in batches."""
 
     backend: ClassVar[Backend]
+    impersonation_chain: list[str]  # who the hook acts as
 
     @property
     def project_id(self) -> str: ...

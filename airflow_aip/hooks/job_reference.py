@@ -1,29 +1,29 @@
-"""The hooks of one job reference, for the operators, the sensor and the trigger that address a job.
+"""How a task reaches its job's API, as one immutable value, and the hooks built from it.
 
-Each of them is told a job by the same arguments (connection, project, endpoint, identity,
-backend, region) and builds the same hooks from them, lazily (never at DAG parse) and once per
-task process or trigger instance. The job hook is the backend's (:class:`TrainingJobHook` for
-ml v1, :class:`VertexJobHook` for Vertex AI); both offer the same neutral methods (``find_job``,
-``create``, ``read``/``aread``, ``cancel``/``acancel``, ``resolve``) and answer job views.
+The operators, the sensor and the trigger address a job by the same arguments (connection,
+endpoint, identity, backend, project, region). :class:`JobApi` holds them once per task process
+or trigger instance, read when the task runs (never at DAG parse), with the region the job
+really lives in: a Vertex AI resource name carries its location, and a submit's request its
+region. The hooks are built from that value, lazily and once; the task's template fields are
+never rewritten.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.logs import JobLogsHook
-from airflow_aip.hooks.training import ENDPOINT_ENV as ML_ENDPOINT_ENV
 from airflow_aip.hooks.training import TrainingJobHook
-from airflow_aip.hooks.vertex import ENDPOINT_ENV as VERTEX_ENDPOINT_ENV
 from airflow_aip.hooks.vertex import VertexJobHook
-from airflow_aip.jobs.ids import validate_job_id
+from airflow_aip.jobs.backend import backend_named
 from airflow_aip.jobs.summary import google_console_url
-from airflow_aip.jobs.vertex.view import parse_name
-from airflow_aip.jobs.view import AI_PLATFORM, VERTEX, check_backend
+from airflow_aip.jobs.view import AI_PLATFORM, VERTEX
 
-JobHook = TrainingJobHook | VertexJobHook
+if TYPE_CHECKING:
+    from airflow_aip.hooks.job_client import JobClient
 
 
 def job_hook(
@@ -35,7 +35,7 @@ def job_hook(
     impersonation_chain: str | list[str] | None,
     region: str | None,
     **retry: Any,
-) -> JobHook:
+) -> JobClient:
     """The backend's job hook."""
     common: dict[str, Any] = {
         "project_id": project_id,
@@ -43,7 +43,7 @@ def job_hook(
         "impersonation_chain": impersonation_chain,
         **retry,
     }
-    if check_backend(backend) == AI_PLATFORM:
+    if backend_named(backend).name == AI_PLATFORM:
         return TrainingJobHook(gcp_conn_id, **common)
     if not region:
         raise ValidationError(
@@ -52,18 +52,29 @@ def job_hook(
     return VertexJobHook(gcp_conn_id, region=region, **common)
 
 
-class JobHooksMixin:
-    """``hook`` (the backend's jobs) and ``logs_hook`` (Cloud Logging) of one job reference."""
+@dataclass(frozen=True)
+class JobApi:
+    """Where and as whom one task reaches its job: an immutable value, with its hooks built once."""
 
+    backend: str
     gcp_conn_id: str
-    project_id: str | None
     api_endpoint: str | None
-    impersonation_chain: str | list[str] | None = None
-    backend: str = VERTEX
-    region: str | None = None
+    impersonation_chain: str | list[str] | None
+    project_id: str | None
+    region: str | None
+
+    def addressing(self, reference: object) -> JobApi:
+        """This API for a job given by ``reference``: a resource name's own location wins."""
+        if not isinstance(reference, str) or not reference.startswith("projects/"):
+            return self
+        try:
+            location = backend_named(self.backend).location_of(reference)
+        except ValueError as err:
+            raise ValidationError("job_id", str(err)) from None
+        return replace(self, region=location) if location else self
 
     @property
-    def job_api_arguments(self) -> dict[str, Any]:
+    def arguments(self) -> dict[str, Any]:
         """How this task reaches the job's API, as handed on to its trigger and to a cancel."""
         return {
             "gcp_conn_id": self.gcp_conn_id,
@@ -80,25 +91,62 @@ class JobHooksMixin:
         chain_key = (chain,) if isinstance(chain, str) else tuple(chain or ())
         return (self.backend, self.gcp_conn_id, self.api_endpoint, chain_key, self.project_id, self.region)
 
-    def job_name_for(self, reference: str) -> str:
-        """The resource name of a job given by our job ID or by its resource name.
+    def job_hook(self, **retry: Any) -> JobClient:
+        return job_hook(project_id=self.project_id, **self.arguments, **retry)
 
-        A Vertex AI name carries its location, which becomes this task's ``region`` (before
-        the hook is built: the endpoint is regional); our ID is looked up (label, displayName).
-        """
+    def logs_hook(self, **retry: Any) -> JobLogsHook:
+        """The job's logs: from the job API's endpoint when it is an emulator, else Cloud Logging."""
+        return JobLogsHook(
+            self.gcp_conn_id,
+            project_id=self.project_id,
+            ml_api_endpoint=self.api_endpoint,
+            impersonation_chain=self.impersonation_chain,
+            job_endpoint_env=backend_named(self.backend).endpoint_env,
+            **retry,
+        )
+
+
+class JobHooksMixin:
+    """``job_api`` and its hooks, for a task (or trigger) that addresses one job."""
+
+    gcp_conn_id: str
+    project_id: str | None
+    api_endpoint: str | None
+    impersonation_chain: str | list[str] | None = None
+    backend: str = VERTEX
+    region: str | None = None
+
+    def job_region(self) -> str | None:
+        """The region the task's job API is in: its ``region``, unless the job says otherwise."""
+        return self.region
+
+    @cached_property
+    def job_api(self) -> JobApi:
+        """This task's job API, read once when it runs (a resource name's location included)."""
+        api = JobApi(
+            self.backend,
+            self.gcp_conn_id,
+            self.api_endpoint,
+            self.impersonation_chain,
+            self.project_id,
+            self.job_region(),
+        )
+        return api.addressing(getattr(self, "job_id", None))
+
+    @property
+    def job_api_arguments(self) -> dict[str, Any]:
+        return self.job_api.arguments
+
+    @property
+    def poller_key(self) -> tuple[Any, ...]:
+        return self.job_api.poller_key
+
+    def job_name_for(self, reference: str) -> str:
+        """The resource name of a job given by our job ID (looked up) or by its resource name."""
         if not isinstance(reference, str) or not reference:
             raise ValidationError("job_id", f"must be a job ID or a resource name, got {reference!r}")
         if reference.startswith("projects/"):
-            if self.backend == VERTEX:
-                try:
-                    self.region = parse_name(reference)[1]
-                except ValueError as err:
-                    raise ValidationError("job_id", str(err)) from None
-                self.__dict__.pop("hook", None)
-                self.__dict__.pop("wait_hook", None)
             return reference
-        if self.backend == AI_PLATFORM:
-            validate_job_id(reference)
         return self.hook.resolve(reference)
 
     def console_url_for(self, name: str, job_id: str) -> str | None:
@@ -106,49 +154,27 @@ class JobHooksMixin:
         local = self.hook.local_page(name)
         if local:
             return local
-        view = {"backend": self.backend, "name": name, "job_id": job_id, "region": self.region}
+        view = {"backend": self.backend, "name": name, "job_id": job_id, "region": self.job_api.region}
         return google_console_url({**view, "project_id": self.hook.project_id})
 
     @cached_property
-    def hook(self) -> JobHook:
-        return self._job_hook()
+    def hook(self) -> JobClient:
+        return self.job_api.job_hook()
 
     @cached_property
-    def wait_hook(self) -> JobHook:
+    def wait_hook(self) -> JobClient:
         """``hook`` trying each request once, for waiting: the wait step owns outage policy."""
-        return self._job_hook(retry_attempts=1)
-
-    def _job_hook(self, **retry: Any) -> JobHook:
-        return job_hook(
-            self.backend,
-            gcp_conn_id=self.gcp_conn_id,
-            project_id=self.project_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
-            region=self.region,
-            **retry,
-        )
+        return self.job_api.job_hook(retry_attempts=1)
 
     @cached_property
     def logs_hook(self) -> JobLogsHook:
-        """The job's logs: from the job API's endpoint when it is an emulator, else from Cloud Logging."""
-        return self._logs_hook()
+        return self.job_api.logs_hook()
 
     @cached_property
     def poll_logs_hook(self) -> JobLogsHook:
         """``logs_hook`` trying each read once, for the triggerer's shared log poller: a failed
         read is made again next round, within the budget; retries inside a read would not be."""
-        return self._logs_hook(retry_attempts=1)
-
-    def _logs_hook(self, **retry: Any) -> JobLogsHook:
-        return JobLogsHook(
-            self.gcp_conn_id,
-            project_id=self.project_id,
-            ml_api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
-            job_endpoint_env=ML_ENDPOINT_ENV if self.backend == AI_PLATFORM else VERTEX_ENDPOINT_ENV,
-            **retry,
-        )
+        return self.job_api.logs_hook(retry_attempts=1)
 
 
 def cancel_quietly(name: str, *, project_id: str | None, reason: str, log: Any, **api: Any) -> None:

@@ -27,6 +27,7 @@ import builtins
 import hashlib
 import importlib
 import io
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import PreconditionFailedError, StagingError, StorageError, ValidationError
+from airflow_aip.export_plan import ExportPlan, ObjectCopy, StoredManifest
 from airflow_aip.hooks.base import GoogleCloudBaseHook, anonymous_credentials
 from airflow_aip.uris import GcsUri, parse_gcs_uri, storage_emulator_host
 
@@ -289,6 +291,45 @@ class StorageHook(GoogleCloudBaseHook):
             self.log.info("%s already holds the bytes of %s", dst.uri, src.uri)
             return landed
         return _info(dst.bucket, destination)
+
+    def metadata_of(self, uris: Iterable[str]) -> dict[str, ObjectInfo | None]:
+        """Each URI's metadata, in order; None for one not in Cloud Storage or not there."""
+        return {uri: self.get_metadata(uri) if uri.startswith("gs://") else None for uri in uris}
+
+    # -- export ----------------------------------------------------------------------------------
+
+    def read_manifest(self, uri: str) -> StoredManifest | None:
+        """A JSON manifest and the generation a replace must match; None when there is none."""
+        info = self.get_metadata(uri)
+        if info is None:
+            return None
+        return StoredManifest(info.generation, json.loads(self.read_bytes(uri)))
+
+    def write_export(self, plan: ExportPlan) -> int:
+        """Carry out an export plan; the bytes copied (0 when every copy was already there).
+
+        Exactly once under retries and re-runs: an object whose destination already holds its
+        size and crc32c is not copied again, any other copy is conditional (create, or replace
+        the generation just seen), and so are the manifests, written after every object in the
+        plan's order, so that a reader that sees a manifest sees a complete model.
+        """
+        copied = sum(self._copy_unless_there(copy) for copy in plan.copies)
+        for write in plan.writes:
+            self.write_bytes(
+                write.uri,
+                write.data,
+                if_generation_match=write.if_generation_match,
+                content_type="application/json",
+            )
+        return copied
+
+    def _copy_unless_there(self, copy: ObjectCopy) -> int:
+        existing = self.get_metadata(copy.destination_uri)
+        if existing is not None and (existing.size, existing.crc32c) == (copy.size, copy.crc32c):
+            return 0
+        generation = existing.generation if existing else 0
+        self.copy(copy.source_uri, copy.destination_uri, if_generation_match=generation)
+        return copy.size
 
     def delete(self, uri: str, if_generation_match: int | None = None) -> bool:
         """Delete (that generation only, if given); False when there was nothing to delete."""

@@ -165,7 +165,8 @@ class TrainingJobHook(GoogleApiHook):
 
     def resolve(self, job_id: str) -> str:
         """The resource name of a job ID (no request: ml v1 names are the client's)."""
-        return ml_job_name(self.project_id, validate_job_id(job_id))
+        checked = validate_job_id(job_id)  # before the project: a bad ID costs no credential lookup
+        return ml_job_name(self.project_id, checked)
 
     # -- watching many jobs (the triggerer's shared poller) ------------------------------------
 

@@ -34,7 +34,7 @@ from airflow_aip.jobs.trials import best_trial_report
 from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event, summary_from_event
 
 if TYPE_CHECKING:
-    from airflow_aip.hooks.job_reference import JobHook
+    from airflow_aip.hooks.job_client import JobClient
     from airflow_aip.hooks.logs import JobLogsHook
 
 StreamFor = Callable[[Mapping[str, Any]], LogStream]
@@ -57,7 +57,7 @@ class WaitRunner:
 
     def __init__(
         self,
-        hook: JobHook | None,
+        hook: JobClient | None,
         logs_hook: JobLogsHook | None,
         job_id: str,
         project_id: str,

@@ -40,6 +40,10 @@ class Backend(ABC):
     def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
         """A job as its API answered it, as the neutral view (:mod:`airflow_aip.jobs.view`)."""
 
+    def location_of(self, name: str) -> str | None:
+        """The location a resource name carries (None when the API's names carry none)."""
+        return None
+
     @abstractmethod
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         """The labels a job created under ``job_id`` carries."""

@@ -30,7 +30,6 @@ from airflow_aip.jobs.logs import LogStream
 ENTRIES_LIST_QUOTA_PER_MINUTE = 60  # per project: https://cloud.google.com/logging/quotas
 MAX_FILTER_CHARS = 20_000  # ListLogEntriesRequest.filter: "The maximum length of a filter is 20,000 ..."
 FILTER_BUDGET_CHARS = 18_000  # what a batch's filter may use: a tenth of the limit left as margin
-DEFAULT_READS_PER_MINUTE = 30  # half the quota: workers, other triggerers and people's tools read too
 READ_BURST = 5  # reads a round may make at once before the budget paces them
 # The minute the cap counts in, plus a second: the quota counts reads as they arrive, and two
 # reads sent 60 s apart may arrive a few milliseconds closer than that.

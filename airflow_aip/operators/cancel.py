@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context, conf
+from airflow.sdk import BaseOperator, Context
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
+from airflow_aip import config
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 
 
@@ -39,8 +40,8 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
         *,
         job_id: str,
         project_id: str | None = None,
-        backend: str = conf.get("aip", "backend", fallback="vertex"),
-        region: str | None = conf.get("aip", "region", fallback=DEFAULT_REGION),
+        backend: str = config.backend(),
+        region: str | None = config.region(),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,

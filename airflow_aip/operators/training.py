@@ -35,8 +35,9 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal
 
-from airflow.sdk import BaseOperator, Context, conf
+from airflow.sdk import BaseOperator, Context
 
+from airflow_aip import config
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
@@ -165,16 +166,16 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         labels: dict[str, str] | None = None,
         if_exists: Literal["adopt", "fail", "new"] = "adopt",
         wait_for_completion: bool = True,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poll_interval: float = conf.getint("aip", "poll_interval", fallback=30),
+        deferrable: bool = config.default_deferrable(),
+        poll_interval: float = config.poll_interval(),
         wait_timeout: float | None = None,
         cancel_on_kill: bool = True,
         stream_logs: bool = True,
-        max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
+        max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
-        backend: str = conf.get("aip", "backend", fallback="vertex"),
+        backend: str = config.backend(),
         executor_image_uri: str | None = None,
         framework: str | None = None,
         vertex_job: dict[str, Any] | None = None,
@@ -222,6 +223,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
         self._watched: tuple[str, str] | None = None  # (job name, project) while waiting, for on_kill
+        self._request_region: str | None = None  # where the validated request runs (Vertex AI)
 
     # -- building the request (pure; every check before any side effect) --------------------
 
@@ -248,6 +250,10 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             "hyperparameters": self.hyperparameters,
         }
 
+    def job_region(self) -> str | None:
+        """The request's region (argument, config file, then ``[aip] region``) once it is built."""
+        return self._request_region or self.region
+
     def build_job(self, context: Context) -> tuple[JobRequest, Callable[[int], str]]:
         """The validated request (any attempt ID) and the attempt-ID function; sets ``region``."""
         check_if_exists(self.if_exists)
@@ -270,12 +276,12 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             named=self._named_arguments(),
             labels=labels,
             first_id=id_for(1),
-            default_region=conf.get("aip", "region", fallback=None),
+            default_region=config.region(),
             executor_image_uri=self.executor_image_uri,
             framework=self.framework,
             vertex_job=self.vertex_job,
         )
-        self.region = request.region or self.region
+        self._request_region = request.region
         return request, id_for
 
     def _attempt_ids(self, context: Context) -> Callable[[int], str]:
@@ -312,16 +318,13 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         end_time = time.time() + self.wait_timeout if self.wait_timeout else None
         if self.deferrable and not JobState.parse(job.get("state")).is_terminal:
             self.defer(
-                trigger=TrainingJobTrigger(
+                trigger=TrainingJobTrigger.for_task(
+                    self,
                     job_id=job_id,
                     job_name=name,
                     project_id=project,
-                    **self.job_api_arguments,
                     poll_interval=self.poll_interval,
                     end_time=end_time,
-                    cancel_on_kill=self.cancel_on_kill,
-                    stream_logs=self.stream_logs,
-                    max_log_lines_per_minute=self.max_log_lines_per_minute,
                     masked_values=masked_values_in(request.body),
                 ),
                 method_name="execute_complete",

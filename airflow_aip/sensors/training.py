@@ -42,11 +42,12 @@ from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue, conf
+from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
+from airflow_aip import config
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID, DEFAULT_REGION
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
@@ -87,15 +88,15 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         *,
         job_id: str,
         project_id: str | None = None,
-        backend: str = conf.get("aip", "backend", fallback="vertex"),
-        region: str | None = conf.get("aip", "region", fallback=DEFAULT_REGION),
+        backend: str = config.backend(),
+        region: str | None = config.region(),
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
-        deferrable: bool = conf.getboolean("operators", "default_deferrable", fallback=False),
-        poke_interval: float = conf.getint("aip", "poll_interval", fallback=30),
+        deferrable: bool = config.default_deferrable(),
+        poke_interval: float = config.poll_interval(),
         stream_logs: bool = True,
-        max_log_lines_per_minute: int = conf.getint("aip", "max_log_lines_per_minute", fallback=1000),
+        max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
         cancel_on_kill: bool = False,
         **kwargs: Any,
     ) -> None:
@@ -123,7 +124,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
 
     def execute(self, context: Context) -> Any:
         check_lines_per_minute(self.max_log_lines_per_minute)
-        name = self.job_name  # first: a Vertex AI name sets the region of the hook
+        name = self.job_name
         project = self.hook.project_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=self.job_id)
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=self.console_url_for(name, self.job_id))
@@ -134,18 +135,15 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         if checked.done:
             return self._outcome(wait.event(checked))
         self.defer(
-            trigger=TrainingJobTrigger(
+            trigger=TrainingJobTrigger.for_task(
+                self,
                 job_id=self.job_id,
-                job_name=self.job_name,
+                job_name=name,
                 project_id=project,
-                **self.job_api_arguments,
                 poll_interval=self.poke_interval,
                 end_time=time.time() + self.timeout,
-                cancel_on_kill=self.cancel_on_kill,
-                stream_logs=self.stream_logs,
-                log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
-                max_log_lines_per_minute=self.max_log_lines_per_minute,
                 masked_values=masked_values_in(wait.last_job.get("spec")),
+                log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
@@ -153,7 +151,6 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue:
         """Reschedule mode: one read. Poke mode: the whole wait (see the module docstring)."""
-        self.job_name  # noqa: B018  (resolved first: a Vertex AI name sets the region of the hook)
         project = self.hook.project_id
         if not self.reschedule:
             wait = self._wait(project, deadline=time.time() + self.timeout)

@@ -51,7 +51,7 @@ from airflow_aip.jobs.waiting import Seen
 from airflow_aip.jobs.watch import Listed, WatchBatch
 
 if TYPE_CHECKING:
-    from airflow_aip.hooks.job_reference import JobHook
+    from airflow_aip.hooks.job_client import JobClient
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ _POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, Jo
 )
 
 
-def job_poller(key: Hashable, make_hook: Callable[[], JobHook]) -> JobPoller:
+def job_poller(key: Hashable, make_hook: Callable[[], JobClient]) -> JobPoller:
     """The running loop's poller for ``key`` (API, endpoint, identity, project, region: see
     ``JobHooksMixin.poller_key``); ``make_hook`` is called only to start a new one, so 5,000
     triggers do not build 5,000 hooks."""
@@ -122,7 +122,7 @@ class JobPoller:
 
     def __init__(
         self,
-        hook: JobHook,
+        hook: JobClient,
         *,
         on_idle: Callable[[], object] = lambda: None,
         clock: Callable[[], float] = time.monotonic,

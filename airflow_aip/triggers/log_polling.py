@@ -49,9 +49,9 @@ import weakref
 from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
+from airflow_aip import config
 from airflow_aip.hooks.logs import is_throttled
 from airflow_aip.jobs.log_reads import (
-    DEFAULT_READS_PER_MINUTE,
     ReadBudget,
     batch_filter,
     batch_size,
@@ -74,18 +74,11 @@ _POLLERS: weakref.WeakKeyDictionary[Loop, dict[Hashable, LogPoller]] = weakref.W
 _BUDGETS: weakref.WeakKeyDictionary[Loop, dict[str, ReadBudget]] = weakref.WeakKeyDictionary()
 
 
-def reads_per_minute() -> int:
-    """``[aip] log_reads_per_minute``: per triggerer process and per project (at least 1)."""
-    from airflow.configuration import conf
-
-    return max(1, conf.getint("aip", "log_reads_per_minute", fallback=DEFAULT_READS_PER_MINUTE))
-
-
 def read_budget(project_id: str) -> ReadBudget:
     """The running loop's budget for the project: every poller of the project spends it."""
     budgets = _BUDGETS.setdefault(asyncio.get_running_loop(), {})
     if project_id not in budgets:
-        budgets[project_id] = ReadBudget(reads_per_minute())
+        budgets[project_id] = ReadBudget(config.log_reads_per_minute())
     return budgets[project_id]
 
 

@@ -120,6 +120,34 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.masked_values = list(masked_values)
 
+    @classmethod
+    def for_task(
+        cls,
+        task: Any,
+        *,
+        job_id: str,
+        job_name: str,
+        project_id: str,
+        poll_interval: float,
+        end_time: float | None,
+        masked_values: Sequence[str],
+        log_cursor: dict[str, Any] | None = None,
+    ) -> TrainingJobTrigger:
+        """The trigger a waiting task defers to: its job API and its wait settings, handed on whole."""
+        return cls(
+            job_id=job_id,
+            job_name=job_name,
+            project_id=project_id,
+            **task.job_api_arguments,
+            poll_interval=poll_interval,
+            end_time=end_time,
+            cancel_on_kill=task.cancel_on_kill,
+            stream_logs=task.stream_logs,
+            log_cursor=log_cursor,
+            max_log_lines_per_minute=task.max_log_lines_per_minute,
+            masked_values=masked_values,
+        )
+
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
             CLASSPATH,

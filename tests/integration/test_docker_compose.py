@@ -160,6 +160,7 @@ def env_reads(package: Path) -> set[str]:
         r"os\.getenv\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']",
         r"env_flag\(\s*[\"']([A-Z][A-Z0-9_]+)[\"']",
         r"^[A-Z_]*_ENV\s*=\s*[\"']([A-Z][A-Z0-9_]+)[\"']",
+        r"^\s*endpoint_env\s*=\s*[\"']([A-Z][A-Z0-9_]+)[\"']",  # a Backend's endpoint override
     )
     found: set[str] = set()
     for path in package.rglob("*.py"):

@@ -276,8 +276,8 @@ async def test_thirty_triggers_share_one_list_call_a_round() -> None:
     triggers = []
     for i in range(30):
         trigger = TrainingJobTrigger(
-            job_id=f"j{i}", project_id="proj", api_endpoint=LOCAL, poll_interval=0.05, stream_logs=False
-        )
+            job_id=f"j{i}", project_id="proj", api_endpoint=LOCAL, poll_interval=0.5, stream_logs=False
+        )  # rounds far enough apart that a loaded machine (parallel test workers) keeps them apart
         trigger.__dict__["wait_hook"] = hook
         triggers.append(trigger)
 

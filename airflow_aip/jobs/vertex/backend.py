@@ -20,7 +20,7 @@ from airflow_aip.jobs.mlv1.training_input import build_training_input
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 from airflow_aip.jobs.vertex.translate import to_vertex
-from airflow_aip.jobs.vertex.view import view_from_vertex
+from airflow_aip.jobs.vertex.view import parse_name, view_from_vertex
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
 # Airflow's own VertexAITrainingLink (CustomJob and HyperparameterTuningJob alike).
@@ -46,6 +46,10 @@ class VertexBackend(Backend):
 
     def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
         return view_from_vertex(resource, project_id=project_id or "", region=region or "")
+
+    def location_of(self, name: str) -> str | None:
+        """``projects/P/locations/L/...``: L, the endpoint of the job (ValueError when malformed)."""
+        return parse_name(name)[1]
 
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         return {**labels, JOB_ID_LABEL: sanitize_label_value(job_id)}
