@@ -68,7 +68,7 @@ screenshot: install browser
 # cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
 TEST_WORKERS ?= 4
 test: lint compose-validator browser celery-servers
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadgroup --durations=20 tests/unit tests/integration tests/dags tests/e2e tests/celery
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/unit tests/integration tests/dags tests/e2e tests/celery
 
 test-unit: install
 	$(BIN)/pytest tests/unit

@@ -14,20 +14,20 @@ Why the details matter:
   the same source gives the same bytes and its sha256 names the content for staging.
   (Identical bytes across hosts also assume the same zlib; one host always agrees with itself.)
 
-Pure: stdlib and a setuptools subprocess; no Airflow, no Google.
+Pure: stdlib, pyproject_hooks and a setuptools subprocess; no Airflow, no Google.
 """
 
 from __future__ import annotations
 
 import gzip
 import hashlib
-import json
 import os
 import shutil
 import subprocess
 import sys
 import tarfile
 import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from email.parser import HeaderParser
 from pathlib import Path
@@ -60,18 +60,6 @@ setup(
 """
 # Unlike gcloud, ship the package's data files too (a trainer's config.yaml must reach the VM).
 GENERATED_MANIFEST = "graft {name}\nglobal-exclude *.py[cod]\n"
-
-# Runs inside the subprocess: import the PEP 517 backend named in pyproject.toml and build.
-_BACKEND_SCRIPT = """\
-import importlib, json, os, sys
-name, backend_path, out = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3]
-sys.path[:0] = [os.path.abspath(p) for p in backend_path]
-module, _, attrs = name.partition(":")
-backend = importlib.import_module(module)
-for attr in filter(None, attrs.split(".")):
-    backend = getattr(backend, attr)
-print("AIP_SDIST=" + backend.build_sdist(out))
-"""
 
 
 @dataclass(frozen=True)
@@ -294,17 +282,29 @@ def _backend_of(project: Path) -> tuple[str, list[str]]:
 def _run_backend(
     source: Path, raw_dir: Path, backend: str, backend_path: list[str], package: Path, epoch: int
 ) -> Path:
+    """The PEP 517 ``build_sdist`` hook, run by pyproject_hooks in a subprocess of this interpreter.
+
+    Not isolated: the trainer's build backend (setuptools) comes from this environment, as
+    gcloud's does, and ``PIP_NO_INDEX`` keeps a ``setup_requires`` from ever downloading. The
+    runner captures the output for the error message and bounds the build's time.
+    """
+    from pyproject_hooks import BackendUnavailable, BuildBackendHookCaller, HookMissing
+
     raw_dir.mkdir()
-    env = {
-        **os.environ,
-        "SOURCE_DATE_EPOCH": str(epoch),
-        "PIP_NO_INDEX": "1",  # a setup_requires must never trigger a download
-        "PYTHONDONTWRITEBYTECODE": "1",
-    }
-    try:
+
+    def runner(
+        cmd: Sequence[str], cwd: str | None = None, extra_environ: Mapping[str, str] | None = None
+    ) -> None:
+        env = {
+            **os.environ,
+            **(extra_environ or {}),
+            "SOURCE_DATE_EPOCH": str(epoch),
+            "PIP_NO_INDEX": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+        }
         proc = subprocess.run(
-            [sys.executable, "-c", _BACKEND_SCRIPT, backend, json.dumps(backend_path), str(raw_dir)],
-            cwd=source,
+            list(cmd),
+            cwd=cwd,
             env=env,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -313,15 +313,24 @@ def _run_backend(
             timeout=BUILD_TIMEOUT_SECONDS,
             check=False,
         )
+        if proc.returncode != 0:
+            raise subprocess.CalledProcessError(proc.returncode, list(cmd), output=proc.stdout)
+
+    hooks = BuildBackendHookCaller(
+        str(source), backend, backend_path or None, runner=runner, python_executable=sys.executable
+    )
+    try:
+        built = hooks.build_sdist(str(raw_dir))
     except subprocess.TimeoutExpired:
         raise PackagingError(f"building {package} took over {BUILD_TIMEOUT_SECONDS}s") from None
-    lines = [line for line in proc.stdout.splitlines() if line.startswith("AIP_SDIST=")]
-    if proc.returncode != 0 or not lines:
+    except subprocess.CalledProcessError as err:
         raise PackagingError(
-            f"building the sdist of {package} failed (exit {proc.returncode}, backend {backend});"
-            f" its output:\n{proc.stdout[-_OUTPUT_TAIL:]}"
-        )
-    raw = raw_dir / lines[-1].removeprefix("AIP_SDIST=").strip()
+            f"building the sdist of {package} failed (exit {err.returncode}, backend {backend});"
+            f" its output:\n{str(err.output or '')[-_OUTPUT_TAIL:]}"
+        ) from None
+    except (BackendUnavailable, HookMissing) as err:
+        raise PackagingError(f"building the sdist of {package} failed (backend {backend}): {err!r}") from None
+    raw = raw_dir / str(built)
     if not raw.is_file() or not raw.name.endswith(".tar.gz"):
         raise PackagingError(f"the build backend reported {raw.name!r}, not a .tar.gz sdist")
     return raw

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -51,19 +52,21 @@ def airflow_db() -> Path:
     return _HOME
 
 
-# Parallel runs (pytest-xdist, ``--dist loadgroup``): most of the suite waits on real servers and
-# training processes, not on the CPU, so several workers share the two cores well. A module's
-# tests stay on one worker, so its module fixtures (a faulty service, a DagBag) start once. The
-# e2e tier shares one ``airflow standalone`` and the Celery tier one stack: each runs whole on one
-# worker, never two of them beside a copy of themselves.
-_TIER_GROUPS = {"e2e": "e2e", "celery": "celery"}
+# Parallel runs (pytest-xdist): most of the suite waits on real servers and training processes,
+# not on the CPU, so several workers share the two cores well. A module's tests stay on one worker,
+# so its module fixtures (a faulty service, a DagBag) start once; the e2e tier shares one
+# ``airflow standalone`` and the Celery tier one stack, so each tier runs whole on one worker.
+# (A scheduler of our own: xdist's ``loadgroup`` marks are not honoured under pytest 9.)
+_WHOLE_TIERS = ("e2e", "celery")
 
 
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group"):
-            continue
-        parts = Path(str(item.path)).relative_to(REPO / "tests").parts
-        group = _TIER_GROUPS.get(parts[0], "/".join(parts))
-        item.add_marker(pytest.mark.xdist_group(group))
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    from xdist.scheduler import LoadScopeScheduling
+
+    class TierScheduling(LoadScopeScheduling):  # type: ignore[misc]
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            tier = path.split("/")[1] if path.count("/") >= 2 else ""
+            return tier if tier in _WHOLE_TIERS else path
+
+    return TierScheduling(config, log)

@@ -19,25 +19,30 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import IO
 
+import psutil
+
 # (stream, line): stream is "stdout" or "stderr".
 LineSink = Callable[[str, str], None]
 STDERR_TAIL_LINES = 30
 
 
 def start_ticks(pid: int) -> int | None:
-    """The process start time in clock ticks since boot (Linux /proc), or None if unknown."""
+    """When the process started, in hundredths of a second since the epoch, or None if it is gone.
+
+    psutil reads it from the kernel (on Linux ``/proc/<pid>/stat``'s start time over the boot
+    time), so the same process always gives the same number and a reused PID another one.
+    """
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return round(float(psutil.Process(pid).create_time()) * 100)
+    except psutil.Error:
         return None
-    # Field 22; the command name (field 2) may hold spaces, so count from its closing paren.
-    return int(stat[stat.rindex(")") + 2 :].split()[19])
 
 
 def kill_group(pid: int, expected_ticks: int | None, grace: float = 5.0) -> bool:
     """SIGTERM then SIGKILL the process group led by ``pid`` if it is still the process we started.
 
-    Returns True if something was signalled. Without /proc to confirm identity, nothing is killed.
+    Returns True if something was signalled. Without a start time to confirm identity, nothing is
+    killed: a PID the kernel gave to another process since must never be signalled.
     """
     if expected_ticks is None or start_ticks(pid) != expected_ticks:
         return False
@@ -57,10 +62,9 @@ def kill_group(pid: int, expected_ticks: int | None, grace: float = 5.0) -> bool
 
 def _is_zombie(pid: int) -> bool:
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
+        return bool(psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    except psutil.NoSuchProcess:
         return True
-    return stat[stat.rindex(")") + 2 :].startswith("Z")
 
 
 class ManagedProcess:
