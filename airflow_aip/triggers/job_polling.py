@@ -36,10 +36,7 @@ being watched, and they are meant for event-driven scheduling, not for deferred 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import contextvars
 import logging
-import math
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Iterable
@@ -49,13 +46,13 @@ from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.waiting import Seen
 from airflow_aip.jobs.watch import Listed, WatchBatch
+from airflow_aip.triggers.rounds import NEVER, RoundScheduler
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
 
 log = logging.getLogger(__name__)
 
-NEVER = math.inf
 GATHER_SECONDS = 0.5  # a first read waits this long for the others registering with it (a restart)
 MAX_CONCURRENT_READS = 4  # requests of one round in flight at once
 Read = Listed | BaseException
@@ -114,7 +111,7 @@ class JobWatch:
             self.deliver(Seen.failure(read, transient=is_transient(read)))
 
 
-class JobPoller:
+class JobPoller(RoundScheduler):
     """Reads every watched job of one API, identity, project and region, in rounds (module docstring).
 
     ``clock`` is injectable so a test can drive :meth:`poll_round` on a fake clock.
@@ -127,15 +124,10 @@ class JobPoller:
         on_idle: Callable[[], object] = lambda: None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        super().__init__(clock=clock, on_idle=on_idle)
         self.hook = hook
-        self.clock = clock
-        self.on_idle = on_idle
         self.watches: dict[JobWatch, None] = {}  # registration order
         self.gets_only = False  # the API refused a list: read each job by itself
-        self.start_rounds = True  # False: a test drives poll_round() on its own clock
-        self._next_round = NEVER
-        self._wake = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
 
     # -- registration --------------------------------------------------------------------------
 
@@ -144,25 +136,30 @@ class JobPoller:
         watch = JobWatch(self, name, job_id, interval, deliver)
         self.watches[watch] = None
         self.schedule(watch, self.clock() + min(GATHER_SECONDS, interval / 2))
-        if self.start_rounds and (self._task is None or self._task.done()):
-            loop = asyncio.get_running_loop()
-            self._task = loop.create_task(self._run(), context=contextvars.Context())
+        self.start()
         return watch
 
     def schedule(self, watch: JobWatch, due: float) -> None:
         watch.due = due
-        if due < self._next_round:
-            self._wake.set()
+        self.due_at(due)
 
     def remove(self, watch: JobWatch) -> None:
         self.watches.pop(watch, None)
         if not self.watches:
-            self._wake.set()
+            self.wake()
 
     # -- rounds --------------------------------------------------------------------------------
 
-    def next_round_at(self) -> float:
+    def registered(self) -> bool:
+        return bool(self.watches)
+
+    def next_wake(self) -> float:
         return min((watch.due for watch in self.watches), default=NEVER)
+
+    next_round_at = next_wake
+
+    async def run_round(self) -> int:
+        return await self.poll_round()
 
     def coalesce(self) -> float:
         """Watches due this much after a round's start join it: half the shortest poll interval."""
@@ -194,22 +191,6 @@ class JobPoller:
             for name in list(due):
                 self._offer(name, err, due)
         return read
-
-    async def _run(self) -> None:
-        try:
-            while self.watches:
-                self._next_round = self.next_round_at()
-                delay = self._next_round - self.clock()
-                if delay <= 0:
-                    await self.poll_round()
-                    continue
-                self._wake.clear()
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), None if delay == NEVER else delay)
-        finally:
-            self._next_round = NEVER
-            if not self.watches:
-                self.on_idle()
 
     # -- reading ---------------------------------------------------------------------------------
 

@@ -41,12 +41,10 @@ same identity (endpoint, connection, impersonation: ``JobLogsHook._shared_auth_k
 from __future__ import annotations
 
 import asyncio
-import contextvars
 import logging
-import math
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip import config
@@ -58,16 +56,15 @@ from airflow_aip.jobs.log_reads import (
     heavy_jobs,
 )
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, DrainRule, Line, LogStream
+from airflow_aip.triggers.rounds import NEVER, RoundScheduler, Sleep
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.logs import JobLogsHook
 
 log = logging.getLogger(__name__)
 
-NEVER = math.inf
 MIN_PERIOD = 1.0  # seconds: no follow is read more often, whatever its interval
 Deliver = Callable[[list[Line]], None]
-Sleep = Callable[[float], Awaitable[Any]]
 
 Loop = asyncio.AbstractEventLoop
 _POLLERS: weakref.WeakKeyDictionary[Loop, dict[Hashable, LogPoller]] = weakref.WeakKeyDictionary()
@@ -167,7 +164,7 @@ class LogFollow:
             log.exception("Delivering log lines of training job %s failed", self.job_id)
 
 
-class LogPoller:
+class LogPoller(RoundScheduler):
     """Reads the logs of every followed job of one project and identity (see the module docstring).
 
     ``clock`` and ``sleep`` are injectable: the tests run it on a fake clock.
@@ -183,19 +180,14 @@ class LogPoller:
         sleep: Sleep = asyncio.sleep,
         on_idle: Callable[[LogPoller], object] = lambda poller: None,
     ) -> None:
+        super().__init__(clock=clock, sleep=sleep, on_idle=lambda: on_idle(self))
         self.hook = hook
         self.project_id = project_id
         self.budget = budget
-        self.clock = clock
-        self.sleep = sleep
-        self.on_idle = on_idle
         self.follows: dict[LogFollow, None] = {}  # registration order
         self.queue: list[LogFollow] = []  # due follows not read yet, first come first served
         self.backlog: list[LogFollow] = []  # follows whose last page was full: read on with spare reads
         self.reads = 0  # entries.list calls made
-        self._next_wake = NEVER
-        self._wake = asyncio.Event()
-        self.task: asyncio.Task[None] | None = None
 
     # -- registration --------------------------------------------------------------------------
 
@@ -205,15 +197,12 @@ class LogPoller:
         follow = LogFollow(self, stream, deliver, interval)
         self.follows[follow] = None
         self.schedule(follow, self.clock())
-        if self.task is None or self.task.done():
-            loop = asyncio.get_running_loop()
-            self.task = loop.create_task(self._run(), context=contextvars.Context())
+        self.start()
         return follow
 
     def schedule(self, follow: LogFollow, due: float) -> None:
         follow.due = due
-        if due < self._next_wake:
-            self._wake.set()
+        self.due_at(due)
 
     def remove(self, follow: LogFollow) -> None:
         follow.finish()
@@ -222,10 +211,20 @@ class LogPoller:
         del self.follows[follow]
         self._unqueue(follow)
         if not self.follows:
-            self.on_idle(self)
-            self._wake.set()
+            self.wake()
 
     # -- rounds --------------------------------------------------------------------------------
+
+    failure_pause = MIN_PERIOD
+
+    def registered(self) -> bool:
+        return bool(self.follows)
+
+    def describe(self) -> str:
+        return f"The log poller of project {self.project_id}"
+
+    async def run_round(self) -> int:
+        return await self.step()
 
     async def step(self) -> int:
         """One wake-up: end overdue drains, queue the due follows, read what the budget allows now:
@@ -366,33 +365,3 @@ class LogPoller:
             if more and follow.queued is None:  # a page cut short: read on with spare reads
                 follow.queued = self.backlog
                 self.backlog.append(follow)
-
-    # -- the task ------------------------------------------------------------------------------
-
-    async def _run(self) -> None:
-        while self.follows:
-            pause = 0.0
-            try:
-                await self.step()
-            except Exception:
-                log.exception("The log poller of project %s failed a round; it carries on", self.project_id)
-                pause = MIN_PERIOD  # a bug that recurs must not spin
-            self._next_wake = self.next_wake()
-            await self._idle(max(pause, self._next_wake - self.clock()))
-        self._next_wake = NEVER
-
-    async def _idle(self, seconds: float) -> None:
-        """Sleep ``seconds`` (NEVER: until woken), or until a follow registers, ends or leaves."""
-        if self._wake.is_set() or not self.follows:
-            self._wake.clear()
-            return
-        waits = [asyncio.ensure_future(self._wake.wait())]
-        if seconds < NEVER:
-            waits.append(asyncio.ensure_future(self.sleep(max(0.0, seconds))))
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for wait in waits:
-                wait.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)  # a failing sleep ends the idle only
-            self._wake.clear()

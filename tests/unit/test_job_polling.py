@@ -256,7 +256,7 @@ async def test_the_poller_runs_while_someone_watches_and_stops_when_nobody_does(
     watch.read_in(0.01)
     second = await asyncio.wait_for(seen.get(), 5)
     assert [first.job["state"], second.job["state"]] == ["RUNNING", "SUCCEEDED"]  # type: ignore[index]
-    task = poller._task
+    task = poller.task
     assert task is not None
     watch.close()
     await asyncio.wait_for(task, 5)

@@ -29,7 +29,8 @@ from airflow_aip.jobs.log_reads import (
 )
 from airflow_aip.jobs.logs import Line, LogCursor, LogStream, normalize_timestamp
 from airflow_aip.local.logs.filters import parse_filter
-from airflow_aip.triggers.log_polling import NEVER, LogFollow, LogPoller, log_poller
+from airflow_aip.triggers.log_polling import LogFollow, LogPoller, log_poller
+from airflow_aip.triggers.rounds import NEVER
 from tests.unit.logging_fake import FakeCloudLogging, FakeTime, fake_hook, stamp, throttled
 
 START = 1000.0
