@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from airflow_aip.jobs.view import AI_PLATFORM, JobView, check_backend
 
 if TYPE_CHECKING:
-    from airflow_aip.jobs.request import JobRequest
+    from airflow_aip.jobs.request import JobRequest, RequestInputs
 
 
 class Backend(ABC):
@@ -69,18 +69,7 @@ class Backend(ABC):
         """The job's page in the Google Cloud console."""
 
     @abstractmethod
-    def build_request(
-        self,
-        *,
-        layered_input: Mapping[str, Any],
-        named: Mapping[str, Any],
-        labels: dict[str, str],
-        first_id: str,
-        default_region: str | None,
-        executor_image_uri: str | None,
-        framework: str | None,
-        vertex_job: Mapping[str, Any] | None,
-    ) -> JobRequest:
+    def build_request(self, asked: RequestInputs) -> JobRequest:
         """The validated request (see :func:`airflow_aip.jobs.request.build_request`)."""
 
     def __repr__(self) -> str:

@@ -46,6 +46,22 @@ class JobRequest:
         return {"backend": self.backend.name, "spec": spec, "labels": self.labels_for(job_id)}
 
 
+@dataclass(frozen=True)
+class RequestInputs:
+    """What the operator asks for: ``layered_input`` is the trainingInput of config file and
+    ``training_input`` merged; ``named`` the operator's named arguments in the API's names
+    (``None``: not given); ``vertex_job`` Vertex AI's own vocabulary, which goes on top."""
+
+    layered_input: Mapping[str, Any]
+    named: Mapping[str, Any]
+    labels: dict[str, str]
+    first_id: str
+    default_region: str | None = None
+    executor_image_uri: str | None = None
+    framework: str | None = None
+    vertex_job: Mapping[str, Any] | None = None
+
+
 def build_request(
     backend: str | Backend,
     *,
@@ -60,19 +76,11 @@ def build_request(
 ) -> JobRequest:
     """The request for ``backend``, every field checked (nothing is sent before this returns).
 
-    ``layered_input`` is the trainingInput of config file and ``training_input`` merged;
-    ``named`` the operator's named arguments in the API's names (``None``: not given).
-    On Vertex AI, AI Platform's vocabulary is translated and ``vertex_job`` (Vertex's own
-    vocabulary) goes on top; on ml v1 ``vertex_job`` is an error.
+    On Vertex AI, AI Platform's vocabulary is translated and ``vertex_job`` goes on top; on ml v1
+    ``vertex_job`` is an error (see :class:`RequestInputs`).
     """
     chosen = backend if not isinstance(backend, str) else backend_named(backend)
-    return chosen.build_request(
-        layered_input=layered_input,
-        named=named,
-        labels=labels,
-        first_id=first_id,
-        default_region=default_region,
-        executor_image_uri=executor_image_uri,
-        framework=framework,
-        vertex_job=vertex_job,
+    asked = RequestInputs(
+        layered_input, named, labels, first_id, default_region, executor_image_uri, framework, vertex_job
     )
+    return chosen.build_request(asked)

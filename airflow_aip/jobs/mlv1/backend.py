@@ -15,7 +15,7 @@ from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.mlv1.diff import diff_training_input
 from airflow_aip.jobs.mlv1.training_input import build_training_input, validate_job
 from airflow_aip.jobs.mlv1.view import view_from_ml
-from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.request import JobRequest, RequestInputs
 from airflow_aip.jobs.view import AI_PLATFORM, JobView, last_segment
 
 ML_JOBS = "jobs"
@@ -56,25 +56,17 @@ class MlV1Backend(Backend):
     def console_url(self, project: str, name: str, view: Mapping[str, Any]) -> str:
         return console_url(project, str(view.get("job_id") or last_segment(name)))
 
-    def build_request(
-        self,
-        *,
-        layered_input: Mapping[str, Any],
-        named: Mapping[str, Any],
-        labels: dict[str, str],
-        first_id: str,
-        default_region: str | None,
-        executor_image_uri: str | None,
-        framework: str | None,
-        vertex_job: Mapping[str, Any] | None,
-    ) -> JobRequest:
+    def build_request(self, asked: RequestInputs) -> JobRequest:
         """trainingInput from the layered config and the named arguments, the whole Job validated."""
-        for field, value in (("vertex_job", vertex_job), ("executor_image_uri", executor_image_uri)):
+        for field, value in (
+            ("vertex_job", asked.vertex_job),
+            ("executor_image_uri", asked.executor_image_uri),
+        ):
             if value:
                 raise ValidationError(field, "is Vertex AI's vocabulary: set backend='vertex' to use it")
-        ml_input = build_training_input({"trainingInput": dict(layered_input)}, **named)
-        validate_job({"jobId": first_id, "trainingInput": ml_input, "labels": labels})
-        return JobRequest(self, ML_JOBS, {"trainingInput": ml_input, "labels": labels})
+        ml_input = build_training_input({"trainingInput": dict(asked.layered_input)}, **asked.named)
+        validate_job({"jobId": asked.first_id, "trainingInput": ml_input, "labels": asked.labels})
+        return JobRequest(self, ML_JOBS, {"trainingInput": ml_input, "labels": asked.labels})
 
 
 MLV1 = MlV1Backend()

@@ -17,7 +17,7 @@ from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.mlv1.training_input import build_training_input
-from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.request import JobRequest, RequestInputs
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 from airflow_aip.jobs.vertex.translate import to_vertex
 from airflow_aip.jobs.vertex.view import parse_name, view_from_vertex
@@ -80,37 +80,27 @@ class VertexBackend(Backend):
             query=urlencode({"project": project}),
         )
 
-    def build_request(
-        self,
-        *,
-        layered_input: Mapping[str, Any],
-        named: Mapping[str, Any],
-        labels: dict[str, str],
-        first_id: str,
-        default_region: str | None,
-        executor_image_uri: str | None,
-        framework: str | None,
-        vertex_job: Mapping[str, Any] | None,
-    ) -> JobRequest:
+    def build_request(self, asked: RequestInputs) -> JobRequest:
         """AI Platform's vocabulary translated, ``vertex_job`` on top, the region checked."""
+        vertex_job, layered, named = asked.vertex_job, asked.layered_input, asked.named
         if vertex_job is not None and not isinstance(vertex_job, Mapping):
             raise ValidationError("vertex_job", f"must be a mapping, got {type(vertex_job).__name__}")
-        named_region = named.get("region") or layered_input.get("region") or default_region
+        named_region = named.get("region") or layered.get("region") or asked.default_region
         training_input: dict[str, Any] | None = None
-        if _given(layered_input, named) or not vertex_job:
+        if _given(layered, named) or not vertex_job:
             training_input = build_training_input(
-                {"trainingInput": dict(layered_input)}, **{**named, "region": named_region}
+                {"trainingInput": dict(layered)}, **{**named, "region": named_region}
             )
         region = check_location(str((training_input or {}).get("region") or named_region or ""), "region")
         translated = to_vertex(
             training_input,  # its region picks the container registry (us, europe, asia); not in the body
-            display_name=first_id,
-            labels=self.labels_for(labels, first_id),
-            executor_image_uri=executor_image_uri,
-            framework=framework,
+            display_name=asked.first_id,
+            labels=self.labels_for(asked.labels, asked.first_id),
+            executor_image_uri=asked.executor_image_uri,
+            framework=asked.framework,
             vertex_job=vertex_job,
         )
-        body = {**translated.body, "labels": labels}
+        body = {**translated.body, "labels": asked.labels}
         return JobRequest(self, translated.kind, body, region)
 
 
