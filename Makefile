@@ -66,9 +66,10 @@ screenshot: install browser
 # celery: CeleryExecutor with two workers that share no disk). Most tests wait on servers and
 # training processes rather than the CPU, so TEST_WORKERS pytest-xdist workers share the two
 # cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
+# The longest groups are named first, so they start first and the short ones fill in around them.
 TEST_WORKERS ?= 4
 test: lint compose-validator browser celery-servers
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/unit tests/integration tests/dags tests/e2e tests/celery
+	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/e2e tests/celery tests/dags tests/integration tests/unit
 
 test-unit: install
 	$(BIN)/pytest tests/unit

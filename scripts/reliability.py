@@ -188,9 +188,9 @@ def main() -> int:
     add(
         "create_faults",
         repeated_row(
-            "Faulty `jobs.create` (429/500/503/drop/reset, before or after applied; if_exists "
-            "adopt/new/fail), a create failing 6 times, SIGKILL between create and XCom push then "
-            "retry, FAILED then retry",
+            "Faulty creates on both backends (`customJobs.create` on Vertex AI, `jobs.create` on ml "
+            "v1; 429/500/503/drop/reset, before or after applied; if_exists adopt/new/fail), a create "
+            "failing 6 times, SIGKILL between create and XCom push then retry, FAILED then retry",
             ["tests/integration/test_reliability_faults.py"],
             args.repeats,
             "`pytest tests/integration/test_reliability_faults.py`",
@@ -210,8 +210,9 @@ def main() -> int:
     add(
         "outage",
         repeated_row(
-            "An API outage while waiting: every `jobs.get` answers 503 for 60 s while five `dag.test()` "
-            "runs wait at once, the submit operator in the worker and deferred, the sensor in poke, "
+            "An API outage while waiting: every `jobs.get` and `jobs.list` answers 503 for 60 s (ml v1 "
+            "jobs: the wait step is the same on both backends) while five `dag.test()` runs wait at "
+            "once, the submit operator in the worker and deferred, the sensor in poke, "
             "reschedule and deferrable mode (`retries=0`): each task succeeds after it, its job never "
             "cancelled, one job each",
             ["tests/integration/test_reliability_outage.py"],
