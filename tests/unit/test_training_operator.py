@@ -1,4 +1,4 @@
-"""Submit/Cancel operators and the sensor against the fake ml v1 API at the HTTP boundary."""
+"""Submit/Cancel operators and the sensor on ml v1, faked at the HTTP boundary (Vertex AI: test_vertex_adapters)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 JOB_ID = "train_dag_train_20240309_070501_22bef8fcfc06"
 ARGS: dict[str, Any] = {
     "task_id": "train",
-    "backend": "ai_platform",  # this module fakes ml v1 at the HTTP boundary (Vertex: test_vertex_operator)
+    "backend": "ai_platform",  # ml v1, faked at the HTTP boundary (Vertex AI: test_vertex_adapters)
     "project_id": "proj",
     "region": "us-central1",
     "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
