@@ -1,4 +1,5 @@
-"""Submit/Cancel operators and the sensor on ml v1, faked at the HTTP boundary (Vertex AI: test_vertex_adapters)."""
+"""Submit/Cancel operators and the sensor on ml v1, faked at the HTTP boundary (Vertex: see
+test_vertex_adapters)."""
 
 from __future__ import annotations
 
