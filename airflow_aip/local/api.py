@@ -11,7 +11,6 @@ Google's shape, ``{"error": {"code", "message", "status"}}``: 400 INVALID_ARGUME
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -23,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.local import console
+from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
 from airflow_aip.local.logs.entries import list_entries
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
@@ -39,11 +39,6 @@ _STATUS = {
     500: "INTERNAL",
     501: "UNIMPLEMENTED",
 }
-Scope = MutableMapping[str, Any]
-Message = MutableMapping[str, Any]
-Receive = Callable[[], Awaitable[Message]]
-Send = Callable[[Message], Awaitable[None]]
-ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def google_error(code: int, message: str, status: str | None = None, details: Any = None) -> JSONResponse:
