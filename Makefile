@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator browser celery-servers screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install lint compose-validator browser celery-servers gcs-fuse screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -58,6 +58,15 @@ celery-servers:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; \
 	else echo "note: no postgresql or redis-server; the Celery tier will skip"; fi
 
+# The local service mounts Cloud Storage at /gcs/ in each Vertex AI replica, as Vertex does, with
+# Debian's rclone (FUSE) in a mount namespace of the replica's own. Installed when missing and we
+# are root; otherwise jobs run without /gcs/ and their log says so.
+gcs-fuse:
+	@if command -v rclone >/dev/null 2>&1 && command -v fusermount3 >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone fuse3 >/dev/null; \
+	else echo "note: no rclone/fuse3; trainers will not see /gcs/"; fi
+
 # Rewrites docs/training-job-tab.png (the README's screenshot) from a real Airflow and pipeline run.
 screenshot: install browser
 	AIP_WRITE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -k training_job_tab
@@ -68,7 +77,7 @@ screenshot: install browser
 # cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
 # The longest groups are named first, so they start first and the short ones fill in around them.
 TEST_WORKERS ?= 4
-test: lint compose-validator browser celery-servers
+test: lint compose-validator browser celery-servers gcs-fuse
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/e2e tests/celery tests/dags tests/integration tests/unit
 
 test-unit: install
@@ -83,14 +92,14 @@ test-dags: install
 test-celery: install celery-servers
 	$(BIN)/pytest tests/celery
 
-demo: install
+demo: install gcs-fuse
 	$(BIN)/python scripts/demo.py
 
 # DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
-ui: install
+ui: install gcs-fuse
 	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo)
 
-bench: install
+bench: install gcs-fuse
 	$(BIN)/python -m bench.run
 
 # Faults, crashes, kills, bad input, security and staging races, many times; rewrites RELIABILITY.md's table.

@@ -52,7 +52,7 @@ def local_service(
     accepts targeted faults; no fault happens unless one is asked for.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
-    argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir), "--offline"]
+    argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir)]
     argv += ["--max-running-jobs", str(max_running_jobs)]
     argv += ["--fault-admin"] if fault_admin else []
     argv += ["--port", str(free_port()), "--gcs-port", str(free_port())]

@@ -49,7 +49,16 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
     serve.add_argument("--max-running-jobs", type=int, default=2, help="jobs run at once; the rest queue")
-    serve.add_argument("--offline", action="store_true", help="pip --no-index: never reach a package index")
+    serve.add_argument(
+        "--runtime",
+        choices=("isolated", "host"),
+        default="isolated",
+        help="isolated (default): each job in an environment of its executorImageUri's Python and framework "
+        "plus its own packages, as in the container; host: the service's own Python and packages",
+    )
+    serve.add_argument(
+        "--offline", action="store_true", help="install job packages from the local cache only, never an index"
+    )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
     # Fault injection (airflow_aip.local.faults); the variables let a test harness turn it on.
     serve.add_argument(
@@ -136,7 +145,9 @@ def serve(args: argparse.Namespace) -> int:
     proxy = None
     try:
         # The service reads staged packages from fake-gcs-server directly: faults are for clients.
-        config = ServiceConfig(data_dir, storage_url, max(1, args.max_running_jobs), offline=args.offline)
+        config = ServiceConfig(
+            data_dir, storage_url, max(1, args.max_running_jobs), offline=args.offline, runtime=args.runtime
+        )
         service = TrainingService(config).start()
         try:
             endpoint = f"http://{args.host}:{port}/"

@@ -56,6 +56,7 @@ class ServiceConfig:
     storage_url: str | None
     max_running_jobs: int = 2
     offline: bool = False
+    runtime: str = "isolated"  # or "host": see local/executor/environments.py
     python: str = sys.executable
     poll_interval: float = 0.2
 
@@ -87,7 +88,9 @@ class TrainingService:
             self._lock_file.close()
             raise DataDirBusyError(f"{config.data_dir} is already served by another aip-local") from exc
         self.store = JobStore(config.data_dir)
-        self.envs = EnvironmentCache(config.data_dir / "envs", config.python, offline=config.offline)
+        self.envs = EnvironmentCache(
+            config.data_dir / "envs", config.python, offline=config.offline, runtime=config.runtime
+        )
         self.settings = ExecutionSettings(config.storage_url, config.poll_interval)
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

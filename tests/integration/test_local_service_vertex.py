@@ -20,7 +20,7 @@ from tests.fixtures.local_service import LocalService, StagedTrainer, log_entrie
 
 pytestmark = pytest.mark.integration
 LOCATION = "us-central1"
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest"
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 VERTEX_TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
 
 

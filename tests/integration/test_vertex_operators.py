@@ -30,7 +30,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     submit = SubmitTrainingJobOperator(
         task_id="submit", project_id={project!r}, job_id_prefix={prefix!r},
         training_input={training_input!r}, hyperparameters={hyperparameters!r},
-        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
+        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
         deferrable={deferrable!r}, poll_interval=0.5, retries=0,
     )
     sense = TrainingJobSensor(
@@ -93,7 +93,7 @@ def test_custom_job_flows_through_sensors_and_cancel(
     assert job["displayName"] == summary["job_id"]
     assert job["labels"]["airflow-dag-id"] == run.dag_id
     pool = job["jobSpec"]["workerPoolSpecs"][0]
-    assert pool["pythonPackageSpec"]["executorImageUri"].endswith("sklearn-cpu.1-0:latest")
+    assert pool["pythonPackageSpec"]["executorImageUri"].endswith("sklearn-cpu.1-6:latest")
     args = pool["pythonPackageSpec"]["args"]
     assert any(a.startswith("--job-dir=gs://") for a in args)  # AI Platform trainers expect it
 

@@ -23,7 +23,7 @@ def test_forty_lines_become_one(caplog: pytest.LogCaptureFixture) -> None:
             output(stream, line)
     summary = output.summary()
     assert summary == (
-        "pip installed iris-trainer-0.1.0, extra-2.0 (38 requirements already satisfied, 1 warning line); "
+        "installed iris-trainer-0.1.0, extra-2.0 (38 requirements already satisfied, 1 warning line); "
         "its 41 lines are in the service's log"
     )
     assert "\n" not in summary
@@ -35,4 +35,22 @@ def test_forty_lines_become_one(caplog: pytest.LogCaptureFixture) -> None:
 def test_nothing_installed_is_said_plainly() -> None:
     output = PipOutput("p/j")
     output("stdout", "Requirement already satisfied: x")
-    assert output.summary().startswith("pip installed nothing new (1 requirement already satisfied)")
+    assert output.summary().startswith("installed nothing new (1 requirement already satisfied)")
+
+
+def test_uv_lines_are_read_too() -> None:
+    output = PipOutput("p/j")
+    for line in (
+        "Using Python 3.10.13 environment at: abc",
+        "Resolved 2 packages in 3ms",
+        " Downloaded numpy",
+        "Installed 2 packages in 4ms",
+        " + numpy==2.2.6",
+        " + iris-trainer==0.1.0 (from file:///x/iris_trainer-0.1.0.tar.gz)",
+        "warning: something to read",
+    ):
+        output("stderr", line)
+    assert output.summary().startswith(
+        "installed numpy==2.2.6, iris-trainer==0.1.0 (from file:///x/iris_trainer-0.1.0.tar.gz) "
+        "(0 requirements already satisfied, 1 warning line)"
+    )

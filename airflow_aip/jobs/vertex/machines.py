@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.vertex.containers import DEFAULT_IMAGES
 
 
 @dataclass(frozen=True)
@@ -150,18 +151,8 @@ def machine_spec(name: str, accelerator: Mapping[str, Any] | None, path: str) ->
 RUNTIME_VERSIONS = ("2.1", "2.2", "2.3", "2.4", "2.5", "2.6", "2.7", "2.8", "2.11")
 PYTHON_VERSIONS = ("3.7",)
 DEFAULT_FRAMEWORK = "tensorflow"
-# Every runtime maps to one image per framework and device (cpu, gpu; "" = none):
-# - TensorFlow: the images of AI Platform's versions (2.1-2.11), and 2.12-2.14, reached their end
-#   of availability by 2025-09 (supported frameworks list); 2.15 is the newest TensorFlow whose
-#   tf.keras is still Keras 2 (TensorFlow 2.16 release notes), so AI Platform-era code runs unchanged.
-# - scikit-learn and XGBoost: CPU-only images; the newest seen (research/vertex.md §5.1, [O]).
-# - PyTorch: never an AI Platform runtime (it ran in custom containers); the 2.4 images.
-FRAMEWORK_IMAGES: dict[str, tuple[str, str]] = {
-    "tensorflow": ("tf-cpu.2-15.py310", "tf-gpu.2-15.py310"),
-    "scikit-learn": ("sklearn-cpu.1-6", ""),
-    "xgboost": ("xgboost-cpu.2-1", ""),
-    "pytorch": ("pytorch-cpu.2-4.py310", "pytorch-gpu.2-4.py310"),
-}
+# Every runtime maps to one image per framework and device: the container table's choice.
+FRAMEWORK_IMAGES = DEFAULT_IMAGES
 _FRAMEWORK_ALIASES = {"sklearn": "scikit-learn", "scikit_learn": "scikit-learn"}
 # "Each of the following container images is available in several Artifact Registry repositories"
 # (us-, europe-, asia-docker.pkg.dev): we pick the one nearest the job's region.

@@ -188,6 +188,10 @@ def search_spec(job: Mapping[str, Any]) -> dict[str, Any]:
         "maxFailedTrials": job.get("maxFailedTrialCount", 0),
         "enableTrialEarlyStopping": any(name in study for name in _STOPPING_SPECS),
         "measurementSelection": "BEST" if selection == "BEST_MEASUREMENT" else "LAST",
+        # Vertex passes DiscreteParameterSpec values as floats, "--batch_size=128.0" [O]:
+        # kuds/mesozoic-labs#127 ("Vertex AI HPT sends DiscreteParameterSpec values as float
+        # strings"), so a trainer's `type=int` fails there as it fails here. INTEGER stays integer.
+        "discreteFormat": "float",
     }
 
 

@@ -1,16 +1,20 @@
-"""Fetch a job's packageUris and install them into a cached per-job Python environment.
+"""Fetch a job's packageUris and install them into a cached environment, as the container holds them.
 
-As on the real service, the trainer package (and the extra packages beside it) is pip
-installed on top of the runtime's Python. Here the runtime is the service's own Python: each
-environment is a venv whose ``.pth`` file adds the service's site-packages *behind* the venv's
-own, so a trainer's dependencies that are already installed are simply found (no network
-needed; ``offline`` adds ``--no-index`` so pip cannot even try), while the trainer itself and
-anything it pins differently install into the venv without touching the service.
+On Vertex AI the trainer package is pip-installed into the pre-built container its
+``executorImageUri`` names: that image's Python and framework, and nothing of ours. Each job here
+gets the same (the *isolated* runtime, the default): a fresh virtual environment on the image's
+Python minor version (:mod:`.interpreters`), the image's framework at its version
+(:mod:`airflow_aip.jobs.vertex.containers`), then the job's packages on top, both installed by
+uv from the package registries (``offline``: from uv's cache only). A trainer that imports a
+package it never declared fails here as it would on Vertex, with ``ModuleNotFoundError``.
 
-Environments are keyed by the sha256 of the package files (in order) and of the Python used,
-so a second job with the same packages starts without installing anything. A file lock per
-key makes concurrent jobs wait for one build; a ``ready.json`` written last marks a complete
-environment, so a build interrupted by a crash is discarded and redone.
+The *host* runtime (``aip-local serve --runtime host``) is the old, lenient one: a venv whose
+``.pth`` adds the service's own site-packages, for machines with no package index at all.
+
+Environments are keyed by the sha256 of what goes in (the runtime, the Python, the package files
+in order), so a second job with the same packages starts at once. A file lock per key makes
+concurrent jobs wait for one build; a ``ready.json`` written last marks a complete environment,
+so a build interrupted by a crash is discarded and redone.
 """
 
 from __future__ import annotations
@@ -18,36 +22,41 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.vertex.containers import Runtime
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.executor.processes import LineSink, run_to_end
+from airflow_aip.local.executor.builders import PreparationError, build_host, build_isolated, runtime_python
+from airflow_aip.local.executor.processes import LineSink
 from airflow_aip.local.store import safe_child
 from airflow_aip.uris import parse_gcs_uri
 
 READY_FILE = "ready.json"
-PARENT_PTH = "_aip_local_parent.pth"
-
-
-class PreparationError(Exception):
-    """The job's packages could not be fetched or installed; the message becomes errorMessage."""
+RUNTIMES = ("isolated", "host")
+__all__ = [
+    "READY_FILE",
+    "RUNTIMES",
+    "Environment",
+    "EnvironmentCache",
+    "PreparationError",
+    "download_packages",
+]
 
 
 @dataclass(frozen=True)
 class Environment:
-    """A ready environment: run ``python -m <module>`` with ``python``."""
+    """A ready environment: run ``python -m <module>`` with ``python``; ``notes`` go to the job's log."""
 
     key: str
     path: Path
     python: Path
     cache_hit: bool
+    notes: tuple[str, ...] = ()
 
 
 def sha256_file(path: Path) -> str:
@@ -96,85 +105,68 @@ def download_packages(uris: Sequence[str], dest: Path, storage_url: str | None) 
     return paths
 
 
-def _site_dirs(python: str) -> list[str]:
-    """The site-packages directories on ``python``'s path, in order."""
-    if Path(python).resolve() == Path(sys.executable).resolve():
-        path = sys.path
-    else:
-        out = subprocess.run(
-            [python, "-c", "import json, sys; print(json.dumps(sys.path))"], capture_output=True, check=True
-        )
-        path = json.loads(out.stdout)
-    return [
-        p for p in path if p.rstrip("/").endswith(("site-packages", "dist-packages")) and Path(p).is_dir()
-    ]
-
-
 class EnvironmentCache:
-    """Environments under ``root``, one directory per package-set key."""
+    """Environments under ``root``, one directory per key; ``runtime`` is ``isolated`` or ``host``."""
 
-    def __init__(self, root: Path, python: str = sys.executable, *, offline: bool = False) -> None:
+    def __init__(
+        self, root: Path, python: str = sys.executable, *, offline: bool = False, runtime: str = "isolated"
+    ) -> None:
+        if runtime not in RUNTIMES:
+            raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
         self.root = Path(root)
         self.python = python
         self.offline = offline
+        self.runtime = runtime
         self.root.mkdir(parents=True, exist_ok=True)
 
-    def key_for(self, digests: Sequence[str]) -> str:
-        identity = {"python": str(Path(self.python).resolve()), "version": list(sys.version_info[:3])}
+    def key_for(self, digests: Sequence[str], python: Path, requirements: Sequence[str] = ()) -> str:
+        identity = {
+            "python": str(python.resolve()),
+            "runtime": self.runtime,
+            "requirements": list(requirements),
+        }
         payload = json.dumps({"runtime": identity, "packages": list(digests), "offline": self.offline})
         return hashlib.sha256(payload.encode()).hexdigest()[:32]
 
     def prepare(
-        self, packages: Sequence[Path], log: LineSink, should_stop: Callable[[], bool]
+        self,
+        packages: Sequence[Path],
+        log: LineSink,
+        should_stop: Callable[[], bool],
+        runtime: Runtime | None = None,
     ) -> Environment:
-        """The environment for ``packages``, from the cache or freshly built."""
+        """The environment for ``packages`` on ``runtime`` (None: the service's Python, no framework)."""
+        notes: list[str] = []
+        if self.runtime == "host":
+            python, requirements = Path(self.python), tuple[str, ...]()
+            if runtime is not None:
+                notes.append(
+                    f"executorImageUri {runtime.image} ({runtime.describe()}) is not reproduced: "
+                    "aip-local serve --runtime host runs packages on the service's own Python and packages"
+                )
+        else:
+            python, notes = runtime_python(runtime, Path(self.python))
+            requirements = runtime.requirements if runtime is not None else ()
         digests = [sha256_file(p) for p in packages]
-        key = self.key_for(digests)
+        key = self.key_for(digests, python, requirements)
         path = self.root / key
         with (self.root / f"{key}.lock").open("a") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             try:
-                if (path / READY_FILE).exists():
-                    return Environment(key, path, path / "bin" / "python", cache_hit=True)
-                self._build(path, packages, digests, log, should_stop)
-                return Environment(key, path, path / "bin" / "python", cache_hit=False)
+                hit = (path / READY_FILE).exists()
+                if not hit:
+                    if path.exists():
+                        shutil.rmtree(path)  # an earlier build that never finished
+                    if self.runtime == "host":
+                        build_host(path, python, packages, log, should_stop, offline=self.offline)
+                    else:
+                        build_isolated(
+                            path, python, requirements, packages, log, should_stop, offline=self.offline
+                        )
+                    ready = {"created": rfc3339(), "packages": [p.name for p in packages], "sha256": digests}
+                    (path / READY_FILE).write_text(
+                        json.dumps(dict(ready, requirements=list(requirements)), indent=1)
+                    )
+                return Environment(key, path, path / "bin" / "python", cache_hit=hit, notes=tuple(notes))
             finally:
                 fcntl.flock(lock, fcntl.LOCK_UN)
-
-    def _build(
-        self,
-        path: Path,
-        packages: Sequence[Path],
-        digests: Sequence[str],
-        log: LineSink,
-        should_stop: Callable[[], bool],
-    ) -> None:
-        if path.exists():
-            shutil.rmtree(path)  # an earlier build that never finished
-        env = {k: v for k, v in os.environ.items() if k not in {"PYTHONPATH", "VIRTUAL_ENV"}}
-        env.update({"PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1", "PYTHONUNBUFFERED": "1"})
-        code, tail = run_to_end(
-            [self.python, "-m", "venv", "--without-pip", str(path)],
-            cwd=self.root,
-            env=env,
-            sink=log,
-            should_stop=should_stop,
-        )
-        if code != 0:
-            raise PreparationError(f"creating the environment failed (exit code {code}): {tail}")
-        lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in _site_dirs(self.python))
-        for site_packages in path.glob("lib/python*/site-packages"):
-            (site_packages / PARENT_PTH).write_text(lines)
-        python = path / "bin" / "python"
-        pip = [str(python), "-m", "pip", "install", "--no-build-isolation", "--no-warn-script-location"]
-        if self.offline:
-            pip.append("--no-index")
-        code, tail = run_to_end(
-            [*pip, *map(str, packages)], cwd=path, env=env, sink=log, should_stop=should_stop
-        )
-        if code is None:
-            raise PreparationError("cancelled while installing packages")
-        if code != 0:
-            raise PreparationError(f"pip install of the packageUris failed with exit code {code}:\n{tail}")
-        ready = {"created": rfc3339(), "packages": [p.name for p in packages], "sha256": list(digests)}
-        (path / READY_FILE).write_text(json.dumps(ready, indent=1))

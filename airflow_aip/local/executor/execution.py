@@ -21,7 +21,13 @@ from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
-from airflow_aip.local.executor.environments import EnvironmentCache, PreparationError, download_packages
+from airflow_aip.local.executor.environments import (
+    Environment,
+    EnvironmentCache,
+    PreparationError,
+    download_packages,
+)
+from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.runner import Attempt, AttemptSpec
@@ -156,22 +162,9 @@ class JobExecution:
             return self._cancelled()
         if not self._transition(JobState.PREPARING, startTime=rfc3339()):
             return self._cancelled()
-        for note in plan.notes:
-            self.log.service(note)
-        uris = list(plan.package_uris)
-        try:
-            packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
-            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(uris)}")
-            pip = PipOutput(f"{self.project}/{self.job_id}")
-            env = self.envs.prepare(packages, pip, self.control.should_stop)
-        except PreparationError as exc:
-            if self.control.should_stop():
-                return self._cancelled()
-            return self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
-        if env.cache_hit:
-            self.log.service(f"Package environment {env.key} reused from the cache (cache hit)")
-        else:
-            self.log.service(f"Package environment {env.key} built (cache miss): {pip.summary()}")
+        env = self._prepare(plan)
+        if env is None:
+            return None
         if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
         running_since = {plan.running_since_field: rfc3339()} if plan.running_since_field else {}
@@ -181,6 +174,31 @@ class JobExecution:
         if plan.tuning is not None:
             return self._tune(plan, env.python)
         return self._train(plan, env.python)
+
+    def _prepare(self, plan: ExecutionPlan) -> Environment | None:
+        """The job's environment, saying in the log what differs from Vertex; None once the job ended."""
+        unmountable = mount_unavailable() if plan.gcs_mount else None
+        for note in (*plan.notes, *([unmountable] if unmountable else [])):
+            self.log.service(note)
+        uris = list(plan.package_uris)
+        try:
+            packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
+            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(uris)}")
+            pip = PipOutput(f"{self.project}/{self.job_id}")
+            env = self.envs.prepare(packages, pip, self.control.should_stop, plan.runtime)
+        except PreparationError as exc:
+            if self.control.should_stop():
+                self._cancelled()
+            else:
+                self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+            return None
+        for note in env.notes:
+            self.log.service(note)
+        if env.cache_hit:
+            self.log.service(f"Package environment {env.key} reused from the cache (cache hit)")
+        else:
+            self.log.service(f"Package environment {env.key} built (cache miss): {pip.summary()}")
+        return env
 
     def _spec(
         self, plan: ExecutionPlan, python: Path, trial: str | None, hp: dict[str, str] | None
@@ -213,7 +231,9 @@ class JobExecution:
             self.store.set_processes(self.project, self.job_id, processes)
 
         try:
-            run = TuningRun(spec, tag, f"{self.project}/{self.job_id}", start, publish, track, self.log)
+            run = TuningRun(
+                spec, tag, f"{self.project}/{self.job_id}", start, publish, track, self.log, plan.trial_limit
+            )
         except ValueError as exc:
             return self._finish(JobState.FAILED, f"Hyperparameter search cannot start: {exc}")
         state, message = run.run(self.control.should_stop, self.settings.poll_interval)

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
+from airflow_aip.jobs.vertex.containers import Runtime, runtime_of
 from airflow_aip.jobs.vertex.study import search_spec
 
 VERTEX_KINDS = ("customJobs", "hyperparameterTuningJobs")
@@ -77,6 +78,9 @@ class ExecutionPlan:
     run_limit: str | None = None
     run_limit_field: str = "scheduling.maxRunningTime"
     run_limit_state: JobState = JobState.CANCELLED
+    trial_limit: str | None = None  # Vertex tuning: scheduling.timeout, per trial
+    runtime: Runtime | None = None  # the primary pool's executorImageUri
+    gcs_mount: bool = False  # Vertex mounts Cloud Storage at /gcs/; AI Platform did not
     max_wait_time: str | None = None
     # Where the record keeps when RUNNING began, if the API reports it (Vertex's startTime does;
     # ml v1's startTime is when the job left the queue, which the executor records for both).
@@ -124,22 +128,39 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
     )
 
 
-def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], list[str]]:
+def _accelerator_note(index: int, machine: Mapping[str, Any]) -> list[str]:
+    kind, count = machine.get("acceleratorType"), machine.get("acceleratorCount")
+    if not kind or kind == "ACCELERATOR_TYPE_UNSPECIFIED":
+        return []
+    return [
+        f"workerPoolSpecs[{index}] asks for {count} x {kind} on {machine.get('machineType')}; "
+        "this machine has no accelerator, so its replicas run on the CPU"
+    ]
+
+
+def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], list[str], list[str]]:
     pools: list[PoolPlan] = []
     uris: list[str] = []
     images: list[str] = []
+    notes: list[str] = []
     for index, pool in enumerate(spec["workerPoolSpecs"]):
         count = int(pool.get("replicaCount", "1" if index == 0 else "0") or 0)
         package = pool.get("pythonPackageSpec")
         if not count or not package:
             continue
+        notes += _accelerator_note(index, pool.get("machineSpec") or {})
         uris += [u for u in package["packageUris"] if u not in uris]
         images.append(package["executorImageUri"])
         env = tuple((str(v["name"]), str(v.get("value", ""))) for v in package.get("env") or [])
         key = f"workerpool{index}"
         module, args = package["pythonModule"], tuple(package.get("args") or ())
         pools.append(PoolPlan(key, _TF_ROLES[index], f"{key}-", count, module, args, env))
-    return pools, uris, images
+    if len(set(images)) > 1:
+        notes.append(
+            f"the pools name {len(set(images))} executorImageUris; locally every pool runs in the "
+            f"primary pool's ({images[0]})"
+        )
+    return pools, uris, images, notes
 
 
 def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
@@ -147,9 +168,11 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
     resource = record["resource"]
     tuning_job = record["kind"] == "hyperparameterTuningJobs"
     spec = resource["trialJobSpec"] if tuning_job else resource["jobSpec"]
-    pools, uris, images = _vertex_pools(spec)
+    pools, uris, images, notes = _vertex_pools(spec)
     tuning = search_spec(resource) if tuning_job else None
-    extra = (("CLOUD_ML_REGION", str(record["location"])), ("AIP_JOB_NAME", str(resource["name"])))
+    timeout = (spec.get("scheduling") or {}).get("timeout")
+    # [U] unverified: whether Vertex sets CLOUD_ML_REGION (the SDK reads it: initializer.py).
+    extra = (("CLOUD_ML_REGION", str(record["location"])),)
     return ExecutionPlan(
         job_id=str(record["jobId"]),
         project_env=str(record["projectNumber"]),
@@ -158,17 +181,16 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
         job_json=snake_case_keys(dict(spec)),
         output_base=(spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"),
         extra_env=extra,
-        run_limit=(spec.get("scheduling") or {}).get("timeout"),
+        run_limit=None if tuning_job else timeout,
         run_limit_field="scheduling.timeout",
+        trial_limit=timeout if tuning_job else None,
+        runtime=runtime_of(images[0]) if images else None,
+        gcs_mount=True,
         run_limit_state=JobState.FAILED,
         running_since_field="runningSince",
         tuning=tuning,
         metric_tag=tuning["hyperparameterMetricTag"] if tuning else DEFAULT_METRIC_TAG,
-        notes=tuple(
-            f"executorImageUri {image} recorded; locally the package runs in a venv of the service's "
-            "Python, not in that container image"
-            for image in dict.fromkeys(images)
-        ),
+        notes=tuple(notes),
     )
 
 

@@ -7,7 +7,7 @@ the service sets: TF_CONFIG and CLUSTER_SPEC (cluster, task incl. trial, job, en
 "cloud"), CLOUD_ML_JOB_ID, CLOUD_ML_PROJECT_ID, CLOUD_ML_TRIAL_ID and CLOUD_ML_HP_METRIC_FILE for
 trials, STORAGE_EMULATOR_HOST (so the trainer's own Cloud Storage calls reach the emulator),
 AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under the output directory, and
-the pool's own ``env``.
+the pool's own ``env``. A Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`).
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_aip.local.executor.gcs_mount import with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
@@ -39,6 +40,9 @@ _NOT_INHERITED = (
     "VIRTUAL_ENV",
     "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML",
     "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM",
+    # Vertex does not set it (python-aiplatform initializer.py: "...or Vertex AI starts setting
+    # GOOGLE_CLOUD_PROJECT env variable"): a trainer's Cloud clients must not find ours.
+    "GOOGLE_CLOUD_PROJECT",
 )
 
 
@@ -162,7 +166,6 @@ class Attempt:
             CLUSTER_SPEC=json.dumps({"cluster": cluster, "task": task, "job": job, "environment": "cloud"}),
             CLOUD_ML_JOB_ID=plan.job_id,
             CLOUD_ML_PROJECT_ID=plan.project_env,
-            GOOGLE_CLOUD_PROJECT=plan.project_env,
             **output_dirs(plan.output_base, spec.trial_id),
         )
         env.update(plan.extra_env)
@@ -177,6 +180,8 @@ class Attempt:
         argv += [f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items()]
         if plan.job_dir_arg:
             argv += ["--job-dir", plan.job_dir_arg]
+        if plan.gcs_mount:
+            argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
 
         def sink(stream: str, line: str) -> None:
             log(task_name, spec.trial_id, stream, line)

@@ -4,7 +4,9 @@ Up to ``maxParallelTrials`` trials run at once and ``maxTrials`` in all (fewer i
 fewer points). A trial gets its hyperparameters as ``--name=value`` arguments; its final
 metric is the last value it reported for the job's metric tag (the best one when the spec says
 ``measurementSelection: BEST``, Vertex's BEST_MEASUREMENT), and every report is kept in
-``allMetrics``. With
+``allMetrics``. A Vertex tuning job's ``trialJobSpec.scheduling.timeout`` is each trial's own
+limit (hyperparameter_tuning_job.proto: the spec "applies to the CustomJobs created in all the
+trials"): a trial over it is stopped and fails, the job goes on. With
 ``enableTrialEarlyStopping`` each new intermediate report goes to the pruner, and a trial it
 stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
 job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
@@ -19,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from airflow_aip.jobs import JobState
+from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.runner import Attempt
 from airflow_aip.local.executor.tuning import HyperparameterSearch, MetricReport, read_metric_reports
@@ -34,6 +36,7 @@ class _Running:
     attempt: Attempt
     last: MetricReport | None = None
     best: MetricReport | None = None
+    started: float = 0.0  # time.monotonic() at launch
 
 
 class TuningRun:
@@ -48,8 +51,11 @@ class TuningRun:
         publish: Callable[[dict[str, Any]], None],
         track: Callable[[list[dict[str, int]]], None],
         log: JobLog,
+        trial_limit: str | None = None,
     ) -> None:
         self.search = HyperparameterSearch(spec, seed_text)
+        self.trial_limit = trial_limit
+        self.trial_seconds = float(duration_seconds(trial_limit)) if trial_limit else math.inf
         self.tag = tag
         # Vertex studies may name more metrics: the first is optimized, the others are recorded.
         self.other_tags: list[str] = list(spec.get("otherMetricTags") or [])
@@ -123,7 +129,7 @@ class TuningRun:
             self._end(trial, JobState.FAILED, None)
             self._fail(trial_id, f"could not start: {exc}")
             return
-        self.running[trial_id] = _Running(trial, attempt)
+        self.running[trial_id] = _Running(trial, attempt, started=time.monotonic())
         self._changed()
 
     def _new_reports(self, running: _Running) -> list[MetricReport]:
@@ -156,6 +162,8 @@ class TuningRun:
                 return
         outcome = running.attempt.poll()
         if outcome is None:
+            if time.monotonic() - running.started >= self.trial_seconds:
+                self._time_out(trial_id, running)
             return
         del self.running[trial_id]
         for report in self._new_reports(running):
@@ -174,6 +182,18 @@ class TuningRun:
         else:
             self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
             self.search.tell(trial_id, final.value)
+
+    def _time_out(self, trial_id: str, running: _Running) -> None:
+        running.attempt.stop()
+        del self.running[trial_id]
+        self._record_other_metrics(running)
+        self._end(running.trial, JobState.FAILED, self._final(running))
+        self.search.tell(trial_id, None)
+        self._fail(
+            trial_id,
+            f"its CustomJob ran longer than trialJobSpec.scheduling.timeout ({self.trial_limit}) "
+            "and was stopped by the service.",
+        )
 
     def _record_other_metrics(self, running: _Running) -> None:
         others = {}

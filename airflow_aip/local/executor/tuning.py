@@ -59,11 +59,15 @@ def read_metric_reports(path: Path, tag: str) -> list[MetricReport]:
     return reports
 
 
-def _format(value: Any, kind: str) -> str:
-    """How the value goes on the command line and into ``trials[].hyperparameters``."""
+def _format(value: Any, kind: str, discrete_as_float: bool = False) -> str:
+    """How the value goes on the command line and into ``trials[].hyperparameters``.
+
+    DISCRETE values: as floats on Vertex (``128.0``, the search spec's ``discreteFormat``); as
+    AI Platform wrote them (``128``) on ml v1.
+    """
     if kind == "INTEGER":
         return str(int(value))
-    if kind == "DOUBLE":
+    if kind == "DOUBLE" or (kind == "DISCRETE" and discrete_as_float):
         return repr(float(value))
     if isinstance(value, float) and value.is_integer() and kind == "DISCRETE":
         return str(int(value))
@@ -105,6 +109,7 @@ class HyperparameterSearch:
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.params: Sequence[Mapping[str, Any]] = spec["params"]
         self.goal = spec.get("goal", "MAXIMIZE")
+        self.discrete_as_float = spec.get("discreteFormat") == "float"
         direction: Literal["minimize", "maximize"] = "minimize" if self.goal == "MINIMIZE" else "maximize"
         seed = int(hashlib.sha256(seed_text.encode()).hexdigest()[:8], 16)
         algorithm = spec.get("algorithm", "ALGORITHM_UNSPECIFIED")
@@ -142,7 +147,7 @@ class HyperparameterSearch:
                 continue
             chosen[param["parameterName"]] = self._suggest(trial, param)
         kinds = {p["parameterName"]: p["type"] for p in self.params}
-        return {name: _format(value, kinds[name]) for name, value in chosen.items()}
+        return {name: _format(value, kinds[name], self.discrete_as_float) for name, value in chosen.items()}
 
     @staticmethod
     def _suggest(trial: Any, param: Mapping[str, Any]) -> Any:
