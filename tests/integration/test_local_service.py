@@ -213,11 +213,11 @@ def test_second_job_with_the_same_packages_reuses_the_environment(
     assert any("(cache miss)" in line for line in service_lines("cold"))
     assert any("(cache hit)" in line for line in service_lines("warm"))
     assert not any(line.startswith("pip:") for line in service_lines("warm"))
-    # pip's output is one summary line in the job's log; its lines stay in the service's own log.
-    cold_pip = [line for line in service_lines("cold") if "pip" in line]
+    # The installer's output is one summary line in the job's log; its lines stay in the service's own log.
+    cold_pip = [line for line in service_lines("cold") if "installed " in line]
     assert len(cold_pip) == 1, cold_pip
-    assert "pip installed aip-test-trainer-0.2." in cold_pip[0]
-    assert "already satisfied" in cold_pip[0]
+    assert "aip-test-trainer==0.2." in cold_pip[0]
+    assert "google-cloud-storage==" in cold_pip[0]  # declared, so installed into the job's own environment
     all_cold = [e["textPayload"] for e in log_entries(local_service.url, project, "cold", "")]
     assert not any("Requirement already satisfied" in line for line in all_cold)
     service_log = (local_service.data_dir.parent / f"aip-local-{local_service.port}.log").read_text()

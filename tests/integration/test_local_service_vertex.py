@@ -131,7 +131,7 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
     tasks = {e["resource"]["labels"]["task_name"] for e in entries}
     assert "workerpool0-0" in tasks
     assert {e["resource"]["type"] for e in entries} == {"ml_job"}
-    assert any("executorImageUri" in e["textPayload"] and "venv" in e["textPayload"] for e in entries)
+    assert any("executorImageUri" in e["textPayload"] and "isolated" in e["textPayload"] for e in entries)
 
 
 def test_failed_job_names_replica_status_and_stderr(
@@ -321,12 +321,18 @@ def test_cancelling_a_tuning_job_stops_its_trials(
         assert time.monotonic() < deadline, job["state"]
         time.sleep(0.2)
     assert job["trials"][0]["state"] == "ACTIVE"
+    job_id = created["name"].rsplit("/", 1)[1]
+
+    def trial_lines() -> list[dict[str, Any]]:
+        return log_entries(local_service.url, project, job_id, 'labels."ml.googleapis.com/trial_id"="1"')
+
+    # The trial's replica has started printing (its runtime takes a moment to start).
+    while not any(e["resource"]["labels"]["task_name"] == "workerpool0-0" for e in trial_lines()):
+        assert time.monotonic() < deadline, "the trial's replica never printed"
+        time.sleep(0.2)
     tuning.cancel(name=created["name"], body={}).execute()
     job = wait_for(tuning, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_CANCELLED"
     assert job["error"]["code"] == 1
     assert [t["state"] for t in job["trials"]] == ["INFEASIBLE"]
-    job_id = created["name"].rsplit("/", 1)[1]
-    trial_lines = log_entries(local_service.url, project, job_id, 'labels."ml.googleapis.com/trial_id"="1"')
-    assert any(e["resource"]["labels"]["task_name"] == "workerpool0-0" for e in trial_lines)
-    assert {e["resource"]["labels"]["project_id"] for e in trial_lines} == {project}
+    assert {e["resource"]["labels"]["project_id"] for e in trial_lines()} == {project}

@@ -68,6 +68,16 @@ def test_values_are_formatted_as_the_trainer_parses_them() -> None:
     assert 0.5 <= float(asked["lr"]) <= 0.5000001
 
 
+def test_vertex_passes_discrete_values_as_floats_and_integers_as_integers() -> None:
+    """Vertex sends "128.0" for a DiscreteParameterSpec value (search_spec's discreteFormat)."""
+    params: list[dict[str, Any]] = [
+        {"parameterName": "batch", "type": "DISCRETE", "discreteValues": [128]},
+        {"parameterName": "units", "type": "INTEGER", "minValue": 8, "maxValue": 8},
+    ]
+    asked = HyperparameterSearch(_spec(params, discreteFormat="float"), "p/j").ask("1")
+    assert asked == {"batch": "128.0", "units": "8"}
+
+
 @pytest.mark.parametrize(
     ("scale", "expect_high"), [("UNIT_LOG_SCALE", False), ("UNIT_REVERSE_LOG_SCALE", True)]
 )
