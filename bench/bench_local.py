@@ -8,6 +8,9 @@
    maxParallelTrials=1, from the job's own startTime and endTime.
 3. The same two on the Vertex AI routes (``customJobs``, ``hyperparameterTuningJobs`` with
    parallelTrialCount=2), beside the ml v1 figures: one executor underneath, so they should match.
+   A Vertex job's environment is its image's runtime (the isolated runtime: sklearn-cpu.1-6's
+   Python 3.10 and scikit-learn 1.6, then the package, by uv); cold, against the host runtime
+   (``--runtime host``: pip into a venv over the service's own packages), the old default.
 4. At a poller's scale (:mod:`bench.local_scale`, no jobs run): ``jobs.list`` by 100 IDs and
    ``entries.list`` of 250 jobs with cursors in a 5,000-job project, against the old full scans;
    ``python -m bench.local_scale`` measures this section alone.
@@ -33,7 +36,7 @@ PROJECT = "bench-project"
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
 VERTEX_PARENT = f"v1/projects/{PROJECT}/locations/us-central1"
 VERTEX_TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest"
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 
 
 def _submit(url: str, training_input: dict[str, Any]) -> tuple[str, float]:
@@ -151,7 +154,52 @@ def run(repeats: int) -> list[Figure]:
                 figures = _measure(service, gcs, root, repeats)
             finally:
                 service.stop()
+            host = LocalService(root / "data-host", gcs.url, extra_args=["--runtime", "host"]).start()
+            try:
+                figures += _runtimes(service.url, host.url, gcs, root, repeats)
+            finally:
+                host.stop()
     return figures + local_scale.run(repeats)
+
+
+def _runtimes(isolated_url: str, host_url: str, gcs: FakeGcsServer, root: Path, repeats: int) -> list[Figure]:
+    """Vertex submit -> RUNNING, cold and warm, in the isolated runtime against the host runtime."""
+    sdists = root / "runtime-sdists"
+    cold = [
+        _vertex_time_to_running(isolated_url, stage_trainer(gcs.url, sdists, f"0.4.{i}"))
+        for i in range(repeats)
+    ]
+    host_cold = [
+        _vertex_time_to_running(host_url, stage_trainer(gcs.url, sdists, f"0.5.{i}")) for i in range(repeats)
+    ]
+    warm_package = stage_trainer(gcs.url, sdists, "0.6.0")
+    _vertex_time_to_running(isolated_url, warm_package)
+    _vertex_time_to_running(host_url, warm_package)
+    warm = [_vertex_time_to_running(isolated_url, warm_package) for _ in range(repeats)]
+    host_warm = [_vertex_time_to_running(host_url, warm_package) for _ in range(repeats)]
+    cold_figure = Figure(
+        "local training service",
+        "Vertex customJobs: submit -> JOB_STATE_RUNNING, cold (new package), isolated runtime",
+        "s",
+        Series("isolated: Python 3.10 + scikit-learn 1.6 + the package, by uv", cold),
+        Series("host runtime: pip over the service's packages", host_cold),
+        goal="cold start under 10 s with uv's cache warm",
+        goal_met=Series("cold", cold).median < 10.0,
+    )
+    cold_figure.notes.append(
+        "Cold: a new package version each time, so a new environment is built; uv's cache holds the "
+        "wheels after the first build on the machine (a first build ever downloads ~70 MB)."
+    )
+    warm_figure = Figure(
+        "local training service",
+        "Vertex customJobs: submit -> JOB_STATE_RUNNING, warm (same package), isolated runtime",
+        "s",
+        Series("isolated runtime", warm),
+        Series("host runtime", host_warm),
+        goal="warm start under 1 s",
+        goal_met=Series("warm", warm).median < 1.0,
+    )
+    return [cold_figure, warm_figure]
 
 
 def _measure(service: LocalService, gcs: FakeGcsServer, root: Path, repeats: int) -> list[Figure]:

@@ -6,8 +6,12 @@ One schema per API, Google's own: every field name, type, enum and format comes 
 without importing googleapiclient (DAG-parse time), once per process.
 
 Values are returned in proto3 JSON canonical form, the form the API answers with: int64 as
-decimal strings, int32 as ints, doubles as numbers. So a body we send and the body the API
-returns compare equal.
+decimal strings, int32 as ints, doubles as numbers, and field names in lowerCamelCase (proto3
+JSON parsers also take the original proto name, ``display_name``). So a body we send and the
+body the API returns compare equal. Output-only fields in a request are checked for shape (a
+parser reads them) and then dropped: google/api/field_behavior.proto says the server "must
+ignore it and must not throw an error", which is what lets a client GET a job, edit it and
+create it again.
 """
 
 from __future__ import annotations
@@ -60,8 +64,24 @@ def schema(name: str, document: str = ML_V1) -> dict[str, Any]:
 
 
 def is_output_only(prop: Mapping[str, Any]) -> bool:
-    """Fields the server fills: a client setting them is confused about what it sends."""
+    """Fields the server fills: in a request they are ignored (dropped), never refused."""
     return bool(prop.get("readOnly")) or str(prop.get("description", "")).startswith("Output only.")
+
+
+def _proto_name(json_name: str) -> str:
+    """``bootDiskSizeGb`` -> ``boot_disk_size_gb``: the proto field name a JSON name comes from."""
+    return re.sub(r"(?<!^)(?=[A-Z])", "_", json_name).lower()
+
+
+@cache
+def _json_names(schema_name: str, document: str) -> dict[str, str]:
+    """The spellings a proto3 JSON parser takes for a field (``displayName``, ``display_name``) -> JSON name.
+
+    The document lists JSON names only, so the proto name is rebuilt from it (a proto name with a
+    digit right after an underscore, none in these schemas, would be missed).
+    """
+    props = schema(schema_name, document).get("properties", {})
+    return {**{_proto_name(name): name for name in props}, **{name: name for name in props}}
 
 
 def _type_error(path: str, expected: str, value: object) -> ValidationError:
@@ -188,24 +208,39 @@ def _collection(
 def check_object(
     value: Any, schema_name: str, path: str, *, allow_output_only: bool = False, document: str = ML_V1
 ) -> dict[str, Any]:
-    """A mapping checked field by field against a named schema: unknown fields are errors."""
+    """A mapping checked field by field against a named schema: unknown fields are errors.
+
+    Proto names (``display_name``) become JSON names; a field spelled both ways is an error.
+    Output-only fields are dropped unless ``allow_output_only`` (reading an answer, not a request).
+    """
     if not isinstance(value, Mapping):
         raise _type_error(path, "a mapping", value)
     props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
+    names = _json_names(schema_name, document)
     out: dict[str, Any] = {}
+    spelled: dict[str, str] = {}
     for key, item in value.items():
-        where = f"{path}.{key}" if path else str(key)
-        prop = props.get(key) if isinstance(key, str) else None
-        if prop is None:
+        name = names.get(key) if isinstance(key, str) else None
+        if name is None:
+            where = f"{path}.{key}" if path else str(key)
             raise ValidationError(where, f"unknown field; known fields: {', '.join(sorted(props))}")
-        if not allow_output_only and is_output_only(prop):
-            raise ValidationError(where, "is output only: the server sets it")
+        where = f"{path}.{name}" if path else name
+        if name in spelled:
+            raise ValidationError(where, f"is given twice, as {spelled[name]!r} and {key!r}")
+        spelled[name] = key
         if item is None:
             continue
-        numbers = ENUM_NUMBERS.get(f"{schema_name}.{key}")
-        out[key] = check_value(
-            item, prop, where, allow_output_only=allow_output_only, document=document, enum_numbers=numbers
+        numbers = ENUM_NUMBERS.get(f"{schema_name}.{name}")
+        checked = check_value(
+            item,
+            props[name],
+            where,
+            allow_output_only=allow_output_only,
+            document=document,
+            enum_numbers=numbers,
         )
+        if allow_output_only or not is_output_only(props[name]):
+            out[name] = checked
     return out
 
 

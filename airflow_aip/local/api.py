@@ -5,7 +5,9 @@ Paths, bodies and errors are the discovery document's and Google's, so google-ap
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
 Google's shape, ``{"error": {"code", "message", "status"}}``: 400 INVALID_ARGUMENT (with a
 ``google.rpc.BadRequest`` field violation naming the field), 404 NOT_FOUND, 409 ALREADY_EXISTS,
-400 FAILED_PRECONDITION for cancelling a finished job, 413 for bodies over 1 MiB.
+400 FAILED_PRECONDITION for cancelling a finished job, 413 for bodies over 1 MiB, 429
+RESOURCE_EXHAUSTED for a create the region's capacity model refuses (:mod:`.capacity`), whose
+state ``/_capacity`` shows (and, with ``--fault-admin``, changes: :mod:`.capacity_admin`).
 """
 
 from __future__ import annotations
@@ -22,6 +24,8 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from airflow_aip import __version__
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.local import console
+from airflow_aip.local.capacity import ResourceExhaustedError
+from airflow_aip.local.capacity_admin import apply_update
 from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
 from airflow_aip.local.logs.entries import list_entries
 from airflow_aip.local.logs.filters import page_size
@@ -100,6 +104,7 @@ def create_app(service: TrainingService) -> FastAPI:
     add_vertex_routes(app, VertexJobs(service), _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
+    _add_capacity_routes(app, service)
     return app
 
 
@@ -123,6 +128,10 @@ def _add_error_envelope(app: FastAPI) -> None:
     @app.exception_handler(FailedPreconditionError)
     async def precondition(_: Request, exc: FailedPreconditionError) -> JSONResponse:
         return google_error(400, str(exc), "FAILED_PRECONDITION")
+
+    @app.exception_handler(ResourceExhaustedError)
+    async def exhausted(_: Request, exc: ResourceExhaustedError) -> JSONResponse:
+        return google_error(429, str(exc), "RESOURCE_EXHAUSTED")
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
@@ -191,3 +200,23 @@ def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
         if job is None:
             return HTMLResponse(console.render_missing(name), status_code=404)
         return HTMLResponse(console.render_job(job))
+
+
+def _add_capacity_routes(app: FastAPI, service: TrainingService) -> None:
+    """``/_capacity``: read always; change (POST) or clear (DELETE) only with ``--fault-admin``."""
+
+    @app.get("/_capacity")
+    async def capacity() -> Any:
+        return service.capacity.snapshot()
+
+    @app.api_route("/_capacity", methods=["POST", "DELETE"])
+    async def change_capacity(request: Request) -> Any:
+        if not service.config.capacity_admin:
+            return google_error(
+                403, "capacity admin is off: start aip-local serve with --fault-admin", "PERMISSION_DENIED"
+            )
+        if request.method == "DELETE":
+            await run_in_threadpool(service.capacity.reset)
+        else:
+            await run_in_threadpool(apply_update, service.capacity, await _json_body(request))
+        return service.capacity.snapshot()

@@ -7,6 +7,8 @@ variables that point clients at them (ml v1, aiplatform v1 and logging all on on
 ``gcloud ai-platform jobs`` and ``gcloud ai custom-jobs`` do to Google (airflow_aip.local.cli_jobs).
 ``--fault-rate``/``--fault-admin`` make API calls fail on purpose (see airflow_aip.local.faults),
 Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.storage.gcs_proxy).
+``--quota``/``--stockout``/``--flex-start-capacity-after``/``--preempt-spot-after``/``--create-429``
+make the region lack what a test wants (airflow_aip.local.capacity), changed at run time at ``/_capacity``.
 
 The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
 """
@@ -14,6 +16,7 @@ The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 
 DEFAULT_GCS_PORT = 4443
@@ -57,7 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
         "plus its own packages, as in the container; host: the service's own Python and packages",
     )
     serve.add_argument(
-        "--offline", action="store_true", help="install job packages from the local cache only, never an index"
+        "--offline",
+        action="store_true",
+        help="install job packages from the local cache only, never an index",
     )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
     # Fault injection (airflow_aip.local.faults); the variables let a test harness turn it on.
@@ -77,8 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--fault-admin",
         action="store_true",
         default=os.environ.get("AIP_LOCAL_FAULT_ADMIN", "").lower() in ("1", "true", "yes"),
-        help="accept targeted faults at POST /_faults (tests only)",
+        help="accept targeted faults at POST /_faults and capacity changes at POST /_capacity (tests only)",
     )
+    add_capacity_arguments(serve)
 
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     add_jobs_arguments(jobs)
@@ -116,6 +123,7 @@ def serve(args: argparse.Namespace) -> int:
     import uvicorn
 
     from airflow_aip.local.api import create_app
+    from airflow_aip.local.capacity import CapacitySettings
     from airflow_aip.local.faults import FaultInjection, FaultPlan
     from airflow_aip.local.service import ServiceConfig, TrainingService
     from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
@@ -146,7 +154,13 @@ def serve(args: argparse.Namespace) -> int:
     try:
         # The service reads staged packages from fake-gcs-server directly: faults are for clients.
         config = ServiceConfig(
-            data_dir, storage_url, max(1, args.max_running_jobs), offline=args.offline, runtime=args.runtime
+            data_dir,
+            storage_url,
+            max(1, args.max_running_jobs),
+            offline=args.offline,
+            runtime=args.runtime,
+            capacity=capacity_settings(args),
+            capacity_admin=args.fault_admin,
         )
         service = TrainingService(config).start()
         try:
@@ -168,6 +182,8 @@ def serve(args: argparse.Namespace) -> int:
             if proxy is not None:
                 print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
                 print(f"# Cloud Storage through the fault proxy {proxy.url} to {storage_url}")
+            if config.capacity != CapacitySettings():
+                print(f"# capacity (GET {endpoint}_capacity): {json.dumps(service.capacity.snapshot())}")
             print(f"# aip-local {os.getpid()} serving {data_dir}", flush=True)
             server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning"))
             # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into

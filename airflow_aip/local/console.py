@@ -5,8 +5,9 @@ project that is a page about nothing. The service serves its own instead, at the
 resource name under ``/console/``: ``projects/{p}/jobs/{id}`` (ml v1) or
 ``projects/{p or number}/locations/{loc}/customJobs/{id}`` (and ``hyperparameterTuningJobs``)
 for Vertex AI. It shows the state in that API's words, the times, the error, the trials
-(hyperparameters and metric) and the newest log lines; ``/console/`` lists the jobs. Plain
-HTML: every value is escaped, no script, a refresh every few seconds while the job is active.
+(hyperparameters and metric), what the job waits for (quota, Flex-Start capacity) and the newest
+log lines; ``/console/`` lists the jobs. Plain HTML: every value is escaped, no script, a refresh
+every few seconds while the job is active.
 """
 
 from __future__ import annotations
@@ -104,6 +105,9 @@ def render_job(job: ConsoleJob) -> str:
         ("Ended", record.get("endTime")),
     ]
     facts = [("Kind", job.kind), ("State", job.state), *[(k, v) for k, v in times if v]]
+    # Why it waits or failed, when the region lacked something (local/capacity.py).
+    capacity = {"Waiting for": "waitingFor", "Error code": "errorCode", "Spot preemptions": "spotPreemptions"}
+    facts += [(k, record[field]) for k, field in capacity.items() if record.get(field)]
     if metric := _metric(record):
         facts.append(("Metric", metric))
     body = f"<h1>{escape(str(record.get('jobId', '')))}</h1><p><code>{escape(job.name)}</code></p>"

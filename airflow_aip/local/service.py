@@ -6,6 +6,11 @@ At start-up the records on disk are taken back: QUEUED jobs are queued again, an
 were PREPARING, RUNNING or CANCELLING when the previous service died are marked FAILED with a
 message saying so (their orphaned processes are stopped, by PID and start time). On a clean
 stop, running jobs are stopped and marked FAILED the same way; queued jobs stay queued.
+
+The region can be made to lack things (:mod:`.capacity`): a queued job whose quota is not free
+stays QUEUED, saying why once in its log, while jobs behind it that fit start; it is looked at
+again whenever capacity may have grown (a job ended, ``/_capacity`` changed). A create the model
+refuses is answered 429 RESOURCE_EXHAUSTED before anything is stored.
 """
 
 from __future__ import annotations
@@ -19,17 +24,21 @@ import hashlib
 import json
 import sys
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
+from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
+from airflow_aip.local.capacity_needs import Needs, needs_of
+from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.executor.processes import kill_group
+from airflow_aip.local.executor.trials import without_report_times
 from airflow_aip.local.logs.entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
@@ -59,6 +68,8 @@ class ServiceConfig:
     runtime: str = "isolated"  # or "host": see local/executor/environments.py
     python: str = sys.executable
     poll_interval: float = 0.2
+    capacity: CapacitySettings = field(default_factory=CapacitySettings)  # --quota...: local/capacity.py
+    capacity_admin: bool = False  # --fault-admin: POST/DELETE /_capacity allowed
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -91,9 +102,12 @@ class TrainingService:
         self.envs = EnvironmentCache(
             config.data_dir / "envs", config.python, offline=config.offline, runtime=config.runtime
         )
-        self.settings = ExecutionSettings(config.storage_url, config.poll_interval)
+        self.capacity = RegionCapacity(config.capacity)
+        self.settings = ExecutionSettings(config.storage_url, config.poll_interval, self.capacity)
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
+        self._quota = QuotaGate(self.capacity, self.store)
+        self.capacity.subscribe(self._capacity_changed)
         self._controls: dict[tuple[str, str], JobControl] = {}
         self._stopping = False
         self._workers: list[threading.Thread] = []
@@ -143,22 +157,33 @@ class TrainingService:
     def _work(self) -> None:
         while True:
             with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
+                picked = None
+                while not self._stopping and (picked := self._quota.pick(self._queue)) is None:
+                    self._cond.wait()  # woken by a submit, or when capacity may have grown
+                if self._stopping or picked is None:
                     return
-                _, _, project, job_id = self._queue.pop(0)
+                self._queue.remove(picked)
+                _, _, project, job_id = picked
                 control = self._controls[(project, job_id)] = JobControl()
+                waited = self._quota.forget((project, job_id))
             try:
+                if waited:
+                    self._quota.leaving((project, job_id))
                 JobExecution(self.store, self.envs, self.settings, project, job_id, control).run()
             finally:
                 with self._cond:
                     self._controls.pop((project, job_id), None)
+                self.capacity.release((project, job_id))
 
-    def _enqueue(self, project: str, job: dict[str, Any], seq: int) -> None:
+    def _capacity_changed(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    def _enqueue(self, project: str, job: dict[str, Any], seq: int, needs: Needs | None = None) -> None:
         # ml v1's scheduling.priority; Vertex jobs (no trainingInput) queue in submission order.
         priority = int(((job.get("trainingInput") or {}).get("scheduling") or {}).get("priority", 0))
         with self._cond:
+            self._quota.queued((project, job["jobId"]), needs or needs_of(job))
             bisect.insort(self._queue, (-priority, seq, project, job["jobId"]))
             self._cond.notify()
 
@@ -174,6 +199,8 @@ class TrainingService:
         if job.get("state") == JobState.QUEUED.value:
             places = self._queue_positions() if positions is None else positions
             job["jobPosition"] = str(places.get((project, job["jobId"]), 0))
+        if "trainingOutput" in job:
+            job["trainingOutput"] = without_report_times(job["trainingOutput"])
         return job
 
     # -- the API ----------------------------------------------------------------------------
@@ -187,11 +214,16 @@ class TrainingService:
         return self.submit(project, job)
 
     def submit(self, project: str, job: dict[str, Any]) -> dict[str, Any]:
-        """Store a QUEUED job (of either API) and queue it for the one executor."""
+        """Store a QUEUED job (of either API) and queue it for the one executor.
+
+        ResourceExhaustedError (429) first if the region's model refuses it (nothing is stored).
+        """
+        needs = needs_of(job)
+        self.capacity.check_create(project, needs)
         with self._cond:  # a cancel must see the job either queued or running, never in between
             seq, created = self.store.create(project, job)
             JobLog(self.store, project, job["jobId"]).service("Job created; waiting in the queue.")
-            self._enqueue(project, created, seq)
+            self._enqueue(project, created, seq, needs)
             return self._with_position(project, created)
 
     def get_job(self, project: str, job_id: str) -> dict[str, Any]:
@@ -240,6 +272,7 @@ class TrainingService:
             queued = [entry for entry in self._queue if entry[2:] == (project, job_id)]
             if queued:
                 self._queue.remove(queued[0])
+                self._quota.forget((project, job_id))
                 self.store.update(project, job_id, _cancel_queued)
                 log.service("Job cancelled by the user while queued.")
                 return {}

@@ -14,6 +14,7 @@ from airflow_aip.jobs import (
     sanitize_label_value,
     validate_labels,
 )
+from airflow_aip.jobs.labels import VERTEX_LABELS
 
 
 def test_sanitize_value() -> None:
@@ -59,3 +60,34 @@ def test_validate_labels_rejects(labels: object, field: str) -> None:
     with pytest.raises(ValidationError) as err:
         validate_labels(labels)
     assert err.value.field == field
+
+
+def test_vertex_takes_64_codepoints_and_international_characters() -> None:
+    labels = {"k" * 64: "v" * 64, "équipe": "é" * 64, "チーム": "機械学習", "a": "", "k_1-x": "٣"}
+    assert validate_labels(labels, rule=VERTEX_LABELS) == labels
+    with pytest.raises(ValidationError):
+        validate_labels({"équipe": "a"})  # ml v1's rule stays ASCII and 63
+
+
+@pytest.mark.parametrize(
+    ("labels", "field"),
+    [
+        ({"k" * 65: "v"}, "labels." + "k" * 65),
+        ({"k": "v" * 65}, "labels.k"),
+        ({"Équipe": "a"}, "labels.Équipe"),
+        ({"k": "Données"}, "labels.k"),
+        ({"1k": "v"}, "labels.1k"),
+        ({"": "v"}, "labels."),
+        ({"k": "a b"}, "labels.k"),
+        ({f"k{i}": "v" for i in range(65)}, "labels"),
+    ],
+)
+def test_vertex_rule_rejects(labels: object, field: str) -> None:
+    with pytest.raises(ValidationError) as err:
+        validate_labels(labels, rule=VERTEX_LABELS)
+    assert err.value.field == field
+
+
+def test_what_our_operators_generate_is_valid_on_both_apis() -> None:
+    labels = airflow_labels("Dâg" * 40, "t", "manual__2024-01-01T00:00:00+00:00", {"Équipe Ω": "x" * 99})
+    assert validate_labels(labels, rule=VERTEX_LABELS) == labels == validate_labels(labels)

@@ -159,7 +159,6 @@ def test_validate_job() -> None:
         ({"trainingInput": minimal()}, "jobId"),
         ({"jobId": "1job", "trainingInput": minimal()}, "jobId"),
         ({"jobId": "j"}, "trainingInput"),
-        ({"jobId": "j", "trainingInput": minimal(), "state": "SUCCEEDED"}, "state"),
         ({"jobId": "j", "trainingInput": minimal(), "trainingOutput": {}}, "trainingOutput"),
         ({"jobId": "j", "trainingInput": minimal(), "labels": {"A": "b"}}, "labels.A"),
         ({"jobId": "j", "trainingInput": minimal(), "predictionInput": {}}, "predictionInput"),
@@ -174,6 +173,17 @@ def test_validate_job_rejects(job: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as err:
         validate_job(job)
     assert err.value.field == field
+
+
+def test_output_only_fields_the_schema_marks_are_dropped() -> None:
+    """field_behavior.proto: the server "must ignore it and must not throw an error"."""
+    job = {
+        "jobId": "j",
+        "trainingInput": minimal(),
+        "state": "SUCCEEDED",
+        "createTime": "2024-01-01T00:00:00Z",
+    }
+    assert set(validate_job(job)) == {"jobId", "trainingInput"}
 
 
 def test_validate_job_allows_server_fields_when_asked() -> None:

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.local.logs.filters import Comparison, equality_key, parse_filter, required_equalities
+from airflow_aip.local.logs.filters import (
+    ML_JOB_FILTER_FIELDS,
+    VERTEX_JOB_FILTER_FIELDS,
+    Comparison,
+    equality_key,
+    parse_filter,
+    required_equalities,
+)
 
 JOB = {
     "jobId": "census_20240101",
@@ -101,3 +108,56 @@ def test_whole_numbers_compare_exactly_so_neighbouring_vertex_job_ids_do_not_mat
     assert parse_filter("trainingOutput.completedTrialCount=2.0").matches(  # type: ignore[union-attr]
         {"trainingOutput": {"completedTrialCount": "2"}}
     )
+
+
+VERTEX_JOB = {
+    "displayName": "My_Job_1",
+    "state": "JOB_STATE_FAILED",
+    "labels": {"team": "ml"},
+    "createTime": "2024-01-02T10:00:00.000000Z",
+}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('display_name:"My_Job_*"', True),
+        ('display_name:"my_job_*"', False),
+        ('display_name:"my_job_1"', False),  # ":" is case-sensitive on Vertex
+        ('display_name:"My_Job_1"', True),
+        ('state="JOB_STATE_FAILED"', True),
+        ("labels.team:*", True),
+        ("labels.owner:*", False),
+        ('create_time="2024-01-02T11:00:00+01:00"', True),  # instants, whatever the offset
+        ('create_time>="2024-01-02t10:00:00.000000001z"', False),
+    ],
+)
+def test_vertex_fields_match_as_documented(text: str, expected: bool) -> None:
+    node = parse_filter(text, VERTEX_JOB_FILTER_FIELDS)
+    assert node is not None
+    assert node.matches(VERTEX_JOB) is expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        'labels.team!="ml"',
+        'labels.team:"ml"',
+        'create_time>"2024-01-02"',
+        'create_time>"2024-01-02T10:00:00"',
+        'create_time>"2024-02-30T10:00:00Z"',
+        "state=FAILED",
+        "state=4",
+        "state:JOB_STATE_FAILED",
+    ],
+)
+def test_vertex_filters_google_refuses_are_refused(text: str) -> None:
+    with pytest.raises(ValidationError) as error:
+        parse_filter(text, VERTEX_JOB_FILTER_FIELDS)
+    assert error.value.field == "filter"
+
+
+def test_ml_v1_fields_keep_the_lenient_forms() -> None:
+    node = parse_filter('state:failed AND labels.team!="x" AND createTime>2024', ML_JOB_FILTER_FIELDS)
+    assert node is not None
+    assert node.matches(JOB)

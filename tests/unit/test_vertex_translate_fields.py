@@ -79,7 +79,10 @@ def test_fields_vertex_cannot_take_are_errors(fields: dict[str, Any], field: str
 
 @pytest.mark.parametrize("strategy", ["FLEX_START", 6])
 def test_max_wait_time_becomes_max_wait_duration_under_flex_start(strategy: Any) -> None:
-    ti = make_ti(scheduling={"maxWaitTime": "7200s"})
+    a100 = {"acceleratorConfig": {"type": "NVIDIA_TESLA_A100", "count": "1"}}  # FLEX_START needs a GPU
+    ti = make_ti(
+        scheduling={"maxWaitTime": "7200s"}, scaleTier="CUSTOM", masterType="a2-highgpu-1g", masterConfig=a100
+    )
     body = vertex(ti, vertex_job={"jobSpec": {"scheduling": {"strategy": strategy}}}).body
     assert body["jobSpec"]["scheduling"] == {"maxWaitDuration": "7200s", "strategy": "FLEX_START"}
 
@@ -177,9 +180,10 @@ def test_vertex_job_merges_over_the_translation_and_ours_win() -> None:
 
 
 def test_vertex_job_lists_replace_whole() -> None:
+    l4 = {"machineType": "g2-standard-8", "acceleratorType": "NVIDIA_L4", "acceleratorCount": 1}
     pools = [
         {
-            "machineSpec": {"machineType": "g2-standard-8"},
+            "machineSpec": l4,
             "replicaCount": 1,
             "containerSpec": {"imageUri": "x/y:1"},
         }
@@ -187,7 +191,7 @@ def test_vertex_job_lists_replace_whole() -> None:
     request = vertex(make_ti(), vertex_job={"jobSpec": {"workerPoolSpecs": pools}})
     assert pools_of(request) == [
         {
-            "machineSpec": {"machineType": "g2-standard-8"},
+            "machineSpec": l4,
             "replicaCount": "1",
             "containerSpec": {"imageUri": "x/y:1"},
         }

@@ -22,7 +22,7 @@ PACKAGE = "gs://bkt-x/staging/trainer-0.1.tar.gz"
         ("BASIC_GPU", [("n1-standard-8", ("NVIDIA_TESLA_T4", 1), "1")]),
         (
             "STANDARD_1",
-            [("n1-highcpu-8", None, "1"), ("n1-highcpu-8", None, "4"), ("n1-standard-4", None, "3")],
+            [("n1-standard-8", None, "1"), ("n1-standard-8", None, "4"), ("n1-standard-4", None, "3")],
         ),
         (
             "PREMIUM_1",
@@ -59,7 +59,7 @@ def test_basic_tpu_is_an_error() -> None:
     [
         ("standard", {"machineType": "n1-standard-4"}),
         ("large_model", {"machineType": "n1-highmem-8"}),
-        ("complex_model_s", {"machineType": "n1-highcpu-8"}),
+        ("complex_model_s", {"machineType": "n1-standard-8"}),  # n1-highcpu-8 is not for training
         ("complex_model_m", {"machineType": "n1-highcpu-16"}),
         ("complex_model_l", {"machineType": "n1-highcpu-32"}),
         (

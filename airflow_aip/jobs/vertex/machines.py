@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.vertex.containers import DEFAULT_IMAGES
+from airflow_aip.jobs.vertex.hardware import check_machine_spec
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,13 @@ K80_SUBSTITUTE = "NVIDIA_TESLA_T4"
 # https://cloud.google.com/ai-platform/training/docs/machine-types#legacy-machine-types
 # (research/vertex.md §5.4; the CPU rows cross-check with the prices per hour of
 # https://cloud.google.com/ml-engine/docs/pricing: BASIC = standard, BASIC_GPU = standard_gpu).
+# complex_model_s was an n1-highcpu-8, which Vertex AI training does not offer (its machine list,
+# https://cloud.google.com/vertex-ai/docs/training/configure-compute, has n1-highcpu from 16): the
+# N1 type with the same 8 vCPUs stands in.
 LEGACY_MACHINES: dict[str, Machine] = {
     "standard": Machine("n1-standard-4"),
     "large_model": Machine("n1-highmem-8"),
-    "complex_model_s": Machine("n1-highcpu-8"),
+    "complex_model_s": Machine("n1-standard-8"),  # was n1-highcpu-8, see above
     "complex_model_m": Machine("n1-highcpu-16"),
     "complex_model_l": Machine("n1-highcpu-32"),
     "standard_gpu": Machine("n1-standard-8", K80_SUBSTITUTE, 1),  # was 1 x K80
@@ -111,6 +115,23 @@ UNTRANSLATABLE_ACCELERATORS: dict[str, str] = {
 _COMPUTE_ENGINE = re.compile(r"[a-z][a-z0-9]*(-[a-z0-9]+)+")
 
 
+# hardware's MachineSpec fields -> the ml v1 fields they came from.
+_ML_V1_FIELDS = {
+    "machineType": "Type",
+    "acceleratorType": "Config.acceleratorConfig.type",
+    "acceleratorCount": "Config.acceleratorConfig.count",
+}
+
+
+def _check_hardware(spec: Mapping[str, Any], path: str) -> None:
+    """The translated machine against Vertex AI's table (:mod:`.hardware`), errors named in ml v1 terms."""
+    try:
+        check_machine_spec(spec, path)
+    except ValidationError as error:
+        leaf = error.field.rsplit(".", 1)[-1]
+        raise ValidationError(f"{path}{_ML_V1_FIELDS.get(leaf, 'Config')}", error.rule) from None
+
+
 def machine_spec(name: str, accelerator: Mapping[str, Any] | None, path: str) -> dict[str, Any]:
     """A ``MachineSpec`` for an ml v1 machine name (legacy or Compute Engine) and acceleratorConfig.
 
@@ -139,6 +160,7 @@ def machine_spec(name: str, accelerator: Mapping[str, Any] | None, path: str) ->
                 f"{path}Config.acceleratorConfig.type", f"{kind}: {UNTRANSLATABLE_ACCELERATORS[kind]}"
             )
         spec.update(acceleratorType=kind, acceleratorCount=int(accelerator.get("count", "0")))
+    _check_hardware(spec, path)
     return spec
 
 

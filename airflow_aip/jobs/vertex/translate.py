@@ -86,7 +86,9 @@ def to_vertex(
     if not body["labels"]:
         del body["labels"]
     validate = validate_tuning_job if kind == TUNING_JOBS else validate_custom_job
-    return VertexRequest(kind, validate(body))
+    # The region's accelerators are checked too when the trainingInput names it.
+    region = (training_input or {}).get("region")
+    return VertexRequest(kind, validate(body, region=str(region) if region else None))
 
 
 def _overlay(vertex_job: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -6,7 +6,8 @@ PREPARING (packages fetched and installed) -> RUNNING -> SUCCEEDED or FAILED, or
 CANCELLED when the user cancels. When the run limit runs out (ml v1 ``scheduling.maxRunningTime``:
 CANCELLED; Vertex ``scheduling.timeout``: FAILED) the reason goes to errorMessage. A FAILED job's
 errorMessage names the replica, its exit code and the tail of its stderr. Every change is
-persisted at once, so a GET sees it.
+persisted at once, so a GET sees it. The region's capacity (:mod:`.provisioning`) may hold a job
+in PENDING (Flex-Start), fail it there (stockout) or restart its replicas (Spot).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
+from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
 from airflow_aip.local.executor.environments import (
     Environment,
@@ -30,6 +32,7 @@ from airflow_aip.local.executor.environments import (
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
+from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.executor.runner import Attempt, AttemptSpec
 from airflow_aip.local.executor.trials import TuningRun
 from airflow_aip.local.logs.entries import JobLog
@@ -80,6 +83,7 @@ class ExecutionSettings:
 
     storage_url: str | None
     poll_interval: float = 0.2
+    capacity: RegionCapacity | None = None  # quotas, stockouts, Flex-Start, Spot: local/capacity.py
 
 
 class JobExecution:
@@ -122,10 +126,10 @@ class JobExecution:
             self.log.service(f"Job state: {state.value}")
         return moved
 
-    def _finish(self, state: JobState, error_message: str = "") -> None:
+    def _finish(self, state: JobState, error_message: str = "", **extra: Any) -> None:
         if state is JobState.CANCELLED:
             self._transition(JobState.CANCELLING)
-        fields: dict[str, Any] = {"endTime": rfc3339()}
+        fields: dict[str, Any] = {"endTime": rfc3339(), **extra}
         if error_message:
             fields["errorMessage"] = error_message
             self.log.service(error_message, severity="ERROR" if state is JobState.FAILED else "WARNING")
@@ -162,6 +166,12 @@ class JobExecution:
             return self._cancelled()
         if not self._transition(JobState.PREPARING, startTime=rfc3339()):
             return self._cancelled()
+        gate = Provisioning(self.settings.capacity, job, self.store, self.log, self.settings.poll_interval)
+        failure = gate.before_start(self.control.should_stop)  # Flex-Start wait, stockout
+        if failure is not None:
+            return self._finish(JobState.FAILED, failure[0], **failure[1])
+        if self.control.should_stop():
+            return self._cancelled()
         env = self._prepare(plan)
         if env is None:
             return None
@@ -173,7 +183,7 @@ class JobExecution:
         self.control.start_clock(plan)
         if plan.tuning is not None:
             return self._tune(plan, env.python)
-        return self._train(plan, env.python)
+        return self._train(plan, env.python, gate)
 
     def _prepare(self, plan: ExecutionPlan) -> Environment | None:
         """The job's environment, saying in the log what differs from Vertex; None once the job ended."""
@@ -206,13 +216,21 @@ class JobExecution:
         work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
         return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp)
 
-    def _train(self, plan: ExecutionPlan, python: Path) -> None:
+    def _train(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
         attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)
         self.store.set_processes(self.project, self.job_id, attempt.refs())
+        spot = gate.spot_watch(self.job_id) if gate is not None else None
         while (outcome := attempt.poll()) is None:
             if self.control.should_stop():
                 attempt.stop()
                 return self._cancelled()
+            if spot is not None and spot.due():  # Spot VMs reclaimed: restart, or fail past the limit
+                attempt.stop()
+                failure = spot.preempted(attempt.primary, len(attempt.processes))
+                if failure is not None:
+                    return self._finish(JobState.FAILED, failure[0], **failure[1])
+                attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)
+                self.store.set_processes(self.project, self.job_id, attempt.refs())
             time.sleep(self.settings.poll_interval)
         if outcome.succeeded:
             return self._finish(JobState.SUCCEEDED)

@@ -19,6 +19,7 @@ import math
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
@@ -37,6 +38,30 @@ class _Running:
     last: MetricReport | None = None
     best: MetricReport | None = None
     started: float = 0.0  # time.monotonic() at launch
+
+
+def _stamp(report: MetricReport) -> dict[str, str]:
+    """When the trainer reported it (Vertex's ``Measurement.elapsedDuration`` counts to this)."""
+    if not math.isfinite(report.timestamp):
+        return {}
+    return {"reportTime": rfc3339(datetime.fromtimestamp(report.timestamp, timezone.utc))}
+
+
+def without_report_times(output: Mapping[str, Any]) -> dict[str, Any]:
+    """``trainingOutput`` as AI Platform answered it: its HyperparameterMetric has no report time."""
+
+    def metric(point: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in point.items() if k != "reportTime"}
+
+    trials = []
+    for trial in output.get("trials") or []:
+        shown = dict(trial)
+        if "finalMetric" in shown:
+            shown["finalMetric"] = metric(shown["finalMetric"])
+        if "allMetrics" in shown:
+            shown["allMetrics"] = [metric(p) for p in shown["allMetrics"]]
+        trials.append(shown)
+    return dict(output, trials=trials) if trials else dict(output)
 
 
 class TuningRun:
@@ -139,7 +164,7 @@ class TuningRun:
 
     def _seen(self, running: _Running, report: MetricReport) -> None:
         """A new report: kept in ``allMetrics`` (Vertex's ``measurements``), the last and the best."""
-        point = {"trainingStep": str(report.global_step), "objectiveValue": report.value}
+        point = {"trainingStep": str(report.global_step), "objectiveValue": report.value, **_stamp(report)}
         running.trial.setdefault("allMetrics", []).append(point)
         running.last = report
         if running.best is None or self.sign * report.value > self.sign * running.best.value:
@@ -209,7 +234,11 @@ class TuningRun:
     ) -> None:
         trial.update(state=state.value, endTime=rfc3339(), isTrialStoppedEarly=stopped_early)
         if last is not None:
-            trial["finalMetric"] = {"trainingStep": str(last.global_step), "objectiveValue": last.value}
+            trial["finalMetric"] = {
+                "trainingStep": str(last.global_step),
+                "objectiveValue": last.value,
+                **_stamp(last),
+            }
         self._changed()
 
     def _fail(self, trial_id: str, message: str) -> None:

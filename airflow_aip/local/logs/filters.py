@@ -11,7 +11,10 @@ A filter outside this grammar is a ValidationError on ``filter``, never a silent
 A list method also names the fields it filters on (``fields``): ml v1's jobs.list the Job's
 fields, Vertex's ``display_name``, ``state``, ``create_time`` and ``labels.<key>`` with the
 operators its documentation gives each. Anything else, ``jobId="a" OR 1=1`` included, is a 400
-naming the field, as Google answers.
+naming the field, as Google answers. A field may also check its literals (:attr:`FilterField.literal`):
+Vertex's ``state`` takes only ``JOB_STATE_*`` names, ``create_time`` only RFC 3339 instants,
+``labels.k`` only ``=`` or ``:*``, and its ``display_name:`` is case-sensitive; ml v1's fields
+keep gcloud's leniency (``state:failed``).
 """
 
 from __future__ import annotations
@@ -20,14 +23,15 @@ import contextlib
 import fnmatch
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
 from typing import Any, NamedTuple
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import JOB_SCHEMA, schema
-from airflow_aip.local.clock import parse_rfc3339
+from airflow_aip.local.clock import parse_rfc3339, rfc3339
 
 _TOKEN = re.compile(
     r"""\s*(?:
@@ -43,6 +47,13 @@ _MISSING = object()
 _INTEGER = re.compile(r"\s*[-+]?\d+\s*")
 _NUMBER_START = re.compile(r"\s*[-+]?(?:\d|\.\d|inf|nan)", re.IGNORECASE)
 ALL_OPS = frozenset({"=", "!=", "<", "<=", ">", ">=", ":"})
+# RFC 3339 date-time (section 5.6; "T" and "Z" may be lowercase there), up to nanoseconds.
+_RFC3339 = re.compile(
+    r"(?P<head>[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2})(?:\.(?P<fraction>[0-9]{1,9}))?"
+    r"(?P<zone>[Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+# (field name, operator, literal) -> (operator, literal) as compared; raises ValidationError.
+LiteralCheck = Callable[[str, str, str], tuple[str, str]]
 
 
 @dataclass(frozen=True)
@@ -53,14 +64,63 @@ class FilterField:
     ops: frozenset[str] = ALL_OPS
     keyed: bool = False  # labels.<key>: exactly one segment after the name
     nested: bool = False  # any sub-path (ml v1: trainingInput.region)
+    literal: LiteralCheck | None = None  # checks each literal, and gives the form compared
+
+
+def _exact_wildcard(name: str, op: str, value: str) -> tuple[str, str]:
+    """``display_name:"my_job_*"`` (Vertex's ":" wildcard): matched case-sensitively, as ``=`` is.
+
+    [U] unverified: what ":" without a ``*`` means on Vertex; taken as equality.
+    """
+    return ("=" if op == ":" else op), value
+
+
+def _key_presence(name: str, op: str, value: str) -> tuple[str, str]:
+    """Vertex's labels: ``labels.key=value`` and ``labels.key:*`` (presence), no other ":"."""
+    if op == ":" and value != "*":
+        raise ValidationError("filter", f"{name}:{value!r}: a label takes = (labels.key=value) or :* only")
+    return op, value
+
+
+@cache
+def _vertex_job_states() -> tuple[str, ...]:
+    return tuple(schema("GoogleCloudAiplatformV1CustomJob", AIPLATFORM_V1)["properties"]["state"]["enum"])
+
+
+def _job_state(name: str, op: str, value: str) -> tuple[str, str]:
+    """``state="JOB_STATE_SUCCEEDED"``; ``state=SUCCEEDED`` (ml v1's name) is a 400, not an empty list.
+
+    [U] unverified: whether Google also takes the enum's number (``state=4``); refused here.
+    """
+    if value not in _vertex_job_states():
+        raise ValidationError(
+            "filter", f"{name}: {value!r} is not a JobState; one of {', '.join(_vertex_job_states())}"
+        )
+    return op, value
+
+
+def _rfc3339_instant(name: str, op: str, value: str) -> tuple[str, str]:
+    """``create_time`` "must be in RFC 3339 format": made canonical (as stored): ``=`` compares instants."""
+    match = _RFC3339.fullmatch(value)
+    try:
+        if match is None:
+            raise ValueError(value)
+        micros = (match["fraction"] or "").ljust(6, "0")[:6]  # what fromisoformat takes on Python 3.10
+        if (match["fraction"] or "")[6:].strip("0"):  # stamps are whole microseconds: cut, ">=" is ">"
+            op = {">=": ">", "<": "<="}.get(op, op)
+        return op, rfc3339(parse_rfc3339(f"{match['head'].upper()}.{micros}{match['zone']}"))
+    except ValueError:
+        raise ValidationError(
+            "filter", f"{name}: {value!r} is not an RFC 3339 time such as 2021-05-18T00:00:00Z"
+        ) from None
 
 
 FilterFields = Mapping[str, FilterField]
 VERTEX_JOB_FILTER_FIELDS: FilterFields = {
-    "display_name": FilterField(("displayName",), frozenset({"=", "!=", ":"})),
-    "state": FilterField(("state",), frozenset({"=", "!="})),
-    "create_time": FilterField(("createTime",), ALL_OPS - {":"}),
-    "labels": FilterField(("labels",), frozenset({"=", "!=", ":"}), keyed=True),
+    "display_name": FilterField(("displayName",), frozenset({"=", "!=", ":"}), literal=_exact_wildcard),
+    "state": FilterField(("state",), frozenset({"=", "!="}), literal=_job_state),
+    "create_time": FilterField(("createTime",), ALL_OPS - {":"}, literal=_rfc3339_instant),
+    "labels": FilterField(("labels",), frozenset({"=", ":"}), keyed=True, literal=_key_presence),
 }
 
 
@@ -85,10 +145,12 @@ class _MlJobFields(Mapping[str, FilterField]):
 ML_JOB_FILTER_FIELDS: FilterFields = _MlJobFields()
 
 
-def _resolve_field(path: list[str], op: str, fields: FilterFields | None) -> tuple[str, ...]:
-    """The resource path a filter's field name stands for; a 400 for names the method does not know."""
+def _resolve_field(
+    path: list[str], op: str, value: str, fields: FilterFields | None
+) -> tuple[tuple[str, ...], str, str]:
+    """``(resource path, op, value)`` for a comparison; a 400 for names (and literals) the method refuses."""
     if fields is None:
-        return tuple(path)
+        return tuple(path), op, value
     name, rest = path[0], path[1:]
     field = fields.get(name)
     if field is None:
@@ -101,7 +163,9 @@ def _resolve_field(path: list[str], op: str, fields: FilterFields | None) -> tup
         raise ValidationError("filter", f"field {name!r} has no sub-field {'.'.join(rest)!r}")
     if op not in field.ops:
         raise ValidationError("filter", f"field {name!r} takes {' '.join(sorted(field.ops))}, not {op!r}")
-    return field.target + tuple(rest)
+    if field.literal is not None:
+        op, value = field.literal(".".join(path), op, value)
+    return field.target + tuple(rest), op, value
 
 
 class _Token(NamedTuple):  # a tuple, not a frozen dataclass: a poller's filter has 4,000 tokens
@@ -292,7 +356,7 @@ class _Parser:
         value = self.take()
         if value.kind not in ("word", "string"):
             raise ValidationError("filter", f"expected a value after {first.text}{op.text}")
-        return Comparison(_resolve_field(path, op.text, self.fields), op.text, value.text)
+        return Comparison(*_resolve_field(path, op.text, value.text, self.fields))
 
 
 def parse_filter(text: str | None, fields: FilterFields | None = None) -> Node | None:

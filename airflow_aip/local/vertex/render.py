@@ -3,15 +3,20 @@
 Neutral executor states become ``JOB_STATE_*``; a failed job gets ``error.code`` 3 (what Vertex
 reports for a replica that exited non-zero), a cancelled one code 1 (CANCELLED). Trials become
 Vertex ``Trial`` objects: ACTIVE while running, SUCCEEDED with a ``finalMeasurement``, and
-INFEASIBLE (Vertex has no FAILED trial) with an ``infeasibleReason`` otherwise. Each trial names
-its own CustomJob (the tuning job's ID plus the trial number), which a GET answers as a CustomJob
-with the trial's arguments and its ``{base}/{trialId}/`` output directory.
+INFEASIBLE (Vertex has no FAILED trial) with an ``infeasibleReason`` otherwise; each measurement
+has its ``elapsedDuration`` since the trial started. Each trial names its own CustomJob, a
+19-digit ID like any other (:func:`trial_job_id`: derived from the tuning job's ID and the trial's,
+since the executor that starts trials knows nothing of Vertex), which a GET answers as a CustomJob
+with the trial's arguments and its ``{base}/{trialId}/`` output directory. A job (or trial) whose
+spec sets ``enableWebAccess`` has ``webAccessUris`` while it runs.
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
@@ -19,10 +24,10 @@ from airflow_aip.jobs import JobState
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import schema
 from airflow_aip.jobs.vertex.study import search_spec, trial_parameter_value
+from airflow_aip.local.clock import parse_rfc3339
 
 CUSTOM_JOBS = "customJobs"
 TUNING_JOBS = "hyperparameterTuningJobs"
-MAX_TRIAL_LOOKUP = 1000  # trials past this number have no gettable CustomJob
 JOB_STATES = {
     JobState.STATE_UNSPECIFIED: "JOB_STATE_UNSPECIFIED",
     JobState.QUEUED: "JOB_STATE_QUEUED",
@@ -37,14 +42,42 @@ CANCELLED_CODE = 1  # google.rpc.Code.CANCELLED
 FAILED_CODE = 3  # what Vertex reports for "The replica workerpool0-0 exited with a non-zero status"
 
 
-def _trial_job_id(job_id: str, trial_id: str) -> str:
-    """The ID named in ``Trial.customJob``: the tuning job's ID plus the trial number."""
-    return str(int(job_id) + int(trial_id))
+def trial_job_id(job_id: str, trial_id: str) -> str:
+    """The 19-digit ID named in ``Trial.customJob``: a hash of the tuning job's ID and the trial's.
+
+    Unrelated to the tuning job's ID, as on Vertex (code that derives one from the other fails
+    there), and the same on every GET and after a restart, so nothing needs storing.
+    """
+    digest = hashlib.sha256(f"{job_id}/trials/{trial_id}".encode()).digest()
+    return str(10**18 + int.from_bytes(digest[:8], "big") % (9 * 10**18))
 
 
-def _error(state: JobState, message: str | None) -> dict[str, Any] | None:
-    if state is JobState.FAILED:
-        return {"code": FAILED_CODE, "message": message or "Job failed."}
+def web_access_uris(spec: Mapping[str, Any], job_id: str, location: str) -> dict[str, str]:
+    """One URI per replica (``workerpool0-0``, ``workerpool1-0``...): what ``enableWebAccess`` gives.
+
+    Vertex's are ``https://<id>-dot-<region>.aiplatform-training.googleusercontent.com``, each a
+    node's interactive shell. Nothing serves them locally (there is no shell to attach to): they
+    have Google's form so code that reads them can be tested. [U] unverified: how Google derives
+    ``<id>`` per node; a hash of the job ID and the node name here.
+    """
+    uris = {}
+    for index, pool in enumerate(spec.get("workerPoolSpecs") or []):
+        for replica in range(int(pool.get("replicaCount", "1" if index == 0 else "0") or 0)):
+            node = f"workerpool{index}-{replica}"
+            host = hashlib.sha256(f"{job_id}/{node}".encode()).hexdigest()[:16]
+            uris[node] = f"https://{host}-dot-{location}.aiplatform-training.googleusercontent.com"
+    return uris
+
+
+def _with_web_access(shown: dict[str, Any], spec: Mapping[str, Any], job_id: str, location: str) -> None:
+    # [U] unverified: whether Google keeps webAccessUris after the job ends; given while it runs.
+    if spec.get("enableWebAccess"):
+        shown["webAccessUris"] = web_access_uris(spec, job_id, location)
+
+
+def _error(state: JobState, message: str | None, code: int | None = None) -> dict[str, Any] | None:
+    if state is JobState.FAILED:  # ``code``: the record's errorCode (8 for quota, stockout: capacity.py)
+        return {"code": code or FAILED_CODE, "message": message or "Job failed."}
     if state is JobState.CANCELLED:
         return {"code": CANCELLED_CODE, "message": message or "CANCELED"}
     return None
@@ -61,9 +94,11 @@ def render(record: Mapping[str, Any], *, with_trials: bool = True) -> dict[str, 
         if record.get(stored):
             resource[name] = record[stored]
             times.append(str(record[stored]))
-    error = _error(state, record.get("errorMessage"))
+    error = _error(state, record.get("errorMessage"), record.get("errorCode"))
     if error:
         resource["error"] = error
+    if state is JobState.RUNNING and record["kind"] == CUSTOM_JOBS:
+        _with_web_access(resource, resource["jobSpec"], record["jobId"], record["location"])
     if record["kind"] == TUNING_JOBS:
         trials = (record.get("trainingOutput") or {}).get("trials") or []
         times += [str(t[k]) for t in trials for k in ("startTime", "endTime") if t.get(k)]
@@ -102,15 +137,18 @@ def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) ->
                 for name, value in trial.get("hyperparameters", {}).items()
             ],
             "startTime": trial.get("startTime"),
-            "customJob": f"{parent}/customJobs/{_trial_job_id(record['jobId'], trial['trialId'])}",
+            "customJob": f"{parent}/customJobs/{trial_job_id(record['jobId'], trial['trialId'])}",
         }
         if trial.get("endTime"):
             shown["endTime"] = trial["endTime"]
+        if state == "ACTIVE":
+            job_id = trial_job_id(record["jobId"], trial["trialId"])
+            _with_web_access(shown, resource["trialJobSpec"], job_id, record["location"])
         metric_id = spec["hyperparameterMetricTag"]
         if trial.get("allMetrics"):
-            shown["measurements"] = [_measurement(point, metric_id) for point in trial["allMetrics"]]
+            shown["measurements"] = [_measurement(point, metric_id, trial) for point in trial["allMetrics"]]
         if metric:
-            shown["finalMeasurement"] = _measurement(metric, metric_id)
+            shown["finalMeasurement"] = _measurement(metric, metric_id, trial, final=True)
             others = trial.get("otherMetrics") or {}
             shown["finalMeasurement"]["metrics"] += [{"metricId": k, "value": v} for k, v in others.items()]
         if state == "INFEASIBLE":
@@ -119,12 +157,30 @@ def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) ->
     return out
 
 
-def _measurement(point: Mapping[str, Any], metric_id: str) -> dict[str, Any]:
-    """ml v1's ``{trainingStep, objectiveValue}`` as a Vertex ``Measurement``."""
-    return {
-        "stepCount": str(point.get("trainingStep", "0")),
-        "metrics": [{"metricId": metric_id, "value": point["objectiveValue"]}],
-    }
+def _measurement(
+    point: Mapping[str, Any], metric_id: str, trial: Mapping[str, Any], final: bool = False
+) -> dict[str, Any]:
+    """ml v1's ``{trainingStep, objectiveValue}`` as a Vertex ``Measurement``, with its ``elapsedDuration``.
+
+    The time from the trial's start to the report (``reportTime``, when the executor kept it);
+    a final measurement without one is taken at the trial's end. [U] unverified: what Google
+    counts from (the trial's start, or its CustomJob's RUNNING).
+    """
+    shown: dict[str, Any] = {}
+    taken = point.get("reportTime") or (trial.get("endTime") if final else None)
+    if taken and trial.get("startTime"):
+        shown["elapsedDuration"] = _duration(parse_rfc3339(taken) - parse_rfc3339(trial["startTime"]))
+    shown["stepCount"] = str(point.get("trainingStep", "0"))
+    shown["metrics"] = [{"metricId": metric_id, "value": point["objectiveValue"]}]
+    return shown
+
+
+def _duration(elapsed: timedelta) -> str:
+    """proto3 JSON ``Duration``: seconds with 0, 3 or 6 fractional digits (as Google writes them)."""
+    seconds, micros = divmod(max(elapsed // timedelta(microseconds=1), 0), 10**6)
+    if not micros:
+        return f"{seconds}s"
+    return f"{seconds}.{micros // 1000:03d}s" if micros % 1000 == 0 else f"{seconds}.{micros:06d}s"
 
 
 def _infeasible_reason(trial: Mapping[str, Any]) -> str:
@@ -181,8 +237,9 @@ def trial_custom_job(record: Mapping[str, Any], trial_id: str) -> dict[str, Any]
         spec["baseOutputDirectory"] = {"outputUriPrefix": f"{base}/{trial_id}/"}
     state = JobState.parse(trial.get("state"))
     parent = resource["name"].split(f"/{TUNING_JOBS}/")[0]
+    job_id = trial_job_id(record["jobId"], trial_id)
     shown: dict[str, Any] = {
-        "name": f"{parent}/{CUSTOM_JOBS}/{_trial_job_id(record['jobId'], trial_id)}",
+        "name": f"{parent}/{CUSTOM_JOBS}/{job_id}",
         "displayName": f"{resource['displayName']}-trial-{trial_id}"[:128],
         "jobSpec": spec,
         "state": JOB_STATES[state],
@@ -194,6 +251,8 @@ def trial_custom_job(record: Mapping[str, Any], trial_id: str) -> dict[str, Any]
         shown["labels"] = dict(resource["labels"])
     if trial.get("endTime"):
         shown["endTime"] = trial["endTime"]
+    if state is JobState.RUNNING:
+        _with_web_access(shown, spec, job_id, record["location"])
     error = _error(state, f"Trial {trial_id} of {resource['name']}: {_infeasible_reason(trial)}")
     if error:
         shown["error"] = error

@@ -7,12 +7,18 @@ and a path may give the project ID or the number. IDs are server-assigned, 19 di
 is rendered from the record: ``JOB_STATE_*`` names, ``error`` with code 1 for a cancelled job and
 3 for a failed one, trials as Vertex ``Trial`` objects (ACTIVE, SUCCEEDED, INFEASIBLE) with typed
 parameters and a ``finalMeasurement``; lists leave ``trials`` out, as Google's do.
+
+A trial's CustomJob ID is derived, not stored (:func:`~.render.trial_job_id`): a GET on it is
+answered through an index of those IDs per project, built from the store on the first such GET
+and extended whenever a tuning job is rendered with its trials (the only way a client learns
+one). As Google's server does, ``outputUriPrefix`` gets its trailing ``/`` at create.
 """
 
 from __future__ import annotations
 
 import copy
 import secrets
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -47,11 +53,11 @@ from airflow_aip.local.store import (
 from airflow_aip.local.vertex.render import (
     CUSTOM_JOBS,
     JOB_STATES,
-    MAX_TRIAL_LOOKUP,
     TUNING_JOBS,
     apply_read_mask,
     render,
     trial_custom_job,
+    trial_job_id,
 )
 
 _RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
@@ -80,6 +86,19 @@ def _narrowest_lookup(node: Node | None) -> tuple[FilterPlan, FieldPath | None]:
     return min(pinned, key=lambda found: len(found[0].candidates or ()))
 
 
+def _output_prefix_with_slash(spec: dict[str, Any]) -> None:
+    """io.proto GcsDestination: "If the uri doesn't end with '/', a '/' will be automatically appended"."""
+    base = spec.get("baseOutputDirectory")
+    if base and not base["outputUriPrefix"].endswith("/"):
+        base["outputUriPrefix"] += "/"
+
+
+def _add_trials(index: dict[str, tuple[str, str]], records: list[Mapping[str, Any]]) -> None:
+    for record in records:
+        for trial in (record.get("trainingOutput") or {}).get("trials") or []:
+            index[trial_job_id(record["jobId"], trial["trialId"])] = (record["jobId"], trial["trialId"])
+
+
 def _job_id() -> str:
     """A 19-digit job ID, as Vertex assigns (never starting with a letter: ml v1 IDs always do)."""
     return str(10**18 + secrets.randbelow(9 * 10**18))
@@ -91,6 +110,9 @@ class VertexJobs:
     def __init__(self, service: TrainingService) -> None:
         self.service = service
         self.store = service.store
+        # project number -> {trial CustomJob ID: (tuning job ID, trial ID)}, each built on first use.
+        self._trial_jobs: dict[str, dict[str, tuple[str, str]]] = {}
+        self._trial_lock = threading.Lock()
 
     # -- names --------------------------------------------------------------------------------
 
@@ -121,11 +143,12 @@ class VertexJobs:
     def create(self, kind: str, project: str, location: str, body: Any) -> dict[str, Any]:
         number, location = self.parent(project, location)
         if kind == CUSTOM_JOBS:
-            resource = validate_custom_job(body)
+            resource = validate_custom_job(body, region=location)
             _reject_containers(resource["jobSpec"], "jobSpec")
         else:
-            resource = validate_tuning_job(body)
+            resource = validate_tuning_job(body, region=location)
             _reject_containers(resource["trialJobSpec"], "trialJobSpec")
+        _output_prefix_with_slash(resource["jobSpec" if kind == CUSTOM_JOBS else "trialJobSpec"])
         job_id = _job_id()
         created = rfc3339()
         resource.update(name=f"projects/{number}/locations/{location}/{kind}/{job_id}", createTime=created)
@@ -143,26 +166,43 @@ class VertexJobs:
 
     def get(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
         try:
-            return render(self._record(kind, project, location, job_id))
+            record = self._record(kind, project, location, job_id)
         except JobNotFoundError:
             trial_job = self._trial_custom_job(kind, project, location, job_id)
             if trial_job is None:
                 raise
             return trial_job
+        if kind == TUNING_JOBS:
+            self._index_trials(record["projectNumber"], [record])
+        return render(record)
+
+    def _index_trials(self, number: str, records: list[Mapping[str, Any]]) -> None:
+        """Add the trials of these tuning jobs to the project's index, if it is built (else it will be)."""
+        with self._trial_lock:
+            if number in self._trial_jobs:
+                _add_trials(self._trial_jobs[number], records)
 
     def _trial_custom_job(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any] | None:
-        """The CustomJob a tuning job's trial names (``Trial.customJob``: the tuning job's ID + trial)."""
+        """The CustomJob a tuning job's trial names (``Trial.customJob``), found through the index."""
         if kind != CUSTOM_JOBS or not job_id.isdigit():
             return None
         number, location = self.parent(project, location)
-        for trial in range(1, MAX_TRIAL_LOOKUP + 1):
-            try:
-                record = self.store.get(number, str(int(job_id) - trial))
-            except JobNotFoundError:
-                continue
-            if record.get("kind") == TUNING_JOBS and record.get("location") == location:
-                return trial_custom_job(record, str(trial))
-        return None
+        with self._trial_lock:
+            index = self._trial_jobs.get(number)
+            if index is None:  # once per project: the trials of every tuning job stored so far
+                index = self._trial_jobs[number] = {}
+                views = self.store.job_views([number])
+                _add_trials(index, [view.job for view in views if view.job.get("kind") == TUNING_JOBS])
+            found = index.get(job_id)
+        if found is None:
+            return None
+        try:
+            record = self.store.get(number, found[0])
+        except JobNotFoundError:  # deleted since
+            return None
+        if record.get("kind") != TUNING_JOBS or record.get("location") != location:
+            return None
+        return trial_custom_job(record, found[1])
 
     def list(
         self,
