@@ -9,6 +9,7 @@ and runs on the CPU here, its log says so. Output-only fields a client sends bac
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
@@ -79,9 +80,6 @@ def test_a_t4_job_is_taken_and_runs_on_the_cpu_saying_so(
 
 
 def test_output_only_fields_sent_back_are_ignored(sdk: Any, staged_trainer: StagedTrainer) -> None:
-    from google.cloud.aiplatform.compat.types import job_state as gca_job_state
-    from google.protobuf import timestamp_pb2
-
     first = sdk.CustomJob(
         display_name="clone-me",
         worker_pool_specs=_pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
@@ -92,8 +90,8 @@ def test_output_only_fields_sent_back_are_ignored(sdk: Any, staged_trainer: Stag
     )
     # What a GET answered, copied into the body: name, state and times are output only.
     clone._gca_resource.name = first.resource_name
-    clone._gca_resource.state = gca_job_state.JobState.JOB_STATE_SUCCEEDED
-    clone._gca_resource.create_time = timestamp_pb2.Timestamp(seconds=1)
+    clone._gca_resource.state = 4  # JOB_STATE_SUCCEEDED
+    clone._gca_resource.create_time = datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc)
     clone.run(sync=True)
     assert clone.resource_name != first.resource_name
     assert clone.state.name == "JOB_STATE_SUCCEEDED"

@@ -76,8 +76,9 @@ def test_an_undeclared_import_fails_as_on_vertex_and_declaring_it_succeeds(
 def test_a_trainer_gets_the_images_python_only_its_packages_and_gcs_mounted(
     sdk: Any, staged_trainer: StagedTrainer
 ) -> None:
-    if mount_unavailable():
-        pytest.skip(mount_unavailable())
+    reason = mount_unavailable()
+    if reason:
+        pytest.skip(reason)
     prefix = f"runtime/{uuid.uuid4().hex[:8]}"
     _upload(staged_trainer, f"{prefix}/in.txt", "read through /gcs/")
     gcs = f"/gcs/{staged_trainer.bucket}/{prefix}"

@@ -46,7 +46,11 @@ def _record(
     if scheduling:
         spec["scheduling"] = scheduling
     key = "jobSpec" if kind == "customJobs" else "trialJobSpec"
-    resource = {key: spec, "displayName": "j", "name": f"projects/1/locations/us-central1/{kind}/{job_id}"}
+    resource: dict[str, Any] = {
+        key: spec,
+        "displayName": "j",
+        "name": f"projects/1/locations/us-central1/{kind}/{job_id}",
+    }
     if kind != "customJobs":
         resource["parallelTrialCount"] = 3
     return {"jobId": job_id, "kind": kind, "location": "us-central1", "resource": resource, "state": "QUEUED"}
