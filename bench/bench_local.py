@@ -150,15 +150,14 @@ def run(repeats: int) -> list[Figure]:
         root = Path(tmp)
         with FakeGcsServer(root / "gcs") as gcs:
             service = LocalService(root / "data", gcs.url, max_running_jobs=2).start()
+            host = LocalService(root / "data-host", gcs.url, extra_args=["--runtime", "host"])
             try:
                 figures = _measure(service, gcs, root, repeats)
-            finally:
-                service.stop()
-            host = LocalService(root / "data-host", gcs.url, extra_args=["--runtime", "host"]).start()
-            try:
+                host.start()
                 figures += _runtimes(service.url, host.url, gcs, root, repeats)
             finally:
                 host.stop()
+                service.stop()
     return figures + local_scale.run(repeats)
 
 

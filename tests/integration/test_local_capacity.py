@@ -21,6 +21,7 @@ import pytest
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.local.store import project_number
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
+from tests.fixtures.vertex import vertex_sdk
 from tests.integration.test_local_service_vertex import IMAGE, LOCATION
 
 pytestmark = pytest.mark.integration
@@ -57,24 +58,9 @@ def project() -> str:
 def sdk(
     service: LocalService, staged_trainer: StagedTrainer, project: str, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud.aiplatform import jobs
-
-    monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
-    monkeypatch.setattr(jobs, "_LOG_WAIT_TIME", 0.2)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", staged_trainer.gcs_url)
-    aiplatform.init(
-        project=project,
-        location=LOCATION,
-        api_endpoint=service.url.rstrip("/"),
-        api_transport="rest",
-        credentials=AnonymousCredentials(),
-        staging_bucket=f"gs://{staged_trainer.bucket}",
-    )
-    try:
-        yield aiplatform
-    finally:
-        aiplatform.init(api_endpoint=None)
+    with vertex_sdk(service.url, project, staged_trainer.bucket, monkeypatch) as client:
+        yield client
 
 
 def capacity(service: LocalService, body: Any = None, method: str = "POST") -> Any:

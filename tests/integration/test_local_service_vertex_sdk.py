@@ -18,7 +18,8 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.integration.test_local_service_vertex import IMAGE, LOCATION
+from tests.fixtures.vertex import vertex_sdk
+from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -28,23 +29,9 @@ aiplatform = pytest.importorskip("google.cloud.aiplatform")
 def sdk(
     local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[Any]:
-    from google.auth.credentials import AnonymousCredentials
-    from google.cloud.aiplatform import jobs
-
-    monkeypatch.setattr(jobs, "_JOB_WAIT_TIME", 0.2)
-    monkeypatch.setattr(jobs, "_LOG_WAIT_TIME", 0.2)
-    aiplatform.init(
-        project=f"proj-{uuid.uuid4().hex[:10]}",
-        location=LOCATION,
-        api_endpoint=local_service.url.rstrip("/"),
-        api_transport="rest",
-        credentials=AnonymousCredentials(),
-        staging_bucket=f"gs://{staged_trainer.bucket}",
-    )
-    try:
-        yield aiplatform
-    finally:
-        aiplatform.init(api_endpoint=None)
+    project = f"proj-{uuid.uuid4().hex[:10]}"
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as client:
+        yield client
 
 
 def _pools(trainer: StagedTrainer, module: str, args: list[str]) -> list[dict[str, Any]]:
