@@ -217,7 +217,7 @@ def _measure(service: LocalService, gcs: FakeGcsServer, root: Path, repeats: int
         "submit -> RUNNING, warm package cache",
         "s",
         Series("warm cache", warm),
-        Series("cold cache (pip build + install)", cold),
+        Series("cold cache (new package: environment built)", cold),
         goal="warm start under 1 s",
         goal_met=Series("warm", warm).median < 1.0,
     )
