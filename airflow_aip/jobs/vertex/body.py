@@ -63,8 +63,7 @@ def check_executor_image(uri: str, path: str) -> dict[str, str]:
     """``executorImageUri`` must name a pre-built training container; returns its parts."""
     runtime_of(uri, path)  # the container table's rule, with its message
     match = PREBUILT_TRAINING_IMAGE.fullmatch(uri)
-    assert match is not None
-    return {k: v for k, v in match.groupdict().items() if v}
+    return {k: v for k, v in (match.groupdict() if match else {}).items() if v}
 
 
 def _check_python_package(spec: Mapping[str, Any], path: str) -> None:
