@@ -102,23 +102,29 @@ def test_a_trainer_gets_the_images_python_only_its_packages_and_gcs_mounted(
     assert report["variables"] == {"GOOGLE_CLOUD_PROJECT": None, "AIP_JOB_NAME": None}
 
 
+def _timed_tuning(sdk: Any, trainer: StagedTrainer, hold: int, timeout: int, x: Any, trials: int) -> Any:
+    """A one-at-a-time tuning job whose trials hold ``hold`` s under a ``timeout`` s trial timeout."""
+    trial_job = sdk.CustomJob(
+        display_name="timed-trial",
+        worker_pool_specs=_pools(trainer, "tune", ["--metric-tag=score", f"--hold={hold}"]),
+    )
+    trial_job.job_spec.scheduling.timeout = timedelta(seconds=timeout)
+    return sdk.HyperparameterTuningJob(
+        display_name="timed-trials",
+        custom_job=trial_job,
+        metric_spec={"score": "maximize"},
+        parameter_spec={"x": x},
+        max_trial_count=trials,
+        parallel_trial_count=1,
+    )
+
+
 def test_a_tuning_jobs_timeout_is_each_trials(sdk: Any, staged_trainer: StagedTrainer) -> None:
     """Three 3 s trials one after another under a 5 s timeout: 9 s in all, and every trial succeeds."""
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-    trial_job = sdk.CustomJob(
-        display_name="per-trial",
-        worker_pool_specs=_pools(staged_trainer, "tune", ["--metric-tag=score", "--hold=3"]),
-    )
-    trial_job.job_spec.scheduling.timeout = timedelta(seconds=5)
-    tuning = sdk.HyperparameterTuningJob(
-        display_name="per-trial-timeout",
-        custom_job=trial_job,
-        metric_spec={"score": "maximize"},
-        parameter_spec={"x": hpt.DiscreteParameterSpec(values=[1, 2, 4], scale="linear")},
-        max_trial_count=3,
-        parallel_trial_count=1,
-    )
+    x = hpt.DiscreteParameterSpec(values=[1, 2, 4], scale="linear")
+    tuning = _timed_tuning(sdk, staged_trainer, hold=3, timeout=5, x=x, trials=3)
     tuning.run(sync=True)
     assert tuning.state.name == "JOB_STATE_SUCCEEDED"
     assert [t.state.name for t in tuning.trials] == ["SUCCEEDED"] * 3
@@ -128,19 +134,8 @@ def test_a_tuning_jobs_timeout_is_each_trials(sdk: Any, staged_trainer: StagedTr
 def test_a_trial_over_its_timeout_fails_and_the_job_says_why(sdk: Any, staged_trainer: StagedTrainer) -> None:
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-    trial_job = sdk.CustomJob(
-        display_name="slow-trial",
-        worker_pool_specs=_pools(staged_trainer, "tune", ["--metric-tag=score", "--hold=30"]),
-    )
-    trial_job.job_spec.scheduling.timeout = timedelta(seconds=1)
-    tuning = sdk.HyperparameterTuningJob(
-        display_name="slow-trials",
-        custom_job=trial_job,
-        metric_spec={"score": "maximize"},
-        parameter_spec={"x": hpt.DoubleParameterSpec(min=1, max=5, scale="linear")},
-        max_trial_count=1,
-        parallel_trial_count=1,
-    )
+    x = hpt.DoubleParameterSpec(min=1, max=5, scale="linear")
+    tuning = _timed_tuning(sdk, staged_trainer, hold=30, timeout=1, x=x, trials=1)
     with pytest.raises(RuntimeError, match=r"trialJobSpec.scheduling.timeout \(1s\)"):
         tuning.run(sync=True)
     assert [t.state.name for t in tuning.trials] == ["INFEASIBLE"]
