@@ -59,6 +59,27 @@ class JobAlreadyExistsError(ApiError):
         self.first_sent = first_sent
 
 
+class CapacityRefusedError(ApiError):
+    """429 at create for a resource quota (not the request rate): nothing was created.
+
+    ``metrics`` is what Google named. Retrying soon would meet the same quota; a capacity
+    ladder tries its next rung instead.
+    """
+
+    def __init__(self, status: int, message: str, *, method: str = "", metrics: str = "") -> None:
+        super().__init__(status, message, method=method)
+        self.metrics = metrics
+
+
+class CapacityExhaustedError(AipError):
+    """Every rung of a capacity ladder ended for capacity; ``rungs`` is what each one met."""
+
+    def __init__(self, rungs: list[dict[str, object]]) -> None:
+        self.rungs = rungs
+        met = "; ".join(f"{r.get('label')}: {r.get('ended_because') or r.get('state')}" for r in rungs)
+        super().__init__(f"No rung of the capacity ladder got machines ({met})")
+
+
 class JobFailedError(AipError):
     """A training job ended FAILED or CANCELLED; the message is the job's errorMessage."""
 

@@ -82,6 +82,11 @@ def export_source(summary: Mapping[str, Any], source_subdir: str | None = None) 
     if not best:
         raise ValidationError("job_id", f"tuning job {job_id} has no trial with a final metric to export")
     trial_id = str(best.get("trialId"))
+    if best.get(
+        "output_dir"
+    ):  # a study over several jobs (a capacity ladder, a resumed job): the trial's own
+        prefix = parse_gcs_uri(str(best["output_dir"]), field_name)
+        job_id = str(best.get("job_id") or job_id)
     return ExportSource(
         job_id=job_id,
         prefix=prefix.join(trial_id, *parts, field="source_subdir"),

@@ -28,11 +28,12 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any, ClassVar
 
-from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError
+from airflow_aip.exceptions import ApiError, CapacityRefusedError, JobAlreadyExistsError, JobNotFoundError
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
+from airflow_aip.jobs.capacity import quota_refusal
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
@@ -116,6 +117,11 @@ class VertexJobHook(GoogleApiHook):
                     self.request(f"{request.kind}.create", "POST", path, body=body, retry=False)
                 )
             except Exception as err:
+                metrics = quota_refusal(err.status, err.message) if isinstance(err, ApiError) else None
+                if metrics and isinstance(err, ApiError):  # a resource quota: retrying soon meets it again
+                    raise CapacityRefusedError(
+                        err.status, err.message, method=f"{request.kind}.create", metrics=metrics
+                    ) from err
                 if not is_transient(err):
                     raise
                 self.log.warning("Create of %s got no answer (%s): looking for the job", job_id, err)

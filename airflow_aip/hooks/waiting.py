@@ -69,6 +69,7 @@ class WaitRunner:
         stream_for: StreamFor | None = None,
         follow_while_running: bool = True,
         jitter: Callable[[], float] | None = None,
+        queued_limit: float | None = None,
     ) -> None:
         self.hook = hook
         self.logs_hook = logs_hook
@@ -81,6 +82,7 @@ class WaitRunner:
         self.stream_for = stream_for
         self.follow_while_running = follow_while_running
         self.jitter = jitter or random.random
+        self.queued_limit = queued_limit  # a capacity ladder rung's limit on QUEUED (see jobs.waiting)
         self.state = WaitState.begin(job_id, time.time())
         self.stream: LogStream | None = None
         self.last_job: Mapping[str, Any] = {}  # the job's view as the last successful read showed it
@@ -100,6 +102,7 @@ class WaitRunner:
             deadline=self.deadline,
             poll_interval=self.poll_interval,
             jitter=self.jitter(),
+            queued_limit=self.queued_limit,
         )
         self.state = decided.state
         return decided

@@ -33,6 +33,8 @@ class Backend(ABC):
     model_subdir: str
     #: True when the server assigns job IDs, so a taken ID is found by a lookup before create.
     server_assigns_ids: bool
+    #: Spot, Flex-Start, reservations and quota queues exist (a capacity ladder can climb them)
+    schedules_capacity: bool
     #: The environment variable gcloud reads to override this API's endpoint.
     endpoint_env: str
 

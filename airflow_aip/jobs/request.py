@@ -32,6 +32,7 @@ class JobRequest:
     kind: str
     body: dict[str, Any]
     region: str | None = None
+    resume_from: str | None = None  # a finished tuning job whose trials count (resumePreviousJobId)
 
     def labels_for(self, job_id: str) -> dict[str, str]:
         return self.backend.labels_for(self.body.get("labels") or {}, job_id)
@@ -60,6 +61,7 @@ class RequestInputs:
     executor_image_uri: str | None = None
     framework: str | None = None
     vertex_job: Mapping[str, Any] | None = None
+    placement: Mapping[str, Any] | None = None  # Vertex AI only: see jobs.placement
 
 
 def build_request(
@@ -73,6 +75,7 @@ def build_request(
     executor_image_uri: str | None = None,
     framework: str | None = None,
     vertex_job: Mapping[str, Any] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> JobRequest:
     """The request for ``backend``, every field checked (nothing is sent before this returns).
 
@@ -81,6 +84,14 @@ def build_request(
     """
     chosen = backend if not isinstance(backend, str) else backend_named(backend)
     asked = RequestInputs(
-        layered_input, named, labels, first_id, default_region, executor_image_uri, framework, vertex_job
+        layered_input,
+        named,
+        labels,
+        first_id,
+        default_region,
+        executor_image_uri,
+        framework,
+        vertex_job,
+        placement,
     )
     return chosen.build_request(asked)

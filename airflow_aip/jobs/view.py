@@ -15,6 +15,7 @@ Keys:
   ``projects/123/locations/us-central1/customJobs/456``); ``log_id``: the ID its Cloud Logging
   entries carry (``resource.labels.job_id``): the last segment of ``name``;
 - ``project_id``, ``region``, ``state`` (a :class:`.states.JobState` value), ``error_message``,
+  ``error_code`` (Vertex AI's google.rpc.Code, None on ml v1),
   ``create_time``, ``start_time``, ``end_time``, ``labels``;
 - ``output_dir``: ml v1's ``jobDir``, Vertex's ``baseOutputDirectory``;
 - ``is_hyperparameter_tuning_job``, ``hyperparameter_metric_tag``, ``goal``, ``parameters``

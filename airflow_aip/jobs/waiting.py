@@ -27,6 +27,8 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.jobs.backend import backend_of
+from airflow_aip.jobs.capacity import queued_reason, queued_seconds
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
 
@@ -40,7 +42,10 @@ BACKOFF_CAP = 30.0
 # (which lets the operator cancel the job it gave up on) should win the race.
 DEFERRAL_TIMEOUT_MARGIN = 120.0
 
-Action = Literal["wait", "ended", "timed_out", "failed"]
+# A QUEUED Vertex AI job waits for quota: the task log says for which, and again this often.
+QUEUED_NOTE_INTERVAL = 600.0
+
+Action = Literal["wait", "ended", "timed_out", "failed", "outwaited"]
 Level = Literal["info", "warning"]
 _STATUS = {JobState.SUCCEEDED: "success", JobState.FAILED: "failed", JobState.CANCELLED: "cancelled"}
 
@@ -62,6 +67,7 @@ class WaitState:
     started: float
     state: JobState = JobState.STATE_UNSPECIFIED
     outage: Outage | None = None
+    queued_noted: float | None = None  # when the last "QUEUED for quota ..." line was logged
 
     @classmethod
     def begin(cls, job_id: str, now: float) -> WaitState:
@@ -83,7 +89,8 @@ class Seen:
 
 @dataclass(frozen=True)
 class Step:
-    """The decision: ``wait`` ``seconds`` then read again, or stop (``ended``, ``timed_out``, ``failed``).
+    """The decision: ``wait`` ``seconds`` then read again, or stop (``ended``, ``timed_out``,
+    ``failed``, or ``outwaited``: QUEUED past the capacity ladder rung's ``queued_limit``).
 
     ``logs`` are the lines to log now, ``(level, message)``; ``state`` is what to remember.
     ``job`` is the job that ended (``ended``); ``error`` why the wait failed (``failed``).
@@ -120,8 +127,13 @@ def step(
     deadline: float | None,
     poll_interval: float,
     jitter: float = 0.5,
+    queued_limit: float | None = None,
 ) -> Step:
-    """The next move of a wait after one read (see the module docstring for the rules)."""
+    """The next move of a wait after one read (see the module docstring for the rules).
+
+    ``queued_limit``: seconds a job may stay QUEUED before the wait ends ``outwaited`` (a
+    capacity ladder's rung; the adapter then cancels the job and tries the next rung).
+    """
     if seen.job is None:
         return _after_error(
             state, seen, now=now, deadline=deadline, poll_interval=poll_interval, jitter=jitter
@@ -137,9 +149,19 @@ def step(
                 f"({state.outage.failures} failed reads); the job was left alone",
             )
         )
-    if observed is not state.state:
-        logs.append(("info", f"Training job {state.job_id} is {observed.value}"))
     remembered = replace(state, state=observed, outage=None)
+    queued = observed is JobState.QUEUED and backend_of(seen.job).schedules_capacity
+    if queued:
+        waited = queued_seconds(seen.job, now) or 0.0
+        noted = state.queued_noted
+        if observed is not state.state or noted is None or now - noted >= QUEUED_NOTE_INTERVAL:
+            why = f"{queued_reason(seen.job)}, {waited / 60:.0f} min"
+            logs.append(("info", f"Training job {state.job_id} is {why}"))
+            remembered = replace(remembered, queued_noted=now)
+        if queued_limit is not None and waited >= queued_limit:
+            return Step("outwaited", remembered, logs=tuple(logs), job=seen.job)
+    elif observed is not state.state:
+        logs.append(("info", f"Training job {state.job_id} is {observed.value}"))
     if observed.is_terminal:
         return Step("ended", remembered, logs=tuple(logs), job=seen.job)
     if deadline is not None and now >= deadline:
@@ -217,6 +239,12 @@ def step_event(decided: Step, project_id: str, now: float, job_name: str = "") -
         return {"status": "timeout", "message": message, "waited_seconds": waited, **base}
     if decided.action == "failed":
         return {"status": "error", "message": decided.error, **base}
+    if decided.action == "outwaited":
+        waited = queued_seconds(decided.job or {}, now) or 0.0
+        message = (
+            f"Training job {state.job_id} stayed QUEUED {waited / 60:.0f} min, past its rung's queued_limit"
+        )
+        return {"status": "queued", "message": message, "waited_seconds": round(waited, 3), **base}
     raise ValueError(f"a {decided.action!r} step does not end a wait")
 
 

@@ -15,12 +15,15 @@ handle all of it, and a laptop never produces any of it. ``aip-local serve`` fla
   than a limit allows at all gets 429 RESOURCE_EXHAUSTED at create, "The following quota metrics
   exceed quota limits: aiplatform.googleapis.com/<metric>" [O stable-diffusion-on-gcp#12].
   [U] unverified: when Google does which; both are observed.
-- **Stockout** of an accelerator or machine type in a region: a job asking for it fails in PENDING
-  with code 8 and :data:`STOCKOUT_MESSAGE` [O openreview-expertise#401]. FLEX_START jobs wait instead.
+- **Stockout** of an accelerator or machine type, or of a reservation (by name), in a region: a
+  job asking for it fails in PENDING with code 8 and :data:`STOCKOUT_MESSAGE` [O
+  openreview-expertise#401], and so does a Vertex tuning job about to start a trial (a stockout set
+  at run time meets the trials after it). FLEX_START jobs wait instead.
 - **Flex-Start**: capacity comes ``flex_start_after`` seconds after a job starts waiting (default
   at once; None: never, until granted at run time).
-- **Spot**: ``preempt_spot_after`` seconds into a SPOT job's first attempt its replicas are reclaimed
-  (and any time through ``/_capacity``); see :mod:`.executor.provisioning` for the restart rule.
+- **Spot**: ``preempt_spot_after`` seconds into a SPOT job's first attempt (each trial's, for a
+  tuning job) its replicas are reclaimed (and any time through ``/_capacity``); see
+  :mod:`.executor.provisioning` for the restart rule.
 - **429 at create**: the next N creates fail, for the request rate ([O] Google's CRUD-rate text) or
   for quota. ml v1 creates meet the rate ones; only Vertex AI jobs have quotas, Flex-Start and Spot.
 """
@@ -66,7 +69,7 @@ class CapacitySettings:
 
     quotas: tuple[tuple[str, str, int], ...] = ()  # (region, metric, limit)
     quota_mode: str = "queue"
-    stockouts: tuple[tuple[str, str], ...] = ()  # (region, machine or accelerator type)
+    stockouts: tuple[tuple[str, str], ...] = ()  # (region, machine or accelerator type, or reservation)
     flex_start_after: float | None = 0.0  # None: never (until granted at run time)
     preempt_spot_after: float | None = None
     create_429: tuple[tuple[str, int], ...] = ()  # (kind, how many creates)
@@ -127,11 +130,14 @@ class RegionCapacity:
             self._create_429.append((kind, count))
 
     def preempt(self, job_id: str) -> None:
-        """Reclaim the Spot VMs of a running SPOT CustomJob now; ValidationError if there is none."""
+        """Reclaim the Spot VMs of a running SPOT job now (of one running trial, for a tuning job).
+
+        ValidationError if there is no such job.
+        """
         with self._lock:
-            running = [n for (_, j), n in self._running.items() if j == job_id and n.spot and n.custom_job]
+            running = [n for (_, j), n in self._running.items() if j == job_id and n.spot]
             if not running:
-                raise ValidationError("preempt", f"{job_id} is not a running SPOT CustomJob")
+                raise ValidationError("preempt", f"{job_id} is not a running SPOT CustomJob or tuning job")
             self._preempt_now.add(job_id)
 
     # -- create ---------------------------------------------------------------------------------
@@ -185,9 +191,9 @@ class RegionCapacity:
     # -- the executor -----------------------------------------------------------------------------
 
     def stocked_out(self, needs: Needs) -> str | None:
-        """The first machine or accelerator type of ``needs`` its region is out of, if any."""
+        """The first machine or accelerator type, or reservation, of ``needs`` its region is out of."""
         with self._lock:
-            out = sorted(name for name in needs.hardware if (needs.region, name) in self._stockouts)
+            out = sorted(name for name in needs.stock_keys if (needs.region, name) in self._stockouts)
             return out[0] if out else None
 
     def flex_start_ready(self, waiting_since: float) -> bool:

@@ -10,11 +10,12 @@ with ``--fault-admin`` (as ``/_faults``). A POST body, every field optional::
     {"quotas": {"us-central1:custom_model_training_nvidia_t4_gpus": 1,   # null removes the limit
                 "us-central1:custom_model_training_cpus": null},
      "quotaMode": "queue",                          # or "reject": 429 at create past a limit
-     "stockouts": ["us-central1:NVIDIA_TESLA_A100"],  # the whole set: [] restocks everything
+     "stockouts": ["us-central1:NVIDIA_TESLA_A100",   # the whole set: [] restocks everything
+                   "us-central1:my-reservation"],    # a reservation, by name
      "flexStartCapacityAfter": 5,                   # seconds a FLEX_START job waits; null: for ever
      "flexStartCapacityNow": true,                  # capacity for every FLEX_START job waiting now
      "preemptSpotAfter": 2,                         # seconds into a SPOT job; null: never
-     "preempt": ["<job id>"],                       # reclaim a running SPOT CustomJob's VMs now
+     "preempt": ["<job id>"],                       # reclaim a running SPOT job's VMs now
      "create429": ["rate:2", "quota:1"]}            # the next creates get 429 (added to the queue)
 """
 
@@ -30,6 +31,9 @@ from airflow_aip.local.capacity import CREATE_429_KINDS, QUOTA_MODES, CapacitySe
 
 _REGION = re.compile(r"[a-z]+(-[a-z]+)+[0-9]+")
 _METRIC = re.compile(r"custom_model_training_[a-z0-9_]+")
+# A Compute Engine resource name (a reservation's); one shaped like a machine type is a typo of one.
+_RESERVATION = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
+_MACHINE_LIKE = re.compile(r"[a-z][a-z0-9]*-(standard|high[a-z]+|mega[a-z]+|ultra[a-z]+)-[0-9][0-9a-z]*")
 _TIMING = {"flexStartCapacityAfter": "flex_start_after", "preemptSpotAfter": "preempt_spot_after"}
 _FIELDS = {"quotas", "quotaMode", "stockouts", "flexStartCapacityNow", "preempt", "create429", *_TIMING}
 
@@ -69,12 +73,18 @@ def _known_hardware() -> set[str] | None:
 
 
 def parse_stockout(text: str, field: str = "--stockout") -> tuple[str, str]:
-    """``us-central1:NVIDIA_TESLA_A100`` (or a machine type) -> (region, name)."""
+    """``us-central1:NVIDIA_TESLA_A100`` (or a machine type, or a reservation's name) -> (region, name).
+
+    A name that is no known machine or accelerator type is a reservation's if it is a valid one and
+    does not look like a machine type (``n1-standard-5`` is a typo, not a reservation).
+    """
     region, _, name = text.partition(":")
     known = _known_hardware()
-    if not name or (known is not None and name not in known):
+    reservation = _RESERVATION.fullmatch(name) and not _MACHINE_LIKE.fullmatch(name)
+    if not name or (known is not None and name not in known and not reservation):
         raise ValidationError(
-            field, f"{name!r} in {text!r} is no machine or accelerator type Vertex AI knows"
+            field,
+            f"{name!r} in {text!r} is no machine or accelerator type Vertex AI knows, nor a reservation name",
         )
     return _region(region, field), name
 

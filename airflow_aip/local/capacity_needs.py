@@ -7,6 +7,15 @@ job (its trials run at once); SPOT and FLEX_START draw on the ``preemptible`` tw
 Dynamic Workload Scheduler page says. Machine vCPUs and metric names come from the hardware table
 (:mod:`airflow_aip.jobs.vertex.hardware`). An ml v1 job names only its machine and accelerator
 types (for stockouts): AI Platform's quotas are not modelled here.
+
+A pool whose ``machineSpec.reservationAffinity`` is SPECIFIC_RESERVATION also names its
+reservations (``reservations``): a reservation listed as a stockout fails the job as a machine
+type would (a reservation in use, or gone). Only for stockouts: a reservation's VMs still count
+against the project's quota here. ``values`` are reservation names or resource names
+(``projects/p/zones/z/reservations/NAME``, or a block under it): the NAME is what is matched.
+[U] unverified: whether a job on a specific reservation meets a stockout of its machine type on
+Vertex (its capacity is reserved); here it does, so one ``--stockout`` of a machine type stops
+every way of getting it.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ class Needs:
     region: str
     amounts: Mapping[str, int] = field(default_factory=dict)
     hardware: frozenset[str] = frozenset()
+    reservations: frozenset[str] = frozenset()  # SPECIFIC_RESERVATION names, matched for stockouts
     strategy: str = ""
     max_wait: float = DEFAULT_MAX_WAIT_SECONDS  # FLEX_START; 0: for ever
     restart_job: bool = False  # scheduling.restartJobOnWorkerRestart
@@ -43,10 +53,30 @@ class Needs:
     def spot(self) -> bool:
         return self.strategy == "SPOT"
 
+    @property
+    def stock_keys(self) -> frozenset[str]:
+        """What a ``--stockout`` may name to stop this job: its machine and accelerator types, reservations."""
+        return self.hardware | self.reservations
+
 
 def seconds(duration: Any) -> float:
     """A proto3 JSON Duration (``"3.5s"``) in seconds."""
     return float(str(duration).removesuffix("s"))
+
+
+def reservation_name(value: str) -> str:
+    """``projects/p/zones/z/reservations/NAME`` (or ``.../NAME/reservationBlocks/B``, or ``NAME``) -> NAME."""
+    parts = value.strip("/").split("/")
+    if "reservations" in parts[:-1]:
+        return parts[parts.index("reservations") + 1]
+    return parts[-1]
+
+
+def _reservations(machine: Mapping[str, Any]) -> set[str]:
+    affinity = machine.get("reservationAffinity") or {}
+    if affinity.get("reservationAffinityType") != "SPECIFIC_RESERVATION":
+        return set()  # ANY_RESERVATION falls back to on-demand; NO_RESERVATION is on-demand
+    return {reservation_name(str(value)) for value in affinity.get("values") or [] if value}
 
 
 def _vertex_needs(record: Mapping[str, Any]) -> Needs:
@@ -61,12 +91,14 @@ def _vertex_needs(record: Mapping[str, Any]) -> Needs:
     times = 1 if custom else int(resource.get("parallelTrialCount") or 1)
     amounts: Counter[str] = Counter()
     hardware: set[str] = set()
+    reservations: set[str] = set()
     for index, pool in enumerate(spec.get("workerPoolSpecs") or []):
         machine = pool.get("machineSpec") or {}
         replicas = int(pool.get("replicaCount", "1" if index == 0 else "0") or 0)
         if not replicas or not machine.get("machineType"):
             continue
         hardware.add(str(machine["machineType"]))
+        reservations |= _reservations(machine)
         accelerator, count = machine.get("acceleratorType"), int(machine.get("acceleratorCount") or 0)
         try:
             amounts[gpu_quota_resource(None, preemptible=preemptible)] += (
@@ -82,6 +114,7 @@ def _vertex_needs(record: Mapping[str, Any]) -> Needs:
         region=str(record.get("location", "")),
         amounts={metric: amount * times for metric, amount in amounts.items()},
         hardware=frozenset(hardware),
+        reservations=frozenset(reservations),
         strategy=strategy,
         max_wait=DEFAULT_MAX_WAIT_SECONDS if wait is None else seconds(wait),
         restart_job=bool(scheduling.get("restartJobOnWorkerRestart")),

@@ -53,17 +53,19 @@ from airflow_aip.jobs import (
     validate_pinned_job_id,
     with_attempt,
 )
+from airflow_aip.jobs.ladder import parse_ladder
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest, build_request
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
+from airflow_aip.operators.laddered import LadderMixin, LadderPlan, plan_ladder
 from airflow_aip.operators.submission import submit_job
 from airflow_aip.triggers.training import TrainingJobTrigger
 
 
-class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
+class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
     """Submit a training job and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
@@ -119,6 +121,14 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         "executor_image_uri",
         "framework",
         "vertex_job",
+        "scheduling_strategy",
+        "max_wait_duration",
+        "restart_job_on_worker_restart",
+        "reservation",
+        "persistent_resource_id",
+        "network",
+        "tensorboard",
+        "capacity_ladder",
     )
     template_fields_renderers = {
         name: "json"
@@ -131,6 +141,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             "scheduling",
             "master_config",
             "vertex_job",
+            "capacity_ladder",
         )
     }
     operator_extra_links = (TrainingJobConsoleLink(),)
@@ -179,9 +190,25 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         executor_image_uri: str | None = None,
         framework: str | None = None,
         vertex_job: dict[str, Any] | None = None,
+        scheduling_strategy: str | None = None,
+        max_wait_duration: str | None = None,
+        restart_job_on_worker_restart: bool | None = None,
+        reservation: str | None = None,
+        persistent_resource_id: str | None = None,
+        network: str | None = None,
+        tensorboard: str | None = None,
+        capacity_ladder: list[Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.scheduling_strategy = scheduling_strategy
+        self.max_wait_duration = max_wait_duration
+        self.restart_job_on_worker_restart = restart_job_on_worker_restart
+        self.reservation = reservation
+        self.persistent_resource_id = persistent_resource_id
+        self.network = network
+        self.tensorboard = tensorboard
+        self.capacity_ladder = capacity_ladder
         self.backend = backend
         self.executor_image_uri = executor_image_uri
         self.framework = framework
@@ -224,6 +251,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.impersonation_chain = impersonation_chain
         self._watched: tuple[str, str] | None = None  # (job name, project) while waiting, for on_kill
         self._request_region: str | None = None  # where the validated request runs (Vertex AI)
+        self._plan: LadderPlan | None = None  # a capacity ladder or a resumed study, once built
 
     # -- building the request (pure; every check before any side effect) --------------------
 
@@ -247,7 +275,19 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             "pythonVersion": self.python_version,
             "scheduling": self.scheduling,
             "serviceAccount": self.service_account,
+            "network": self.network,
             "hyperparameters": self.hyperparameters,
+        }
+
+    def _placement(self) -> dict[str, Any]:
+        """Vertex AI's scheduling and placement arguments (see airflow_aip.jobs.placement)."""
+        return {
+            "scheduling_strategy": self.scheduling_strategy,
+            "max_wait_duration": self.max_wait_duration,
+            "restart_job_on_worker_restart": self.restart_job_on_worker_restart,
+            "reservation": self.reservation,
+            "persistent_resource_id": self.persistent_resource_id,
+            "tensorboard": self.tensorboard,
         }
 
     def job_region(self) -> str | None:
@@ -280,8 +320,11 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             executor_image_uri=self.executor_image_uri,
             framework=self.framework,
             vertex_job=self.vertex_job,
+            placement=self._placement(),
         )
         self._request_region = request.region
+        rungs = parse_ladder(self.capacity_ladder) if self.capacity_ladder is not None else ()
+        self._plan = plan_ladder(request, rungs, id_for(1)) if rungs or request.resume_from else None
         return request, id_for
 
     def _attempt_ids(self, context: Context) -> Callable[[int], str]:
@@ -304,6 +347,8 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
 
     def execute(self, context: Context) -> dict[str, Any]:
         request, id_for = self.build_job(context)
+        if self._plan is not None:
+            return self.run_ladder(context, self._resolved(self._plan, request))
         project = self.hook.project_id
         job = submit_job(self.hook, request, id_for, self.if_exists, self.log)
         job_id, name = str(job["job_id"]), str(job["name"])
@@ -359,8 +404,14 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         )
         return self._finish(wait.run(job))
 
+    def _resolved(self, plan: LadderPlan, request: JobRequest) -> LadderPlan:
+        return self.resumed_plan(plan, request.resume_from) if request.resume_from else plan
+
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event alone says which job and how it ended."""
+        request, _ = self.build_job(context)  # pure: is there a ladder, or a resumed study?
+        if self._plan is not None:
+            return self.ladder_complete(event, context, self._resolved(self._plan, request))
         project = str(event.get("project_id"))
         name = event.get("job_name") or ml_job_name(
             project, str(event.get("job_id"))
@@ -376,7 +427,9 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         return finished(event, self.log)
 
     def _cancel(self, name: str, project: str, reason: str) -> None:
-        cancel_quietly(name, project_id=project, reason=reason, log=self.log, **self.job_api_arguments)
+        """Cancel through the job's own region (a ladder's rung may have moved it)."""
+        api = self.job_api.addressing(name).arguments
+        cancel_quietly(name, project_id=project, reason=reason, log=self.log, **api)
 
     def on_kill(self) -> None:
         """Killed while waiting in the worker: cancel the job (deferred kills: the trigger's on_kill)."""

@@ -80,6 +80,8 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     :param log_cursor: where the log stream starts (``LogCursor.to_json()``; None: createTime).
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     :param masked_values: secrets to mask in everything this trigger logs.
+    :param queued_limit: seconds the job may stay QUEUED before a ``queued`` event (a capacity
+        ladder's rung: the task then cancels it and tries the next rung); None: no limit.
     """
 
     project_id: str  # always resolved: the task resolves it before deferring
@@ -102,6 +104,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         log_cursor: dict[str, Any] | None = None,
         max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE,
         masked_values: Sequence[str] = (),
+        queued_limit: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.job_id = job_id
@@ -119,6 +122,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         self.log_cursor = log_cursor
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.masked_values = list(masked_values)
+        self.queued_limit = queued_limit
 
     @classmethod
     def for_task(
@@ -132,13 +136,20 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         end_time: float | None,
         masked_values: Sequence[str],
         log_cursor: dict[str, Any] | None = None,
+        region: str | None = None,
+        queued_limit: float | None = None,
     ) -> TrainingJobTrigger:
-        """The trigger a waiting task defers to: its job API and its wait settings, handed on whole."""
+        """The trigger a waiting task defers to: its job API and its wait settings, handed on whole.
+
+        ``region``: where the job is, when a capacity ladder's rung moved it from the task's.
+        """
+        api = {**task.job_api_arguments, **({"region": region} if region else {})}
         return cls(
             job_id=job_id,
             job_name=job_name,
             project_id=project_id,
-            **task.job_api_arguments,
+            **api,
+            queued_limit=queued_limit,
             poll_interval=poll_interval,
             end_time=end_time,
             cancel_on_kill=task.cancel_on_kill,
@@ -167,6 +178,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
                 "log_cursor": self.log_cursor,
                 "max_log_lines_per_minute": self.max_log_lines_per_minute,
                 "masked_values": self.masked_values,
+                "queued_limit": self.queued_limit,
             },
         )
 
@@ -187,6 +199,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             log=self.log,
             stream_for=self._log_stream if self.stream_logs else None,
             poller=job_poller(self.poller_key, lambda: self.wait_hook),
+            queued_limit=self.queued_limit,
         )
         try:
             await amask_values(self.masked_values)

@@ -71,6 +71,7 @@ def test_serialize_round_trip() -> None:
         log_cursor={"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
         max_log_lines_per_minute=50,
         masked_values=("s3cr3t-value",),
+        queued_limit=900.0,
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
@@ -93,6 +94,7 @@ def test_serialize_round_trip() -> None:
         "log_cursor": {"timestamp": "2024-05-01T12:00:00.000000000Z", "insert_ids": ["a"]},
         "max_log_lines_per_minute": 50,
         "masked_values": ["s3cr3t-value"],
+        "queued_limit": 900.0,
     }
 
 

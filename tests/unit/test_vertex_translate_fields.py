@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from airflow_aip.jobs.vertex.body import validate_custom_job
-from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest
+from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
 from tests.unit.test_vertex_translate import TF_CPU, error_of, make_ti, pools_of, vertex
 
 # --- job-level fields ---------------------------------------------------------------------------
@@ -148,9 +148,13 @@ def test_trial_early_stopping_becomes_the_decay_curve_rule() -> None:
     assert study["decayCurveStoppingSpec"] == {"useElapsedDuration": False}
 
 
-def test_resuming_an_ai_platform_study_is_an_error() -> None:
-    ti = make_ti(hyperparameters={"params": PARAMS[:1], "resumePreviousJobId": "old_job"})
-    assert error_of(ti).field == "trainingInput.hyperparameters.resumePreviousJobId"
+def test_resuming_a_study_is_handed_to_the_submit_path_not_sent() -> None:
+    """Vertex AI has no such study field: the earlier job's trials count at submit (jobs.ladder_trials)."""
+    ti = make_ti(hyperparameters={"params": PARAMS[:1], "resumePreviousJobId": "old_job", "maxTrials": 4})
+    request = to_vertex(ti, display_name="new_job", labels={})
+    assert request.resume_from == "old_job"
+    assert "resumePreviousJobId" not in repr(request.body)
+    assert request.body["maxTrialCount"] == 4
 
 
 # --- vertex_job, display name and labels --------------------------------------------------------

@@ -33,6 +33,7 @@ class MlV1Backend(Backend):
     output_dir_field = "trainingInput.jobDir"
     model_subdir = ""
     server_assigns_ids = False
+    schedules_capacity = False
     endpoint_env = "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"
 
     def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
@@ -61,8 +62,9 @@ class MlV1Backend(Backend):
         for field, value in (
             ("vertex_job", asked.vertex_job),
             ("executor_image_uri", asked.executor_image_uri),
+            *(asked.placement or {}).items(),
         ):
-            if value:
+            if value is not None and value not in ({}, ""):
                 raise ValidationError(field, "is Vertex AI's vocabulary: set backend='vertex' to use it")
         ml_input = build_training_input({"trainingInput": dict(asked.layered_input)}, **asked.named)
         validate_job({"jobId": asked.first_id, "trainingInput": ml_input, "labels": asked.labels})

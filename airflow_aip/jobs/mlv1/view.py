@@ -56,6 +56,7 @@ def view_from_ml(job: Mapping[str, Any], project_id: str | None = None) -> JobVi
         "region": training_input.get("region"),
         "state": JobState.parse(job.get("state")).value,
         "error_message": job.get("errorMessage") or None,
+        "error_code": None,  # ml v1 has no error code: a failed job says why in errorMessage
         "create_time": job.get("createTime"),
         "start_time": job.get("startTime"),
         "end_time": job.get("endTime"),

@@ -42,6 +42,7 @@ class VertexBackend(Backend):
     output_dir_field = "jobSpec.baseOutputDirectory"
     model_subdir = VERTEX_MODEL_DIR
     server_assigns_ids = True
+    schedules_capacity = True
     endpoint_env = "CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM"
 
     def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
@@ -99,9 +100,10 @@ class VertexBackend(Backend):
             executor_image_uri=asked.executor_image_uri,
             framework=asked.framework,
             vertex_job=vertex_job,
+            placement=asked.placement,
         )
         body = {**translated.body, "labels": asked.labels}
-        return JobRequest(self, translated.kind, body, region)
+        return JobRequest(self, translated.kind, body, region, translated.resume_from)
 
 
 VERTEX_AI = VertexBackend()

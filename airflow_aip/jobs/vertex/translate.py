@@ -17,6 +17,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.mlv1.training_input import deep_merge
+from airflow_aip.jobs.placement import apply_placement
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
 from airflow_aip.jobs.vertex.body import check_executor_image, validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
@@ -51,6 +52,7 @@ class VertexRequest:
 
     kind: str
     body: dict[str, Any]
+    resume_from: str | None = None  # hyperparameters.resumePreviousJobId (jobs.ladder_trials)
 
 
 def to_vertex(
@@ -61,17 +63,24 @@ def to_vertex(
     executor_image_uri: str | None = None,
     framework: str | None = None,
     vertex_job: Mapping[str, Any] | None = None,
+    placement: Mapping[str, Any] | None = None,
 ) -> VertexRequest:
     """A validated Vertex AI request from an (already validated) trainingInput and/or a Vertex body.
 
     ``vertex_job`` (Vertex AI's own REST vocabulary) is deep-merged over the translation: mappings
     merge, lists replace. Without a trainingInput it is the whole body. ``display_name`` and
     ``labels`` win over both. A tuning job when there are ``hyperparameters`` or a ``studySpec``.
+    ``placement`` (the operator's scheduling and placement arguments, :mod:`..placement`) goes on
+    top of everything.
     """
     overlay = _overlay(vertex_job)
     if training_input:
         kind = TUNING_JOBS if "hyperparameters" in training_input or "studySpec" in overlay else CUSTOM_JOBS
-        base = _translate(training_input, kind, overlay, executor_image_uri, framework)
+        strategy = (placement or {}).get("scheduling_strategy")  # for trainingInput.scheduling.maxWaitTime
+        seen = (
+            deep_merge(overlay, {"jobSpec": {"scheduling": {"strategy": strategy}}}) if strategy else overlay
+        )
+        base = _translate(training_input, kind, seen, executor_image_uri, framework)
     else:
         if not overlay:
             raise ValidationError("vertex_job", f"is required when there is no {TI}")
@@ -82,13 +91,15 @@ def to_vertex(
                 )
         kind = TUNING_JOBS if "studySpec" in overlay else CUSTOM_JOBS
         base = {}
-    body = deep_merge(deep_merge(base, overlay), {"displayName": display_name, "labels": dict(labels)})
+    placed = apply_placement(deep_merge(base, overlay), placement or {})
+    body = deep_merge(placed, {"displayName": display_name, "labels": dict(labels)})
     if not body["labels"]:
         del body["labels"]
     validate = validate_tuning_job if kind == TUNING_JOBS else validate_custom_job
     # The region's accelerators are checked too when the trainingInput names it.
     region = (training_input or {}).get("region")
-    return VertexRequest(kind, validate(body, region=str(region) if region else None))
+    resume = ((training_input or {}).get("hyperparameters") or {}).get("resumePreviousJobId") or None
+    return VertexRequest(kind, validate(body, region=str(region) if region else None), resume)
 
 
 def _overlay(vertex_job: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -270,11 +281,7 @@ def _container_spec(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
 
 def study_fields(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
     """ml v1's HyperparameterSpec as a HyperparameterTuningJob's studySpec and trial counts."""
-    if hyperparameters.get("resumePreviousJobId"):
-        raise ValidationError(
-            f"{TI}.hyperparameters.resumePreviousJobId",
-            "Vertex AI cannot resume an AI Platform study; start a new tuning job",
-        )
+    # resumePreviousJobId is not a study field on Vertex AI: to_vertex hands it to the submit path.
     goal = "MINIMIZE" if hyperparameters.get("goal") == "MINIMIZE" else "MAXIMIZE"  # unspecified = maximize
     metric_id = hyperparameters.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
     study: dict[str, Any] = {

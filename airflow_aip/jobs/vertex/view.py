@@ -155,6 +155,7 @@ def view_from_vertex(resource: Mapping[str, Any], *, project_id: str, region: st
         "region": region,
         "state": job_state(resource.get("state")).value,
         "error_message": error.get("message") or None,
+        "error_code": error.get("code"),  # google.rpc.Code: 8 (RESOURCE_EXHAUSTED) is capacity
         "create_time": resource.get("createTime"),
         "start_time": resource.get("startTime"),
         "end_time": resource.get("endTime"),

@@ -1,0 +1,104 @@
+"""One study over several jobs: the trial budget left, the trials of all, and each rung's record. Pure.
+
+A tuning job whose rung lost its capacity after some trials finished continues on the next rung
+with only what is left of the budget; ml v1's ``resumePreviousJobId`` means the same on Vertex AI
+(the earlier job's finished trials count). Vertex AI cannot seed a new study with earlier trials,
+so the search itself starts afresh; what carries over is the budget and the choice of the best:
+
+- ``maxTrialCount`` becomes what is left after the earlier jobs' finished trials (SUCCEEDED or
+  INFEASIBLE), at least 1; ``parallelTrialCount`` is cut to fit it. ``maxFailedTrialCount`` is
+  left as the user set it.
+- The continuing job writes below ``{baseOutputDirectory}{label}/``: Vertex AI numbers every
+  job's trials from 1, and ``<output dir>/<trial id>`` of two jobs would be the same folder.
+- The best trial is chosen over the trials of every job; each trial says which job (and rung)
+  ran it, and where its output is, so export reads the right folder.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from airflow_aip.jobs.capacity import Ending, queued_seconds, ran_seconds
+from airflow_aip.jobs.ladder import Rung
+from airflow_aip.jobs.trials import best_trial
+
+FINISHED = ("SUCCEEDED", "FAILED")  # trial states (AI Platform's vocabulary) that used up budget
+
+Earlier = tuple[str, Mapping[str, Any]]  # (what ran it: a rung label or "previous", the job's view)
+
+
+def finished_trials(views: Sequence[Mapping[str, Any]]) -> int:
+    return sum(1 for view in views for t in view.get("trials") or [] if t.get("state") in FINISHED)
+
+
+def continue_study(
+    body: Mapping[str, Any], earlier: Sequence[Mapping[str, Any]], folder: str
+) -> dict[str, Any]:
+    """A HyperparameterTuningJob body that runs what ``earlier`` jobs left of its trial budget.
+
+    ``folder`` names the subfolder of the output directory its trials write to (see the module).
+    A CustomJob body, or no earlier trials, comes back unchanged.
+    """
+    if "trialJobSpec" not in body or not earlier:
+        return dict(body)
+    out = copy.deepcopy(dict(body))
+    done = finished_trials(earlier)
+    left = max(1, int(out.get("maxTrialCount") or 1) - done)
+    out["maxTrialCount"] = left
+    out["parallelTrialCount"] = min(int(out.get("parallelTrialCount") or 1), left)
+    output = out["trialJobSpec"].get("baseOutputDirectory") or {}
+    prefix = str(output.get("outputUriPrefix") or "")
+    if prefix:
+        output["outputUriPrefix"] = f"{prefix.rstrip('/')}/{folder}/"
+    return out
+
+
+def annotated_trials(ran_by: str, view: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The job's trials, each saying which job and rung ran it and where its output is."""
+    extra = {"job_id": view.get("job_id"), "rung": ran_by, "output_dir": view.get("output_dir")}
+    return [{**dict(trial), **extra} for trial in view.get("trials") or []]
+
+
+def rung_record(
+    position: int, rung: Rung, view: Mapping[str, Any] | None, ending: Ending | None, now: float
+) -> dict[str, Any]:
+    """What the summary says of one rung: its job, how it ended, why, how long it waited and ran."""
+    view = view or {}
+    waited, ran = queued_seconds(view, now), ran_seconds(view, now)
+    return {
+        "rung": position + 1,
+        "label": rung.label,
+        "placement": rung.describe(),
+        "region": view.get("region") or rung.region,
+        "job_id": view.get("job_id"),
+        "name": view.get("name"),
+        "state": view.get("state") or ("NOT_CREATED" if ending else None),
+        "ended_because": ending.reason if ending else None,
+        "detail": ending.detail if ending else None,
+        "waited_seconds": round(waited, 1) if waited is not None else None,
+        "ran_seconds": round(ran, 1) if ran is not None else None,
+        "trials_finished": finished_trials([view]) if view.get("is_hyperparameter_tuning_job") else None,
+    }
+
+
+def with_ladder(
+    summary: Mapping[str, Any], rungs: list[dict[str, Any]], earlier: Sequence[Earlier], ran_by: str | None
+) -> dict[str, Any]:
+    """The job summary with each rung's record and, for a study over several jobs, every trial.
+
+    ``best_trial`` is then chosen over all of them (by the study's goal); ``trials`` lists the
+    earlier jobs' first, each trial annotated (:func:`annotated_trials`).
+    """
+    out = dict(summary)
+    if rungs:
+        out["ladder"] = rungs
+    if not summary.get("is_hyperparameter_tuning_job") or not earlier:
+        return out
+    trials = [t for label, view in earlier for t in annotated_trials(label, view)]
+    trials += annotated_trials(ran_by or "", {**summary, "trials": summary.get("trials") or []})
+    out["trials"] = trials
+    out["best_trial"] = best_trial(trials, summary.get("goal"))
+    out["earlier_jobs"] = [str(view.get("job_id")) for _, view in earlier]
+    return out
