@@ -94,11 +94,14 @@ def with_ladder(
     out = dict(summary)
     if rungs:
         out["ladder"] = rungs
-    if not summary.get("is_hyperparameter_tuning_job") or not earlier:
+    tuned_before = [(label, view) for label, view in earlier if view.get("is_hyperparameter_tuning_job")]
+    out["earlier_jobs"] = [
+        str(view.get("name")) for _, view in tuned_before
+    ]  # resource names: export reads them
+    if not summary.get("is_hyperparameter_tuning_job") or not tuned_before:
         return out
-    trials = [t for label, view in earlier for t in annotated_trials(label, view)]
+    trials = [t for label, view in tuned_before for t in annotated_trials(label, view)]
     trials += annotated_trials(ran_by or "", {**summary, "trials": summary.get("trials") or []})
     out["trials"] = trials
     out["best_trial"] = best_trial(trials, summary.get("goal"))
-    out["earlier_jobs"] = [str(view.get("job_id")) for _, view in earlier]
     return out

@@ -10,7 +10,7 @@ types (for stockouts): AI Platform's quotas are not modelled here.
 
 A pool whose ``machineSpec.reservationAffinity`` is SPECIFIC_RESERVATION also names its
 reservations (``reservations``): a reservation listed as a stockout fails the job as a machine
-type would (a reservation in use, or gone). Only for stockouts: a reservation's VMs still count
+type would (all its VMs taken). Only for stockouts: a reservation's VMs still count
 against the project's quota here. ``values`` are reservation names or resource names
 (``projects/p/zones/z/reservations/NAME``, or a block under it): the NAME is what is matched.
 [U] unverified: whether a job on a specific reservation meets a stockout of its machine type on
@@ -55,7 +55,7 @@ class Needs:
 
     @property
     def stock_keys(self) -> frozenset[str]:
-        """What a ``--stockout`` may name to stop this job: its machine and accelerator types, reservations."""
+        """What a ``--stockout`` may name to stop this job: machine and accelerator types, reservations."""
         return self.hardware | self.reservations
 
 

@@ -8,6 +8,7 @@ manifest is then replaced with a generation precondition, so two promoters never
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import datetime, timezone
@@ -31,6 +32,8 @@ from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs import summarize_job
+from airflow_aip.jobs.ladder import RUNG_LABEL
+from airflow_aip.jobs.ladder_trials import with_ladder
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
@@ -43,6 +46,10 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
     :param metrics_file: for jobs that are not tuned, a JSON file below the source whose
         ``metric_key`` is the model's metric (tuning jobs use the best trial's final metric).
     :param champion_manifest_uri: the current model's manifest; export only if we beat it.
+    :param earlier_jobs: resource names of tuning jobs whose trials count too (the submit
+        summary's ``earlier_jobs``: a capacity ladder's earlier rungs, a resumed study's earlier
+        job); the best trial is chosen over all of them, and exported from its own job's folder.
+        A list, or its JSON (``"{{ ti.xcom_pull(task_ids='submit')['earlier_jobs'] | tojson }}"``).
     :param impersonation_chain: account (or chain) to impersonate for both APIs, as in the
         Google provider's operators.
     :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
@@ -59,6 +66,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         "metrics_file",
         "metric_key",
         "champion_manifest_uri",
+        "earlier_jobs",
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
@@ -75,6 +83,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         metrics_file: str | None = None,
         metric_key: str = "metric",
         champion_manifest_uri: str | None = None,
+        earlier_jobs: list[str] | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,
@@ -92,6 +101,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         self.metrics_file = metrics_file
         self.metric_key = metric_key
         self.champion_manifest_uri = champion_manifest_uri
+        self.earlier_jobs = earlier_jobs
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
@@ -104,7 +114,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         destination_root, champion_uri = self._checked_locations()
         name = self.job_name_for(self.job_id)
         job = self.hook.read(name)
-        source = self._with_metric(export_source(summarize_job(job), self.source_subdir))
+        source = self._with_metric(export_source(self._study_summary(job), self.source_subdir))
         self.log.info("%s", describe_source(source))
         destination = export_destination(source, destination_root)
         plan = plan_export(
@@ -122,6 +132,27 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         for line in plan.report(copied_bytes):
             self.log.info("%s", line)
         return plan.xcom(copied_bytes)
+
+    def _study_summary(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The job's summary; with ``earlier_jobs``, its best trial is chosen over theirs too."""
+        names: Any = self.earlier_jobs
+        if isinstance(names, str):  # a template renders a string: ``{{ ... | tojson }}``
+            try:
+                names = json.loads(names) if names.strip() else []
+            except ValueError:
+                names = None
+        if names is not None and not isinstance(names, list | tuple):
+            rule = f"must be a list of job resource names (or its JSON), got {self.earlier_jobs!r}"
+            raise ValidationError("earlier_jobs", rule)
+        earlier = []
+        for name in names or []:
+            if not isinstance(name, str) or not name.startswith("projects/"):
+                raise ValidationError("earlier_jobs", f"must hold job resource names, got {name!r}")
+            view = self.job_api.addressing(name).job_hook().read(name)
+            earlier.append((str((view.get("labels") or {}).get(RUNG_LABEL) or "previous"), view))
+        summary = summarize_job(job)
+        label = str((job.get("labels") or {}).get(RUNG_LABEL) or "")
+        return with_ladder(summary, [], earlier, label) if earlier else summary
 
     def _checked_locations(self) -> tuple[GcsUri, GcsUri | None]:
         """The destination and champion URIs, every path argument checked before the first request."""

@@ -7,7 +7,8 @@ CANCELLED when the user cancels. When the run limit runs out (ml v1 ``scheduling
 CANCELLED; Vertex ``scheduling.timeout``: FAILED) the reason goes to errorMessage. A FAILED job's
 errorMessage names the replica, its exit code and the tail of its stderr. Every change is
 persisted at once, so a GET sees it. The region's capacity (:mod:`.provisioning`) may hold a job
-in PENDING (Flex-Start), fail it there (stockout) or restart its replicas (Spot).
+in PENDING (Flex-Start), fail it there (stockout) or restart its replicas (Spot); a tuning job
+meets it again at each trial (:mod:`.trials`).
 """
 
 from __future__ import annotations
@@ -182,7 +183,7 @@ class JobExecution:
             return self._cancelled()
         self.control.start_clock(plan)
         if plan.tuning is not None:
-            return self._tune(plan, env.python)
+            return self._tune(plan, env.python, gate)
         return self._train(plan, env.python, gate)
 
     def _prepare(self, plan: ExecutionPlan) -> Environment | None:
@@ -236,7 +237,7 @@ class JobExecution:
             return self._finish(JobState.SUCCEEDED)
         return self._finish(JobState.FAILED, outcome.error_message())
 
-    def _tune(self, plan: ExecutionPlan, python: Path) -> None:
+    def _tune(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
         spec, tag = plan.tuning or {}, plan.metric_tag
 
         def start(trial_id: str, hp: dict[str, str]) -> Attempt:
@@ -250,11 +251,19 @@ class JobExecution:
 
         try:
             run = TuningRun(
-                spec, tag, f"{self.project}/{self.job_id}", start, publish, track, self.log, plan.trial_limit
+                spec,
+                tag,
+                f"{self.project}/{self.job_id}",
+                start,
+                publish,
+                track,
+                self.log,
+                plan.trial_limit,
+                gate,
             )
         except ValueError as exc:
             return self._finish(JobState.FAILED, f"Hyperparameter search cannot start: {exc}")
         state, message = run.run(self.control.should_stop, self.settings.poll_interval)
         if state is JobState.CANCELLED:
             return self._cancelled()
-        return self._finish(state, message)
+        return self._finish(state, message, **run.error_fields)

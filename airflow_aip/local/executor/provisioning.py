@@ -1,21 +1,34 @@
 """What the region's capacity (:mod:`airflow_aip.local.capacity`) does to one job once it left the queue.
 
-Two hooks of :class:`~.execution.JobExecution`, so a pipeline meets locally what it meets on Vertex:
+Hooks of :class:`~.execution.JobExecution` and :class:`~.trials.TuningRun`, so a pipeline meets
+locally what it meets on Vertex:
 
 - :meth:`Provisioning.before_start`, in PENDING (before packages are fetched, as Google provisions
   VMs before the container starts): a FLEX_START job waits for capacity, up to
   ``scheduling.maxWaitDuration`` (default 24 hours; 0 waits for ever), then fails with code 8
   (RESOURCE_EXHAUSTED). [U] unverified: Google's wording, and whether the wait counts from create;
-  it counts from PENDING here. Any other job whose machine or accelerator type the region is out
-  of fails there with code 8 and Google's stockout message: the job never ran (Prefect#22727).
-  A FLEX_START job waiting holds one of the service's ``--max-running-jobs`` slots.
-- :class:`SpotWatch`, in RUNNING, for a SPOT CustomJob: when its VMs are reclaimed the replicas
-  are stopped and started again, the job stays RUNNING and the log says so, counting restarts.
+  it counts from PENDING here. Any other job whose machine or accelerator type (or SPECIFIC
+  reservation) the region is out of fails there with code 8 and Google's stockout message: the
+  job never ran (Prefect#22727). A FLEX_START job waiting holds one of the service's
+  ``--max-running-jobs`` slots.
+- :meth:`Provisioning.before_trial`, for each trial of a Vertex tuning job: on Vertex each trial
+  is a CustomJob of its own, provisioned when the trial starts, so a stockout set at run time
+  (``/_capacity``) meets the next trial: it does not start and the tuning job fails with the same
+  code 8 and message, once the trials already running have ended (they are not stopped). The
+  trials that ended keep their state and measurements, so a client can go on with the rest of its
+  trial budget elsewhere. [U] unverified: what Google does when a trial's CustomJob meets a
+  stockout (retry it, mark it INFEASIBLE and go on, or fail the job) and what it says; the trial
+  is not listed here (it never ran). FLEX_START tuning jobs waited for capacity once, in PENDING:
+  their trials are not checked. ml v1 tuning jobs are not checked per trial.
+- :class:`SpotWatch`, in RUNNING, for a SPOT job (one per trial of a tuning job, as each trial has
+  its own VMs): when its VMs are reclaimed the replicas are stopped and started again, the job
+  stays RUNNING and the log says so, counting restarts (``spotPreemptions``: all trials' for a
+  tuning job; ``/_capacity``'s ``preempt`` of a tuning job reclaims one running trial's VMs).
   Vertex restarts the reclaimed worker, or the whole job with ``restartJobOnWorkerRestart``;
   locally every replica of the job restarts either way (one replica cannot restart alone here).
   [U] unverified: the limit. Google documents for Spot VMs that "Compute Engine tries to restart
-  the job up to six times" after a STOCKOUT error: the 7th reclaim fails the job with code 8.
-  Tuning jobs are not preempted locally.
+  the job up to six times" after a STOCKOUT error: the 7th reclaim fails the job with code 8 (the
+  7th of one trial fails its tuning job, as a stockout does; [U] unverified for tuning jobs).
 
 Only Vertex AI records get ``errorCode`` (ml v1's Job has no such field, and shows its record).
 """
@@ -80,11 +93,25 @@ class Provisioning:
             return None
         if needs.flex_start:
             return self._flex_start_wait(capacity, should_stop)
+        return self._stockout(capacity)
+
+    def before_trial(self, trial: str) -> Failure | None:
+        """Before a Vertex tuning job's trial starts (its own CustomJob): the stockout it meets, if any."""
+        if self.capacity is None or self.needs.flex_start or not self.needs.vertex:
+            return None
+        return self._stockout(self.capacity, trial)
+
+    def _stockout(self, capacity: RegionCapacity, trial: str | None = None) -> Failure | None:
+        needs = self.needs
         out = capacity.stocked_out(needs)
         if out is None:
             return None
+        what = f"reservation {out}" if out in needs.reservations else out
+        also = f" for trial {trial}" if trial else ""
         self.log.service(
-            f"Stockout: {needs.region} has no {out} to provision (aip-local --stockout)", "WARNING"
+            f"Stockout: {needs.region} has no {what} to provision{also} (aip-local --stockout)",
+            "WARNING",
+            trial,
         )
         return self._failure(STOCKOUT_MESSAGE.format(region=needs.region))
 
@@ -112,21 +139,22 @@ class Provisioning:
         self.log.service(f"Flex-Start capacity arrived after {capacity.clock() - since:.1f}s; provisioning")
         return None
 
-    def spot_watch(self, job_id: str) -> SpotWatch | None:
-        """A watch on the job's Spot VMs, for a SPOT CustomJob; None otherwise."""
-        if self.capacity is None or not (self.needs.spot and self.needs.custom_job):
+    def spot_watch(self, job_id: str, trial: str | None = None) -> SpotWatch | None:
+        """A watch on the Spot VMs of a SPOT job (or of one trial of a SPOT tuning job); None otherwise."""
+        if self.capacity is None or not self.needs.spot:
             return None
-        return SpotWatch(self, job_id)
+        return SpotWatch(self, job_id, trial)
 
 
 class SpotWatch:
     """When a SPOT job's VMs are reclaimed, and how many restarts it had."""
 
-    def __init__(self, provisioning: Provisioning, job_id: str) -> None:
+    def __init__(self, provisioning: Provisioning, job_id: str, trial: str | None = None) -> None:
         assert provisioning.capacity is not None
         self.capacity = provisioning.capacity
         self.provisioning = provisioning
         self.job_id = job_id
+        self.trial = trial
         self.restarts = 0
         self.since = self.capacity.clock()
 
@@ -135,16 +163,20 @@ class SpotWatch:
 
     def preempted(self, replica: str, replicas: int) -> Failure | None:
         """Log and count a reclaim of ``replica``; the failure once past the restart limit, else None."""
-        log = self.provisioning.log
+        log, trial = self.provisioning.log, self.trial
         self.restarts += 1
         count = self.restarts
-        self.provisioning.store.update(log.project, log.job_id, lambda job: job.update(spotPreemptions=count))
+
+        def counted(job: dict[str, Any]) -> None:  # a tuning job's counts all its trials' reclaims
+            job["spotPreemptions"] = int(job.get("spotPreemptions") or 0) + 1
+
+        self.provisioning.store.update(log.project, log.job_id, counted)
         if count > MAX_SPOT_RESTARTS:
-            log.service(
-                f"Replica {replica} was preempted (Spot VM reclaimed) for the {count}th time", "WARNING"
-            )
+            reclaimed = f"Replica {replica} was preempted (Spot VM reclaimed) for the {count}th time"
+            log.service(reclaimed, "WARNING", trial)
+            whose = f"Trial {trial}'s" if trial else "The job's"
             return self.provisioning._failure(
-                f"The job's Spot VMs were preempted {count} times; Vertex AI restarts a job at most "
+                f"{whose} Spot VMs were preempted {count} times; Vertex AI restarts a job at most "
                 f"{MAX_SPOT_RESTARTS} times (STOCKOUT), so the job was stopped."
             )
         whole = (
@@ -157,6 +189,7 @@ class SpotWatch:
             f"Replica {replica} was preempted (Spot VM reclaimed); restarting{whole} "
             f"(restart {count} of at most {MAX_SPOT_RESTARTS}){also}",
             "WARNING",
+            trial,
         )
         self.since = self.capacity.clock()
         return None

@@ -11,6 +11,11 @@ trials"): a trial over it is stopped and fails, the job goes on. With
 stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
 job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
 republished on every change, so a GET on a running job shows the trials so far.
+
+The region's capacity (``gate``, :mod:`.provisioning`) meets each trial as it meets a CustomJob:
+a stockout when a trial is about to start, or a SPOT trial reclaimed past the restart limit,
+fails the job with the capacity failure (code 8) once the trials still running have ended; no
+trial starts after it, and the ended trials stay as they are.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.executor.provisioning import Failure, Provisioning, SpotWatch
 from airflow_aip.local.executor.runner import Attempt
 from airflow_aip.local.executor.tuning import HyperparameterSearch, MetricReport, read_metric_reports
 from airflow_aip.local.logs.entries import JobLog
@@ -38,6 +44,7 @@ class _Running:
     last: MetricReport | None = None
     best: MetricReport | None = None
     started: float = 0.0  # time.monotonic() at launch
+    spot: SpotWatch | None = None
 
 
 def _stamp(report: MetricReport) -> dict[str, str]:
@@ -77,6 +84,7 @@ class TuningRun:
         track: Callable[[list[dict[str, int]]], None],
         log: JobLog,
         trial_limit: str | None = None,
+        gate: Provisioning | None = None,
     ) -> None:
         self.search = HyperparameterSearch(spec, seed_text)
         self.trial_limit = trial_limit
@@ -94,6 +102,9 @@ class TuningRun:
         self.running: dict[str, _Running] = {}
         self.failed = 0
         self.last_failure = ""
+        self.gate = gate
+        self.capacity_failure: Failure | None = None  # no trial starts once set
+        self.error_fields: dict[str, Any] = {}  # the failed job's errorCode, for a capacity failure
 
     def output(self) -> dict[str, Any]:
         done = sum(1 for t in self.trials if t["state"] == JobState.SUCCEEDED.value)
@@ -120,7 +131,7 @@ class TuningRun:
                     f"{self.failed} trial(s) failed, reaching maxFailedTrials ({self.max_failed}). "
                     f"Last failure: {self.last_failure}"
                 )
-            while len(self.running) < self.parallel and len(self.trials) < self.search.max_trials:
+            while self._room():
                 self._launch()
             if not self.running:
                 break
@@ -128,6 +139,9 @@ class TuningRun:
                 self._check(trial_id, running)
             if self.running:
                 time.sleep(poll_interval)
+        if self.capacity_failure is not None:
+            self.error_fields = self.capacity_failure[1]
+            return JobState.FAILED, self.capacity_failure[0]
         if not any(t["state"] == JobState.SUCCEEDED.value for t in self.trials):
             return (
                 JobState.FAILED,
@@ -135,8 +149,19 @@ class TuningRun:
             )
         return JobState.SUCCEEDED, ""
 
+    def _room(self) -> bool:
+        """Whether another trial may start now."""
+        return (
+            self.capacity_failure is None
+            and len(self.running) < self.parallel
+            and len(self.trials) < self.search.max_trials
+        )
+
     def _launch(self) -> None:
         trial_id = str(len(self.trials) + 1)
+        if self.gate is not None and (failure := self.gate.before_trial(trial_id)) is not None:
+            self._capacity_lost(trial_id, failure, "not started")
+            return
         hyperparameters = self.search.ask(trial_id)
         trial = {
             "trialId": trial_id,
@@ -154,7 +179,27 @@ class TuningRun:
             self._end(trial, JobState.FAILED, None)
             self._fail(trial_id, f"could not start: {exc}")
             return
-        self.running[trial_id] = _Running(trial, attempt, started=time.monotonic())
+        spot = self.gate.spot_watch(self.log.job_id, trial_id) if self.gate is not None else None
+        self.running[trial_id] = _Running(trial, attempt, started=time.monotonic(), spot=spot)
+        self._changed()
+
+    def _capacity_lost(self, trial_id: str, failure: Failure, what: str) -> None:
+        self.capacity_failure = failure
+        waiting = f"; the job fails once {len(self.running)} running trial(s) end" if self.running else ""
+        self.log.service(f"Trial {trial_id} {what}: {failure[0]}{waiting}", "ERROR", trial_id)
+
+    def _reclaimed(self, trial_id: str, running: _Running, spot: SpotWatch) -> None:
+        """The trial's Spot VMs were reclaimed: it starts again, or fails the job past the limit."""
+        running.attempt.stop()
+        failure = spot.preempted(running.attempt.primary, len(running.attempt.processes))
+        if failure is not None:
+            self._stopped_failed(trial_id, running)
+            return self._capacity_lost(trial_id, failure, "failed")
+        try:
+            running.attempt = self._start(trial_id, running.trial["hyperparameters"])
+        except OSError as exc:
+            self._stopped_failed(trial_id, running)
+            return self._fail(trial_id, f"could not restart: {exc}")
         self._changed()
 
     def _new_reports(self, running: _Running) -> list[MetricReport]:
@@ -185,6 +230,8 @@ class TuningRun:
                 self._end(running.trial, JobState.SUCCEEDED, report, stopped_early=True)
                 self.search.tell(trial_id, report.value, stopped_early=True)
                 return
+        if running.spot is not None and running.spot.due():
+            return self._reclaimed(trial_id, running, running.spot)
         outcome = running.attempt.poll()
         if outcome is None:
             if time.monotonic() - running.started >= self.trial_seconds:
@@ -208,12 +255,16 @@ class TuningRun:
             self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
             self.search.tell(trial_id, final.value)
 
-    def _time_out(self, trial_id: str, running: _Running) -> None:
+    def _stopped_failed(self, trial_id: str, running: _Running) -> None:
+        """A trial the service stopped ends FAILED with what it reported so far."""
         running.attempt.stop()
         del self.running[trial_id]
         self._record_other_metrics(running)
         self._end(running.trial, JobState.FAILED, self._final(running))
         self.search.tell(trial_id, None)
+
+    def _time_out(self, trial_id: str, running: _Running) -> None:
+        self._stopped_failed(trial_id, running)
         self._fail(
             trial_id,
             f"its CustomJob ran longer than trialJobSpec.scheduling.timeout ({self.trial_limit}) "

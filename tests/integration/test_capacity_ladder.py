@@ -1,0 +1,224 @@
+"""The capacity ladder through real task runs (dag.test) against a region that lacks things on purpose.
+
+One ``aip-local serve`` for the module with capacity flags: A100s out of stock, L4 quota 0 (jobs
+wait QUEUED), Flex-Start capacity never comes; 429s at create are queued per test through
+``/_capacity``. What each test checks is read back from the service, by the jobs' labels.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_aip.local.storage.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.integration.test_local_service_vertex import aiplatform_client
+
+pytestmark = pytest.mark.integration
+PROJECT = "ladder-ops"
+REGION = "us-central1"
+PARENT = f"projects/{PROJECT}/locations/{REGION}"
+FLAGS = [
+    "--fault-admin",
+    f"--stockout={REGION}:NVIDIA_TESLA_A100",
+    f"--quota={REGION}:custom_model_training_nvidia_l4_gpus=0",
+    "--flex-start-capacity-after=never",
+]
+A100 = {
+    "label": "a100",
+    "machine_type": "a2-highgpu-1g",
+    "accelerator_type": "NVIDIA_TESLA_A100",
+    "accelerator_count": 1,
+}
+CPU = {"label": "cpu", "strategy": "STANDARD", "machine_type": "n1-standard-4", "accelerator_count": 0}
+
+DAG = """\
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_aip.operators import ExportArtifactsOperator, SubmitTrainingJobOperator
+
+with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    submit = SubmitTrainingJobOperator(
+        task_id="submit", project_id={project!r}, region={region!r}, job_id_prefix={name!r},
+        training_input={training_input!r}, capacity_ladder={ladder!r}, config={config!r},
+        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+        deferrable={deferrable!r}, poll_interval=0.5, retries=0,
+    )
+    export = ExportArtifactsOperator(
+        task_id="export", project_id={project!r}, region={region!r},
+        job_id="{{{{ ti.xcom_pull(task_ids='submit')['name'] }}}}",
+        earlier_jobs="{{{{ ti.xcom_pull(task_ids='submit')['earlier_jobs'] | tojson }}}}",
+        destination_uri={destination!r}, source_subdir="",
+    ) if {export!r} else None
+    if export is not None:
+        submit >> export
+"""
+
+
+@pytest.fixture(scope="module")
+def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    data = tmp_path_factory.mktemp("aip-ladder") / "data"
+    started = LocalService(data, fake_gcs.url, max_running_jobs=4, extra_args=FLAGS).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.fixture
+def env(service: LocalService, fake_gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch) -> LocalService:
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", service.url)
+    return service
+
+
+def capacity(service: LocalService, body: dict[str, Any]) -> None:
+    request = urllib.request.Request(service.url + "_capacity", json.dumps(body).encode(), method="POST")
+    request.add_header("content-type", "application/json")
+    urllib.request.urlopen(request, timeout=30).close()
+
+
+def run_dag(loader: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> tuple[Any, str]:
+    name = f"aip_ladder_{uuid.uuid4().hex[:8]}"
+    source = DAG.format(
+        name=name,
+        project=PROJECT,
+        region=REGION,
+        training_input=kw.get("training_input") or trainer.training_input(module, args),
+        ladder=kw.get("ladder"),
+        config=kw.get("config"),
+        deferrable=kw.get("deferrable", False),
+        export=kw.get("export", False),
+        destination=f"gs://{trainer.bucket}/models/{name}",
+    )
+    return loader(name, source).test(), name
+
+
+def states(run: Any) -> dict[str, str]:
+    return {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
+
+
+def summary_of(run: Any, task_id: str = "submit") -> dict[str, Any]:
+    ti = next(t for t in run.get_task_instances() if t.task_id == task_id)
+    result: dict[str, Any] = ti.xcom_pull(task_ids=task_id)
+    return result
+
+
+def jobs_of(service: LocalService, dag_id: str, kind: str = "customJobs") -> list[dict[str, Any]]:
+    """Every job the DAG's runs created, oldest first (by the dag-id label)."""
+    collection = getattr(aiplatform_client(service.url).projects().locations(), kind)()
+    listed = collection.list(parent=PARENT, filter=f'labels.airflow-dag-id="{dag_id}"').execute()
+    return sorted(listed.get(kind, []), key=lambda job: job["createTime"])
+
+
+def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[A100, CPU], export=True)
+    assert states(run) == {"submit": "success", "export": "success"}, states(run)
+    summary = summary_of(run)
+    first, second = summary["ladder"]
+    assert (first["label"], first["state"], first["ended_because"]) == ("a100", "FAILED", "stockout")
+    assert "Resources are insufficient" in first["detail"]
+    assert (second["label"], second["state"], second["ended_because"]) == ("cpu", "SUCCEEDED", None)
+    assert second["job_id"] == summary["job_id"]
+    assert summary["job_id"].endswith("_cpu")
+    assert first["waited_seconds"] is not None
+    assert second["ran_seconds"] is not None
+    jobs = jobs_of(env, dag_id)
+    assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [
+        ("a100", "JOB_STATE_FAILED"),
+        ("cpu", "JOB_STATE_SUCCEEDED"),
+    ]
+    assert jobs[0]["error"]["code"] == 8
+    assert jobs[1]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
+    exported = summary_of(run, "export")
+    assert exported["job_id"] == summary["job_id"]
+
+
+def test_flex_start_past_its_wait_limit_climbs_deferred(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    flex = {"strategy": "FLEX_START", "max_wait_duration": "2s", "machine_type": "g2-standard-4"}
+    flex |= {"accelerator_type": "NVIDIA_L4", "accelerator_count": 1}
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[flex, CPU], deferrable=True)
+    assert states(run) == {"submit": "success"}, states(run)
+    ladder = summary_of(run)["ladder"]
+    assert [(r["label"], r["ended_because"]) for r in ladder] == [("flex", "flex_start_wait"), ("cpu", None)]
+    jobs = jobs_of(env, dag_id)
+    assert jobs[0]["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "2s"}
+    assert [j["state"] for j in jobs] == ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]
+
+
+def test_a_create_refused_for_quota_climbs_and_leaves_no_job(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    capacity(env, {"create429": ["quota:1"]})
+    spot = {"strategy": "SPOT"}
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[spot, CPU])
+    assert states(run) == {"submit": "success"}, states(run)
+    first, second = summary_of(run)["ladder"]
+    assert (first["label"], first["state"], first["ended_because"]) == ("spot", "NOT_CREATED", "quota")
+    assert first["job_id"] is None
+    assert second["state"] == "SUCCEEDED"
+    assert [j["labels"]["aip_rung"] for j in jobs_of(env, dag_id)] == ["cpu"]
+
+
+def test_a_request_rate_429_is_retried_and_never_climbs(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    capacity(env, {"create429": ["rate:1"]})
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[{"strategy": "SPOT"}, CPU])
+    assert states(run) == {"submit": "success"}, states(run)
+    assert [r["label"] for r in summary_of(run)["ladder"]] == ["spot"]
+    jobs = jobs_of(env, dag_id)
+    assert [(j["labels"]["aip_rung"], j["jobSpec"]["scheduling"]["strategy"]) for j in jobs] == [
+        ("spot", "SPOT")
+    ]
+
+
+def test_a_trainer_error_never_climbs(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "fail", [], ladder=[{"strategy": "SPOT"}, CPU])
+    assert states(run) == {"submit": "failed"}
+    jobs = jobs_of(env, dag_id)
+    assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [("spot", "JOB_STATE_FAILED")]
+    assert jobs[0]["error"]["code"] != 8
+
+
+def test_queued_past_the_rung_limit_is_cancelled_and_climbs(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    l4 = {
+        "label": "l4",
+        "machine_type": "g2-standard-4",
+        "accelerator_type": "NVIDIA_L4",
+        "accelerator_count": 1,
+    }
+    run, dag_id = run_dag(
+        load_test_dag, staged_trainer, "succeed", [], ladder=[{**l4, "queued_limit": 3}, CPU]
+    )
+    assert states(run) == {"submit": "success"}, states(run)
+    first, _ = summary_of(run)["ladder"]
+    assert (first["label"], first["ended_because"], first["ran_seconds"]) == ("l4", "queued_limit", None)
+    assert first["waited_seconds"] >= 3
+    assert [j["state"] for j in jobs_of(env, dag_id)] == ["JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"]
+    assert (
+        "is QUEUED for quota custom_model_training_nvidia_l4_gpus in us-central1, 0 min"
+        in capsys.readouterr().out
+    )
+
+
+def test_a_ladder_that_cannot_be_built_fails_before_anything_is_created(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    bad = {"label": "a100", "machine_type": "n1-standard-4", "accelerator_type": "NVIDIA_TESLA_A100"}
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[CPU, bad])
+    assert states(run) == {"submit": "failed"}
+    assert jobs_of(env, dag_id) == []
