@@ -13,9 +13,9 @@ reservations (``reservations``): a reservation listed as a stockout fails the jo
 type would (all its VMs taken). Only for stockouts: a reservation's VMs still count
 against the project's quota here. ``values`` are reservation names or resource names
 (``projects/p/zones/z/reservations/NAME``, or a block under it): the NAME is what is matched.
-[U] unverified: whether a job on a specific reservation meets a stockout of its machine type on
-Vertex (its capacity is reserved); here it does, so one ``--stockout`` of a machine type stops
-every way of getting it.
+A job on specific reservations meets only their stockouts, not its machine type's: a
+reservation's capacity is held for it, which is why a capacity ladder puts a reservation first.
+[U] unverified: that Google never answers a stockout for a reserved machine.
 """
 
 from __future__ import annotations
@@ -55,8 +55,8 @@ class Needs:
 
     @property
     def stock_keys(self) -> frozenset[str]:
-        """What a ``--stockout`` may name to stop this job: machine and accelerator types, reservations."""
-        return self.hardware | self.reservations
+        """What a ``--stockout`` may name to stop this job: its reservations, else its machine types."""
+        return self.reservations or self.hardware
 
 
 def seconds(duration: Any) -> float:

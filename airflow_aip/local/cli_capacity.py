@@ -56,8 +56,9 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         type=_flag(parse_stockout),
-        metavar="REGION:TYPE",
-        help="the region is out of an accelerator or machine type, e.g. us-central1:NVIDIA_TESLA_A100",
+        metavar="REGION:TYPE|RESERVATION",
+        help="the region is out of an accelerator or machine type (us-central1:NVIDIA_TESLA_A100), "
+        "or a reservation is fully used (us-central1:my-reservation)",
     )
     group.add_argument(
         "--flex-start-capacity-after",
