@@ -42,7 +42,9 @@ BACKOFF_CAP = 30.0
 # (which lets the operator cancel the job it gave up on) should win the race.
 DEFERRAL_TIMEOUT_MARGIN = 120.0
 
-# A QUEUED Vertex AI job waits for quota: the task log says for which, and again this often.
+# A Vertex AI job QUEUED longer than a moment waits for quota: the task log says for which, once
+# it has waited QUEUED_NOTE_AFTER (or its rung's queued_limit, if shorter), and again this often.
+QUEUED_NOTE_AFTER = 30.0
 QUEUED_NOTE_INTERVAL = 600.0
 
 Action = Literal["wait", "ended", "timed_out", "failed", "outwaited"]
@@ -152,12 +154,7 @@ def step(
     remembered = replace(state, state=observed, outage=None)
     queued = observed is JobState.QUEUED and backend_of(seen.job).schedules_capacity
     if queued:
-        waited = queued_seconds(seen.job, now) or 0.0
-        noted = state.queued_noted
-        if observed is not state.state or noted is None or now - noted >= QUEUED_NOTE_INTERVAL:
-            why = f"{queued_reason(seen.job)}, {waited / 60:.0f} min"
-            logs.append(("info", f"Training job {state.job_id} is {why}"))
-            remembered = replace(remembered, queued_noted=now)
+        remembered, waited = _queued(state, seen.job, remembered, logs, now, queued_limit)
         if queued_limit is not None and waited >= queued_limit:
             return Step("outwaited", remembered, logs=tuple(logs), job=seen.job)
     elif observed is not state.state:
@@ -167,6 +164,25 @@ def step(
     if deadline is not None and now >= deadline:
         return Step("timed_out", remembered, logs=tuple(logs))
     return Step("wait", remembered, _until(deadline, now, poll_interval), tuple(logs))
+
+
+def _queued(
+    state: WaitState,
+    job: Mapping[str, Any],
+    remembered: WaitState,
+    logs: list[tuple[Level, str]],
+    now: float,
+    queued_limit: float | None,
+) -> tuple[WaitState, float]:
+    """A QUEUED Vertex AI job: after a moment, say what quota it waits for (and again now and then)."""
+    waited = queued_seconds(job, now) or 0.0
+    if waited < min(QUEUED_NOTE_AFTER, queued_limit or QUEUED_NOTE_AFTER):
+        if state.state is not JobState.QUEUED:  # every job starts QUEUED: a moment there is no news
+            logs.append(("info", f"Training job {state.job_id} is QUEUED"))
+    elif state.queued_noted is None or now - state.queued_noted >= QUEUED_NOTE_INTERVAL:
+        logs.append(("info", f"Training job {state.job_id} is {queued_reason(job)}, {waited / 60:.0f} min"))
+        remembered = replace(remembered, queued_noted=now)
+    return remembered, waited
 
 
 def _after_error(

@@ -245,5 +245,5 @@ class LadderMixin:
         records = list(position.records)
         if plan.rungs and position.index < len(rungs):
             records.append(rung_record(position.index, rungs[position.index], summary, None, time.time()))
-        label = rungs[min(position.index, len(rungs) - 1)].label
+        label = rungs[min(position.index, len(rungs) - 1)].label if plan.rungs else ""  # no rung: ""
         return with_ladder(summary, records if plan.rungs else [], position.earlier, label)

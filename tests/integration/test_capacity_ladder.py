@@ -8,12 +8,17 @@ wait QUEUED), Flex-Start capacity never comes; 429s at create are queued per tes
 from __future__ import annotations
 
 import json
+import threading
+import time
+import urllib.parse
 import urllib.request
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer
@@ -84,7 +89,7 @@ def capacity(service: LocalService, body: dict[str, Any]) -> None:
 
 
 def run_dag(loader: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> tuple[Any, str]:
-    name = f"aip_ladder_{uuid.uuid4().hex[:8]}"
+    name = kw.get("name") or f"aip_ladder_{uuid.uuid4().hex[:8]}"
     source = DAG.format(
         name=name,
         project=PROJECT,
@@ -110,10 +115,11 @@ def summary_of(run: Any, task_id: str = "submit") -> dict[str, Any]:
 
 
 def jobs_of(service: LocalService, dag_id: str, kind: str = "customJobs") -> list[dict[str, Any]]:
-    """Every job the DAG's runs created, oldest first (by the dag-id label)."""
+    """Every job the DAG's runs created, oldest first (by the dag-id label), trials included."""
     collection = getattr(aiplatform_client(service.url).projects().locations(), kind)()
     listed = collection.list(parent=PARENT, filter=f'labels.airflow-dag-id="{dag_id}"').execute()
-    return sorted(listed.get(kind, []), key=lambda job: job["createTime"])
+    jobs = [collection.get(name=job["name"]).execute() for job in listed.get(kind, [])]
+    return sorted(jobs, key=lambda job: job["createTime"])
 
 
 def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
@@ -222,3 +228,110 @@ def test_a_ladder_that_cannot_be_built_fails_before_anything_is_created(
     run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[CPU, bad])
     assert states(run) == {"submit": "failed"}
     assert jobs_of(env, dag_id) == []
+
+
+SEARCH = {
+    "goal": "MAXIMIZE",
+    "maxParallelTrials": 1,
+    "algorithm": "GRID_SEARCH",
+    "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 2, 3, 4, 5]}],
+}
+
+
+def _get(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        job: dict[str, Any] = json.loads(answer.read())
+    return job
+
+
+def _stock_out_after_first_trial(service: LocalService, dag_id: str, machine: str) -> threading.Thread:
+    """Once the DAG's tuning job has one SUCCEEDED trial, the region runs out of ``machine``."""
+
+    query = urllib.parse.urlencode({"filter": f'labels.airflow-dag-id="{dag_id}"'})
+    url = f"{service.url}v1/{PARENT}/hyperparameterTuningJobs?{query}"
+
+    def watch() -> None:
+        for _ in range(600):
+            with urllib.request.urlopen(url, timeout=30) as answer:
+                listed = json.loads(answer.read()).get("hyperparameterTuningJobs", [])
+            jobs = [_get(f"{service.url}v1/{job['name']}") for job in listed]  # a list leaves trials out
+            if any(t.get("state") == "SUCCEEDED" for j in jobs for t in j.get("trials", [])):
+                capacity(service, {"stockouts": [f"{REGION}:NVIDIA_TESLA_A100", f"{REGION}:{machine}"]})
+                return
+            time.sleep(0.2)
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_a_tuning_job_split_across_two_rungs_runs_the_remaining_budget_and_picks_the_best_over_both(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    name = f"aip_ladder_{uuid.uuid4().hex[:8]}"
+    first = {"label": "small", "machine_type": "n1-standard-4"}
+    second = {"label": "large", "machine_type": "n1-standard-8"}
+    training_input = staged_trainer.training_input(
+        "tune", ["--hold", "2"], hyperparameters={**SEARCH, "maxTrials": 4}
+    )
+    watcher = _stock_out_after_first_trial(env, name, "n1-standard-4")
+    try:
+        run, dag_id = run_dag(
+            load_test_dag,
+            staged_trainer,
+            "",
+            [],
+            ladder=[first, second],
+            training_input=training_input,
+            name=name,
+        )
+    finally:
+        watcher.join(timeout=60)
+        capacity(env, {"stockouts": [f"{REGION}:NVIDIA_TESLA_A100"]})
+    assert states(run) == {"submit": "success"}, states(run)
+    summary = summary_of(run)
+    small, large = summary["ladder"]
+    assert (small["ended_because"], large["state"]) == ("stockout", "SUCCEEDED")
+    done = small["trials_finished"]
+    assert 1 <= done < 4
+    jobs = jobs_of(env, dag_id, "hyperparameterTuningJobs")
+    assert [j["maxTrialCount"] for j in jobs] == [4, 4 - done]
+    assert jobs[1]["trialJobSpec"]["baseOutputDirectory"]["outputUriPrefix"].endswith("/large/")
+    assert [t["rung"] for t in summary["trials"]] == ["small"] * len(jobs[0]["trials"]) + ["large"] * (
+        4 - done
+    )
+    finished = [t for t in summary["trials"] if t["state"] == "SUCCEEDED"]
+    best = max(finished, key=lambda t: t["finalMetric"]["objectiveValue"])
+    assert summary["best_trial"] == best
+    assert summary["earlier_jobs"] == [jobs[0]["name"]]
+
+
+def test_resume_previous_job_id_from_a_config_yaml_counts_the_earlier_trials(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any, tmp_path: Path
+) -> None:
+    earlier_input = staged_trainer.training_input("tune", [], hyperparameters={**SEARCH, "maxTrials": 2})
+    earlier_run, earlier_dag = run_dag(load_test_dag, staged_trainer, "", [], training_input=earlier_input)
+    earlier = summary_of(earlier_run)
+    assert len(earlier["trials"]) == 2
+    config = tmp_path / "config.yaml"
+    resumed = {**SEARCH, "maxTrials": 5, "resumePreviousJobId": earlier["job_id"]}
+    config.write_text(yaml.safe_dump({"trainingInput": {"hyperparameters": resumed}}))
+    run, dag_id = run_dag(
+        load_test_dag,
+        staged_trainer,
+        "",
+        [],
+        training_input=staged_trainer.training_input("tune", []),
+        config=str(config),
+    )
+    assert states(run) == {"submit": "success"}, states(run)
+    summary = summary_of(run)
+    (job,) = jobs_of(env, dag_id, "hyperparameterTuningJobs")
+    assert job["maxTrialCount"] == 3
+    assert job["trialJobSpec"]["baseOutputDirectory"]["outputUriPrefix"].endswith("/resumed/")
+    assert [t["rung"] for t in summary["trials"]] == ["previous"] * 2 + [""] * 3
+    assert {t["job_id"] for t in summary["trials"]} == {earlier["job_id"], summary["job_id"]}
+    assert summary["earlier_jobs"] == [earlier["name"]]
+    scored = [t for t in summary["trials"] if "finalMetric" in t]
+    assert summary["best_trial"] == max(scored, key=lambda t: t["finalMetric"]["objectiveValue"])
+    assert earlier_dag != dag_id
