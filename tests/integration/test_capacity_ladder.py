@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.local_service import LocalService, StagedTrainer, serving
 from tests.integration.test_local_service_vertex import aiplatform_client
 
 pytestmark = pytest.mark.integration
@@ -67,12 +67,8 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 
 @pytest.fixture(scope="module")
 def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    data = tmp_path_factory.mktemp("aip-ladder") / "data"
-    started = LocalService(data, fake_gcs.url, max_running_jobs=4, extra_args=FLAGS).start()
-    try:
+    with serving(fake_gcs, tmp_path_factory, "aip-ladder", FLAGS, jobs=4) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture
@@ -150,7 +146,11 @@ def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
 def test_flex_start_past_its_wait_limit_climbs_deferred(
     env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
 ) -> None:
-    flex = {"strategy": "FLEX_START", "max_wait_duration": "2s", "machine_type": "g2-standard-4"}
+    flex: dict[str, Any] = {
+        "strategy": "FLEX_START",
+        "max_wait_duration": "2s",
+        "machine_type": "g2-standard-4",
+    }
     flex |= {"accelerator_type": "NVIDIA_L4", "accelerator_count": 1}
     run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[flex, CPU], deferrable=True)
     assert states(run) == {"submit": "success"}, states(run)

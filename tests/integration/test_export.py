@@ -157,7 +157,11 @@ def test_impersonation_chain_reaches_both_hooks() -> None:
 
 @pytest.mark.parametrize("field", ["source_subdir", "metrics_file"])
 def test_escaping_paths_fail_before_any_request(field: str) -> None:
-    args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", field: "../elsewhere"}
+    args: dict[str, Any] = {
+        "job_id": "some_job",
+        "destination_uri": "gs://bucket-ok/models",
+        field: "../elsewhere",
+    }
     op = ExportArtifactsOperator(
         task_id="export",
         project_id=PROJECT,

@@ -20,7 +20,7 @@ import pytest
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.local.store import project_number
-from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, serving
 from tests.fixtures.vertex import vertex_sdk
 from tests.integration.test_local_service_vertex import IMAGE, LOCATION
 
@@ -41,12 +41,8 @@ FLAGS = [
 
 @pytest.fixture(scope="module")
 def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    data = tmp_path_factory.mktemp("aip-capacity") / "data"
-    started = LocalService(data, fake_gcs.url, max_running_jobs=4, extra_args=FLAGS).start()
-    try:
+    with serving(fake_gcs, tmp_path_factory, "aip-capacity", FLAGS, jobs=4) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -19,7 +19,7 @@ import pytest
 
 from airflow_aip.local.capacity import STOCKOUT_MESSAGE
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.local_service import LocalService, StagedTrainer, serving
 from tests.integration.test_local_service_vertex import LOCATION, VERTEX_TERMINAL, worker_pool
 
 pytestmark = pytest.mark.integration
@@ -31,12 +31,8 @@ MACHINE_OUT = f"{LOCATION}:n1-standard-4"
 
 @pytest.fixture(scope="module")
 def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    data = tmp_path_factory.mktemp("aip-capacity-trials") / "data"
-    started = LocalService(data, fake_gcs.url, max_running_jobs=2, extra_args=FLAGS).start()
-    try:
+    with serving(fake_gcs, tmp_path_factory, "aip-capacity-trials", FLAGS, jobs=2) as started:
         yield started
-    finally:
-        started.stop()
 
 
 @pytest.fixture

@@ -31,7 +31,9 @@ POOL = {
         "acceleratorCount": 1,
     }
 }
-CUSTOM = {"jobSpec": {"workerPoolSpecs": [POOL, {}, {"machineSpec": {"machineType": "a2-highgpu-1g"}}]}}
+CUSTOM: dict[str, Any] = {
+    "jobSpec": {"workerPoolSpecs": [POOL, {}, {"machineSpec": {"machineType": "a2-highgpu-1g"}}]}
+}
 
 
 def test_rungs_from_strategy_names_and_mappings_get_labels() -> None:
