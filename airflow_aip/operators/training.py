@@ -86,6 +86,21 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         (tensorflow, scikit-learn, xgboost, pytorch; default tensorflow, as AI Platform's runtimes).
     :param vertex_job: a CustomJob or HyperparameterTuningJob body in Vertex AI's own REST
         vocabulary, merged over the translation (or the whole job, without AI Platform arguments).
+    :param scheduling_strategy: Vertex AI's STANDARD, SPOT or FLEX_START.
+    :param max_wait_duration: how long FLEX_START may wait for machines (``"3600s"``).
+    :param restart_job_on_worker_restart: restart the whole job when a worker restarts.
+    :param reservation: a Compute Engine reservation to consume (its name), or ``"any"``.
+    :param persistent_resource_id: run on this persistent resource's machines.
+    :param network: the VPC network to peer with (AI Platform's ``trainingInput.network``).
+    :param tensorboard: a Vertex AI TensorBoard resource to upload logs to (needs ``service_account``).
+        These are checked with the machine table's rules before anything is sent
+        (:mod:`airflow_aip.jobs.placement`).
+    :param capacity_ladder: an ordered list of rungs, each a strategy (``"SPOT"``) or a mapping
+        (``label``, ``strategy``, ``max_wait_duration``, ``queued_limit``, ``region``,
+        ``machine_type``, ``accelerator_type``, ``accelerator_count``, ``reservation``,
+        ``persistent_resource_id``): each rung is one job, created once; a capacity failure
+        climbs to the next rung, a trainer's failure never does (:mod:`airflow_aip.jobs.ladder`).
+        ``wait_timeout`` bounds each rung's wait. Vertex AI only.
     """
 
     template_fields: Sequence[str] = (
