@@ -95,11 +95,11 @@ def wait_for(custom_job: Any, states: set[str], timeout: float = 180.0) -> str:
 
 
 def wait_for_line(
-    service: LocalService, project: str, custom_job: Any, text: str, timeout: float = 120.0
+    service: LocalService, project: str, custom_job: Any, text: str, timeout: float = 120.0, count: int = 1
 ) -> None:
     deadline = time.monotonic() + timeout
-    while not [line for line in lines(service, project, custom_job) if text in line]:
-        assert time.monotonic() < deadline, f"no log line with {text!r}"
+    while len([line for line in lines(service, project, custom_job) if text in line]) < count:
+        assert time.monotonic() < deadline, f"fewer than {count} log lines with {text!r}"
         time.sleep(0.2)
 
 
@@ -192,6 +192,7 @@ def test_a_preempted_spot_job_restarts_and_then_succeeds(
     )
     assert custom_job.state.name == "JOB_STATE_RUNNING"
     job_id = custom_job.resource_name.rsplit("/", 1)[-1]
+    wait_for_line(service, project, custom_job, "sleeping", count=2)  # the restarted attempt runs
     capacity(service, {"preempt": [job_id]})  # and once more, now
     assert wait_for(custom_job, ENDED) == "JOB_STATE_SUCCEEDED"
     said = lines(service, project, custom_job)
