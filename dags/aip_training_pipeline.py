@@ -11,8 +11,13 @@ region or the machines.
    uploads it under `staging/`, named by its sha256.
 2. **tune** submits a hyperparameter-tuning job (`C` on a log scale, `max_iter`), maximising
    `accuracy`, and waits for it deferred: the job's log lines stream into this task's log, and
-   its **Training job** tab shows the trials.
-3. **export_best_model** copies the best trial's model to `models/iris/` with a `manifest.json`.
+   its **Training job** tab shows the trials. On Vertex AI it climbs a **capacity ladder**
+   (the form's, SPOT then STANDARD by default): first on Spot VMs, and only if Vertex AI has
+   none to give (a stockout, Spot VMs reclaimed, a quota refusal) the rest of the trials on
+   standard VMs, as a second job (IDs ending `_spot`, `_standard`). A trainer's error never
+   climbs. The tab lists the rungs and which job ran each trial.
+3. **export_best_model** copies the best trial's model, of any rung's job, to `models/iris/`
+   with a `manifest.json`.
 
 `make demo` runs it end to end on the local training service; with no endpoint override it
 runs on Google Cloud. For data that arrives on its own and a model promoted only when it is
@@ -26,6 +31,7 @@ from typing import Any
 import pendulum
 from aip_examples import (
     BUCKET_PATTERN,
+    CAPACITY_LADDER,
     EXAMPLE_BUCKET,
     METRIC_TAG,
     TRAINER_MODULE,
@@ -90,6 +96,18 @@ with DAG(
             "tries a grid; RANDOM_SEARCH draws at random. The same three exist on Vertex AI.",
         ),
         "eval_fraction": eval_fraction_param(),
+        "capacity_ladder": Param(
+            CAPACITY_LADDER,
+            type=["array", "null"],
+            items={"type": "string", "enum": ["SPOT", "STANDARD"]},
+            uniqueItems=True,
+            title="Capacity ladder",
+            description="Vertex AI only: where the tuning job gets its machines, one scheduling "
+            "strategy per line, tried in order. SPOT (cheaper, can be reclaimed) first, then "
+            "STANDARD: the next line is tried only when Vertex AI has no capacity for this one, "
+            "never when the trainer fails. Empty: one job, on STANDARD. FLEX_START, reservations "
+            "and other machines or regions per rung are set in code (capacity_ladder=).",
+        ),
     },
 ) as dag:
 
@@ -139,6 +157,12 @@ with DAG(
             "algorithm": "{{ params.algorithm }}",
             "params": TUNING_PARAMS,
         },
+        # The capacity ladder: each rung one job, created once; a rung is given up only for capacity.
+        # A rung may also be a mapping, e.g. {"label": "l4", "strategy": "FLEX_START",
+        # "max_wait_duration": "3600s", "machine_type": "g2-standard-4", "accelerator_type":
+        # "NVIDIA_L4", "accelerator_count": 1}. The form's list goes as JSON, and none on
+        # ai_platform: the ml v1 API has no Spot VMs, so there is nothing to climb.
+        capacity_ladder="{{ params.capacity_ladder | tojson if params.backend == 'vertex' else '' }}",
         deferrable=True,
     )
 
@@ -147,6 +171,8 @@ with DAG(
         project_id="{{ params.project_id }}",
         backend="{{ params.backend }}",
         job_id="{{ ti.xcom_pull(task_ids='tune')['name'] }}",  # the resource name: it carries the region
+        # Tuning jobs of the rungs before it (their trials count): the best trial may be in one.
+        earlier_jobs="{{ ti.xcom_pull(task_ids='tune').get('earlier_jobs', []) | tojson }}",
         destination_uri="gs://{{ params.bucket }}/models/iris",
     )
 

@@ -20,6 +20,7 @@ also move the job to another machine, accelerator or region. The rules, owned he
 from __future__ import annotations
 
 import copy
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -42,7 +43,7 @@ ANY_RESERVATION = "any"
 _LABEL = re.compile(r"[a-z][a-z0-9]{0,11}")
 _ATTEMPT_LIKE = re.compile(r"r[0-9]+")
 _ATTEMPT_ROOM = len(f"_r{MAX_ATTEMPTS}")
-_DURATION = re.compile(r"[0-9]+(\.[0-9]{1,9})?s")
+DURATION = re.compile(r"[0-9]+(\.[0-9]{1,9})?s")
 _DEFAULT_LABELS = {"STANDARD": "standard", "SPOT": "spot", "FLEX_START": "flex"}
 
 
@@ -86,9 +87,23 @@ class Rung:
 _KEYS = tuple(f.name for f in fields(Rung))
 
 
+def ladder_given(value: object) -> bool:
+    """Whether ``capacity_ladder`` asks for a ladder: None, an empty list and the text an empty
+    form field renders (``""``, ``"null"``, ``"None"``, ``"[]"``) mean one job, as without one."""
+    if isinstance(value, str):
+        return value.strip() not in ("", "null", "None", "[]")
+    return value is not None and value != []
+
+
 def parse_ladder(value: object) -> tuple[Rung, ...]:
     """The rungs of ``capacity_ladder``: a list of strategies (``"SPOT"``) or mappings of :class:`Rung`'s
-    fields. Every rule is checked here, each error naming ``capacity_ladder[i].field``."""
+    fields, or that list as JSON text (what ``{{ params.ladder | tojson }}`` renders). Every rule is
+    checked here, each error naming ``capacity_ladder[i].field``."""
+    if isinstance(value, str) and value.lstrip().startswith("["):  # a template renders text
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise ValidationError(FIELD, f"is not a JSON list of rungs: {value!r}") from None
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
         raise ValidationError(FIELD, f"must be a non-empty list of rungs, got {value!r}")
     if len(value) > MAX_RUNGS:
@@ -126,7 +141,7 @@ def _check_waits(item: Mapping[str, Any], path: str) -> None:
     wait, strategy = item.get("max_wait_duration"), item.get("strategy")
     if wait is not None and strategy != "FLEX_START":
         raise ValidationError(f"{path}.max_wait_duration", f"only with strategy FLEX_START, got {strategy}")
-    if wait is not None and (not isinstance(wait, str) or not _DURATION.fullmatch(wait)):
+    if wait is not None and (not isinstance(wait, str) or not DURATION.fullmatch(wait)):
         raise ValidationError(
             f"{path}.max_wait_duration", f"must be a duration such as '3600s', got {wait!r}"
         )
@@ -185,7 +200,19 @@ def apply_rung(body: Mapping[str, Any], rung: Rung, *, label: bool = True) -> di
     for pool in spec.get("workerPoolSpecs") or []:
         if pool:
             _apply_machine(pool.setdefault("machineSpec", {}), rung)
+            _apply_image(pool, rung)
     return out
+
+
+def _apply_image(pool: dict[str, Any], rung: Rung) -> None:
+    """A rung that adds or removes GPUs, or moves the job, gets the pre-built image's twin for it."""
+    from airflow_aip.jobs.vertex.machines import image_for
+
+    package = pool.get("pythonPackageSpec") or {}
+    moved = rung.region is not None or rung.accelerator_type is not None or rung.accelerator_count is not None
+    if moved and package.get("executorImageUri"):
+        gpu = bool(pool["machineSpec"].get("acceleratorType"))
+        package["executorImageUri"] = image_for(package["executorImageUri"], gpu=gpu, region=rung.region)
 
 
 def _apply_machine(machine: dict[str, Any], rung: Rung) -> None:

@@ -8,8 +8,9 @@ so the search itself starts afresh; what carries over is the budget and the choi
 - ``maxTrialCount`` becomes what is left after the earlier jobs' finished trials (SUCCEEDED or
   INFEASIBLE), at least 1; ``parallelTrialCount`` is cut to fit it. ``maxFailedTrialCount`` is
   left as the user set it.
-- The continuing job writes below ``{baseOutputDirectory}{label}/``: Vertex AI numbers every
-  job's trials from 1, and ``<output dir>/<trial id>`` of two jobs would be the same folder.
+- The continuing job writes below ``{baseOutputDirectory}{label}/`` (and its ``--job-dir``
+  argument follows): Vertex AI numbers every job's trials from 1, and ``<output dir>/<trial id>``
+  of two jobs would be the same folder.
 - The best trial is chosen over the trials of every job; each trial says which job (and rung)
   ran it, and where its output is, so export reads the right folder.
 """
@@ -24,6 +25,7 @@ from airflow_aip.jobs.capacity import Ending, queued_seconds, ran_seconds
 from airflow_aip.jobs.ladder import Rung
 from airflow_aip.jobs.trials import best_trial
 
+JOB_DIR_FLAGS = ("--job-dir", "--job_dir")
 FINISHED = ("SUCCEEDED", "FAILED")  # trial states (AI Platform's vocabulary) that used up budget
 
 Earlier = tuple[str, Mapping[str, Any]]  # (what ran it: a rung label or "previous", the job's view)
@@ -51,7 +53,26 @@ def continue_study(
     output = out["trialJobSpec"].get("baseOutputDirectory") or {}
     prefix = str(output.get("outputUriPrefix") or "")
     if prefix:
-        output["outputUriPrefix"] = f"{prefix.rstrip('/')}/{folder}/"
+        moved = f"{prefix.rstrip('/')}/{folder}/"
+        output["outputUriPrefix"] = moved
+        for pool in out["trialJobSpec"].get("workerPoolSpecs") or []:
+            for program in ("pythonPackageSpec", "containerSpec"):
+                if (pool.get(program) or {}).get("args"):
+                    pool[program]["args"] = _moved_job_dir(pool[program]["args"], prefix, moved)
+    return out
+
+
+def _moved_job_dir(args: list[str], old: str, new: str) -> list[str]:
+    """``--job-dir`` (as AI Platform passed it, and the translation appends it) follows the output."""
+    out, follows = [], False
+    for arg in args:
+        flag, _, value = arg.partition("=")
+        if follows and arg.rstrip("/") == old.rstrip("/"):
+            arg = new.rstrip("/")
+        elif flag in JOB_DIR_FLAGS and value.rstrip("/") == old.rstrip("/"):
+            arg = f"{flag}={new.rstrip('/')}"
+        out.append(arg)
+        follows = arg in JOB_DIR_FLAGS
     return out
 
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.ladder import STRATEGIES, Rung, apply_rung
+from airflow_aip.jobs.ladder import DURATION, STRATEGIES, Rung, apply_rung
 
 NAMES = (
     "scheduling_strategy",
@@ -54,6 +54,9 @@ def check_placement(placement: Mapping[str, Any]) -> dict[str, Any]:
         raise ValidationError(
             "scheduling_strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}"
         )
+    wait = given.get("max_wait_duration")
+    if wait is not None and not DURATION.fullmatch(wait):
+        raise ValidationError("max_wait_duration", f"must be a duration such as '3600s', got {wait!r}")
     if "max_wait_duration" in given and strategy != "FLEX_START":
         raise ValidationError(
             "max_wait_duration",

@@ -83,7 +83,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         metrics_file: str | None = None,
         metric_key: str = "metric",
         champion_manifest_uri: str | None = None,
-        earlier_jobs: list[str] | None = None,
+        earlier_jobs: list[str] | str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
         impersonation_chain: str | list[str] | None = None,

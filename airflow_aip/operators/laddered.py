@@ -73,10 +73,13 @@ class LadderMixin:
     poll_interval: float
     wait_timeout: float | None
     stream_logs: bool
+    cancel_on_kill: bool
     max_log_lines_per_minute: int
     log: Any
     job_api: Any
     _watched: tuple[str, str] | None
+
+    def _cancel(self, name: str, project: str, reason: str) -> None: ...  # the operator's
 
     # -- the earlier job of a resumed study -------------------------------------------------
 
@@ -155,6 +158,10 @@ class LadderMixin:
         return self.finish_ladder(event, plan, self._climb(plan, create=False))
 
     def finish_ladder(self, event: dict[str, Any], plan: LadderPlan, position: Position) -> dict[str, Any]:
+        """The summary with the ladder; giving up (``wait_timeout``) cancels the rung's job, as ever."""
+        if event.get("status") == "timeout" and self.cancel_on_kill and event.get("job_name"):
+            name = str(event["job_name"])
+            self._cancel(name, str(event.get("project_id")), reason=str(event.get("status")))
         self._watched = None
         return self._with_ladder(finished(event, self.log), plan, position)
 

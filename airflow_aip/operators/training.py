@@ -53,7 +53,7 @@ from airflow_aip.jobs import (
     validate_pinned_job_id,
     with_attempt,
 )
-from airflow_aip.jobs.ladder import parse_ladder
+from airflow_aip.jobs.ladder import ladder_given, parse_ladder
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest, build_request
@@ -212,7 +212,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         persistent_resource_id: str | None = None,
         network: str | None = None,
         tensorboard: str | None = None,
-        capacity_ladder: list[Any] | None = None,
+        capacity_ladder: list[Any] | str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -338,7 +338,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
             placement=self._placement(),
         )
         self._request_region = request.region
-        rungs = parse_ladder(self.capacity_ladder) if self.capacity_ladder is not None else ()
+        rungs = parse_ladder(self.capacity_ladder) if ladder_given(self.capacity_ladder) else ()
         self._plan = plan_ladder(request, rungs, id_for(1)) if rungs or request.resume_from else None
         return request, id_for
 

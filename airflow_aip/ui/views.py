@@ -65,13 +65,27 @@ def _seconds_between(start: Any, end: Any) -> float | None:
     return round((ended - began).total_seconds(), 3)
 
 
+def trial_key(trial: Mapping[str, Any]) -> str:
+    """What tells a trial apart in its summary: its ID, and its job's when the study spans several
+    jobs (a capacity ladder's rungs, a resumed study): every job numbers its trials from 1."""
+    trial_id = str(trial.get("trialId", ""))
+    return f"{trial['job_id']}/{trial_id}" if trial.get("job_id") else trial_id
+
+
 def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
-    """One row of the trials table: values as text, and as numbers where the charts need them."""
+    """One row of the trials table: values as text, and as numbers where the charts need them.
+
+    ``job_id`` and ``rung`` say which job (and ladder rung) ran the trial when the summary holds
+    the trials of several jobs; None otherwise.
+    """
     params = trial.get("hyperparameters") or {}
     metric = trial.get("finalMetric") if isinstance(trial.get("finalMetric"), Mapping) else {}
     step = finite_number(metric.get("trainingStep")) if metric else None
     return {
         "id": str(trial.get("trialId", "")),
+        "key": trial_key(trial),
+        "job_id": str(trial["job_id"]) if trial.get("job_id") else None,
+        "rung": str(trial["rung"]) if trial.get("rung") is not None else None,
         "state": trial.get("state"),
         "params": {str(k): str(v) for k, v in params.items()},
         "values": {str(k): finite_number(v) for k, v in params.items()},
@@ -81,6 +95,23 @@ def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
         "end_time": trial.get("endTime"),
         "duration_s": _seconds_between(trial.get("startTime"), trial.get("endTime")),
         "stopped_early": bool(trial.get("isTrialStoppedEarly")),
+    }
+
+
+def ladder_row(record: Mapping[str, Any]) -> dict[str, Any]:
+    """One rung of a capacity ladder as the summary recorded it (``ladder`` in the submit's XCom)."""
+    return {
+        "rung": record.get("rung"),
+        "label": str(record.get("label") or ""),
+        "placement": str(record.get("placement") or record.get("label") or ""),
+        "region": record.get("region"),
+        "job_id": record.get("job_id"),
+        "state": record.get("state"),
+        "ended_because": record.get("ended_because"),
+        "detail": record.get("detail"),
+        "waited_s": finite_number(record.get("waited_seconds")),
+        "ran_s": finite_number(record.get("ran_seconds")),
+        "trials_finished": record.get("trials_finished"),
     }
 
 
@@ -103,10 +134,12 @@ def job_view(
     map_index: int,
     export: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One training job as the pages draw it: state, timeline, links, trials, best trial, export."""
+    """One training job as the pages draw it: state, timeline, links, trials, best trial, export,
+    and with a capacity ladder its rungs (the trials then say which job and rung ran them)."""
     trials = [trial_row(t) for t in summary.get("trials") or [] if isinstance(t, Mapping)]
     best = summary.get("best_trial") or {}
     job_id = str(summary.get("job_id") or "")
+    ladder = [ladder_row(r) for r in summary.get("ladder") or [] if isinstance(r, Mapping)]
     return {
         "task_id": task_id,
         "map_index": map_index,
@@ -123,8 +156,11 @@ def job_view(
         "goal": summary.get("goal"),
         "metric": summary.get("hyperparameter_metric_tag"),
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
+        "best_trial_key": trial_key(best) if best.get("trialId") is not None else None,
         "parameters": _parameters(summary, trials),
         "trials": trials,
+        "ladder": ladder,
+        "several_jobs": len({t["job_id"] for t in trials if t["job_id"]}) > 1,
         "export": export_view(export) if export is not None else None,
     }
 

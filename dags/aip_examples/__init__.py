@@ -38,6 +38,9 @@ TUNING_PARAMS: list[dict[str, Any]] = [
 ]
 
 
+# The example's capacity ladder on Vertex AI: Spot VMs first, standard VMs when there are none.
+CAPACITY_LADDER = ["SPOT", "STANDARD"]
+
 REGIONS = ["us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"]
 
 

@@ -52,7 +52,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         task_id="submit", project_id={project!r}, region={region!r}, job_id_prefix={name!r},
         training_input={training_input!r}, capacity_ladder={ladder!r}, config={config!r},
         executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
-        deferrable={deferrable!r}, poll_interval=0.5, retries=0,
+        deferrable={deferrable!r}, poll_interval=0.5, retries=0, wait_timeout={wait_timeout!r},
     )
     export = ExportArtifactsOperator(
         task_id="export", project_id={project!r}, region={region!r},
@@ -94,6 +94,7 @@ def run_dag(loader: Any, trainer: StagedTrainer, module: str, args: list[str], *
         ladder=kw.get("ladder"),
         config=kw.get("config"),
         deferrable=kw.get("deferrable", False),
+        wait_timeout=kw.get("wait_timeout"),
         export=kw.get("export", False),
         destination=f"gs://{trainer.bucket}/models/{name}",
     )
@@ -219,6 +220,18 @@ def test_queued_past_the_rung_limit_is_cancelled_and_climbs(
         "is QUEUED for quota custom_model_training_nvidia_l4_gpus in us-central1, 0 min"
         in capsys.readouterr().out
     )
+
+
+def test_giving_up_on_a_rung_cancels_its_job_and_climbs_no_further(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    run, dag_id = run_dag(
+        load_test_dag, staged_trainer, "sleep", ["--seconds", "600"], ladder=[A100, CPU], wait_timeout=8
+    )
+    assert states(run) == {"submit": "failed"}
+    jobs = jobs_of(env, dag_id)
+    assert [j["labels"]["aip_rung"] for j in jobs] == ["a100", "cpu"]
+    assert jobs[1]["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
 
 
 def test_a_ladder_that_cannot_be_built_fails_before_anything_is_created(

@@ -1,7 +1,8 @@
 """Every kind of bad input, through the operators a DAG author uses, fails before any side effect.
 
 One table: job IDs and prefixes, each trainingInput rule, hyperparameter specs, URIs and bucket
-names, package trees, export destinations and config files that are neither YAML nor JSON.
+names, package trees, export destinations, config files that are neither YAML nor JSON, and
+Vertex AI's scheduling and placement arguments and capacity ladders (each refused on ml v1 too).
 Each row must raise ValidationError naming the field (PackagingError where a build fails), and
 the fakes at the HTTP boundary (the ml v1 API, Cloud Storage) must have seen no request, and no
 output directory may have been created.
@@ -67,6 +68,11 @@ def submit(**overrides: Any) -> Case:
 
 def tuned(**spec: Any) -> Case:
     return submit(hyperparameters={"goal": "MAXIMIZE", "params": [PARAM], **spec})
+
+
+def vertex(**overrides: Any) -> Case:
+    """Submit on Vertex AI: a request would reach no server (and not be a ValidationError)."""
+    return submit(backend="vertex", runtime_version="2.11", **overrides)
 
 
 def config_file(name: str, content: bytes) -> Case:
@@ -135,6 +141,23 @@ def connection(extra: dict[str, Any], **overrides: Any) -> Case:
 
 
 KEY = '{"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com"}'
+A100 = {  # one A100 on its machine: what FLEX_START takes
+    "scale_tier": "CUSTOM",
+    "master_type": "a2-highgpu-1g",
+    "master_config": {"acceleratorConfig": {"type": "NVIDIA_TESLA_A100", "count": "1"}},
+}
+TENSORBOARD = "projects/proj/locations/us-central1/tensorboards/1"
+LADDER = "capacity_ladder"
+# Vertex AI's scheduling and placement arguments, each with a value Vertex AI would take.
+PLACEMENT = {
+    "scheduling_strategy": "SPOT",
+    "max_wait_duration": "3600s",
+    "restart_job_on_worker_restart": False,
+    "reservation": "my-reservation",
+    "persistent_resource_id": "my-resource",
+    "tensorboard": TENSORBOARD,
+    LADDER: ["SPOT", "STANDARD"],
+}
 
 TABLE = [
     # -- job IDs and prefixes -------------------------------------------------------------
@@ -392,6 +415,110 @@ TABLE = [
         export(backend="vertex", job_id="projects/p/locations/mars-central1/customJobs/1"),
         "region",
         id="vertex: export of a job in no Vertex AI region",
+    ),
+    # -- Vertex AI's scheduling and placement arguments, and the capacity ladder: every rung is
+    #    built and checked (machine table included) before the first is sent
+    pytest.param(vertex(scheduling_strategy="CHEAP"), "scheduling_strategy", id="strategy unknown"),
+    pytest.param(vertex(scheduling_strategy="spot"), "scheduling_strategy", id="strategy lowercase"),
+    pytest.param(vertex(max_wait_duration="3600s"), "max_wait_duration", id="max wait without a strategy"),
+    pytest.param(
+        vertex(scheduling_strategy="SPOT", max_wait_duration="3600s"),
+        "max_wait_duration",
+        id="max wait without FLEX_START",
+    ),
+    pytest.param(
+        vertex(**A100, scheduling_strategy="FLEX_START", max_wait_duration="1h"),
+        "max_wait_duration",
+        id="max wait not in seconds",
+    ),
+    pytest.param(
+        vertex(**A100, scheduling_strategy="FLEX_START", max_wait_duration=3600),
+        "max_wait_duration",
+        id="max wait a number",
+    ),
+    pytest.param(
+        vertex(scheduling_strategy="FLEX_START"),
+        "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
+        id="FLEX_START without one of its GPUs",
+    ),
+    pytest.param(
+        vertex(restart_job_on_worker_restart="yes"),
+        "restart_job_on_worker_restart",
+        id="restart on worker restart not a bool",
+    ),
+    pytest.param(vertex(reservation=""), "reservation", id="reservation empty"),
+    pytest.param(vertex(persistent_resource_id=""), "persistent_resource_id", id="persistent resource empty"),
+    pytest.param(
+        vertex(persistent_resource_id="Not An ID"),
+        "jobSpec.persistentResourceId",
+        id="persistent resource not an ID",
+    ),
+    pytest.param(vertex(network="my-net"), "jobSpec.network", id="network not a resource name"),
+    pytest.param(vertex(tensorboard=TENSORBOARD), "jobSpec.serviceAccount", id="tensorboard, no account"),
+    pytest.param(
+        vertex(tensorboard="tb", service_account="a@p.iam.gserviceaccount.com"),
+        "jobSpec.tensorboard",
+        id="tensorboard not a resource name",
+    ),
+    pytest.param(vertex(capacity_ladder="SPOT"), LADDER, id="ladder a string"),
+    pytest.param(vertex(capacity_ladder='["SPOT"'), LADDER, id="ladder as broken JSON text"),
+    pytest.param(vertex(capacity_ladder={"strategy": "SPOT"}), LADDER, id="ladder a mapping"),
+    pytest.param(vertex(capacity_ladder='{"strategy": "SPOT"}'), LADDER, id="ladder as JSON of a mapping"),
+    pytest.param(vertex(capacity_ladder=["SPOT"] * 9), LADDER, id="ladder over 8 rungs"),
+    pytest.param(vertex(capacity_ladder=[3]), f"{LADDER}[0]", id="rung neither name nor mapping"),
+    pytest.param(vertex(capacity_ladder=[{"speed": 1}]), f"{LADDER}[0].speed", id="rung field unknown"),
+    pytest.param(vertex(capacity_ladder=["CHEAP"]), f"{LADDER}[0].strategy", id="rung strategy unknown"),
+    pytest.param(
+        vertex(capacity_ladder=["SPOT", {"label": "Big_GPU"}]), f"{LADDER}[1].label", id="rung label caps"
+    ),
+    pytest.param(
+        vertex(capacity_ladder=[{"label": "r2"}]), f"{LADDER}[0].label", id="rung label like an attempt"
+    ),
+    pytest.param(vertex(capacity_ladder=["SPOT", "SPOT"]), f"{LADDER}[1].label", id="rung label repeats"),
+    pytest.param(
+        vertex(capacity_ladder=[{"queued_limit": 0}]), f"{LADDER}[0].queued_limit", id="queued limit 0"
+    ),
+    pytest.param(
+        vertex(capacity_ladder=["SPOT", {"queued_limit": -60}]),
+        f"{LADDER}[1].queued_limit",
+        id="queued limit negative",
+    ),
+    pytest.param(
+        vertex(capacity_ladder=[{"strategy": "SPOT", "max_wait_duration": "600s"}]),
+        f"{LADDER}[0].max_wait_duration",
+        id="rung max wait without FLEX_START",
+    ),
+    pytest.param(
+        vertex(capacity_ladder=[{"strategy": "FLEX_START", "max_wait_duration": "1h"}]),
+        f"{LADDER}[0].max_wait_duration",
+        id="rung max wait not in seconds",
+    ),
+    pytest.param(
+        vertex(capacity_ladder=[{"region": "mars-central1"}]), f"{LADDER}[0].region", id="rung region unknown"
+    ),
+    pytest.param(
+        vertex(capacity_ladder=[{"accelerator_count": -1}]),
+        f"{LADDER}[0].accelerator_count",
+        id="rung accelerator count negative",
+    ),
+    pytest.param(
+        vertex(
+            capacity_ladder=[
+                "SPOT",
+                {"label": "a100", "machine_type": "n1-standard-4", "accelerator_type": "NVIDIA_TESLA_A100"},
+            ]
+        ),
+        f"{LADDER}[1].jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
+        id="rung 2's A100 on an n1 machine",
+    ),
+    pytest.param(
+        vertex(capacity_ladder=["SPOT", "FLEX_START"]),
+        f"{LADDER}[1].jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
+        id="rung 2 FLEX_START without one of its GPUs",
+    ),
+    *(
+        pytest.param(submit(**{name: value}), name, id=f"ai_platform: {name}")
+        for name, value in PLACEMENT.items()
     ),
 ]
 

@@ -282,3 +282,55 @@ def test_placement_arguments_are_checked_and_set() -> None:
     assert spec["scheduling"] == {"strategy": "SPOT", "restartJobOnWorkerRestart": True}
     assert spec["persistentResourceId"] == "pr-1"
     assert "labels" not in placed
+
+
+def test_a_rung_that_adds_or_removes_gpus_or_moves_gets_the_images_twin() -> None:
+    from airflow_aip.jobs.vertex.machines import image_for
+
+    tf_cpu = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest"
+    assert image_for(tf_cpu, gpu=True, region=None) == tf_cpu.replace("tf-cpu", "tf-gpu")
+    moved = image_for(tf_cpu.replace("tf-cpu", "tf-gpu"), gpu=False, region="europe-west4")
+    assert moved == "europe-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest"
+    sklearn = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    assert image_for(sklearn, gpu=True, region=None) == sklearn  # no GPU build: its CPUs run it
+    assert image_for("gcr.io/p/mine:1", gpu=True, region="europe-west4") == "gcr.io/p/mine:1"
+    pool = {
+        "machineSpec": {"machineType": "n1-standard-4"},
+        "pythonPackageSpec": {"executorImageUri": tf_cpu},
+    }
+    body = {"jobSpec": {"workerPoolSpecs": [pool]}}
+    a100 = Rung(label="a", machine_type="a2-highgpu-1g", accelerator_type="NVIDIA_TESLA_A100")
+    out = apply_rung(body, a100)["jobSpec"]["workerPoolSpecs"][0]
+    assert out["pythonPackageSpec"]["executorImageUri"].endswith("/tf-gpu.2-15.py310:latest")
+    assert apply_rung(body, Rung(label="s", strategy="SPOT"))["jobSpec"]["workerPoolSpecs"][0] == pool
+
+
+def test_a_continued_study_moves_the_job_dir_argument_with_its_output() -> None:
+    body = tuning_body()
+    body["trialJobSpec"]["workerPoolSpecs"] = [
+        {
+            **POOL,
+            "pythonPackageSpec": {
+                "args": ["--job-dir=gs://b/out", "--lr", "0.1", "--job_dir", "gs://b/out/"]
+            },
+        }
+    ]
+    out = continue_study(body, [{"trials": trials("SUCCEEDED")}], "resumed")
+    args = out["trialJobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"]
+    assert args == ["--job-dir=gs://b/out/resumed", "--lr", "0.1", "--job_dir", "gs://b/out/resumed"]
+
+
+def test_a_ladder_may_come_as_the_json_a_template_renders_and_an_empty_one_is_none() -> None:
+    from airflow_aip.jobs.ladder import ladder_given
+
+    assert [r.label for r in parse_ladder('["SPOT", {"strategy": "STANDARD"}]')] == ["spot", "standard"]
+    assert [ladder_given(v) for v in (None, [], "", "null", "None", "[]", ["SPOT"], '["SPOT"]')] == [
+        False,
+        False,
+        False,
+        False,
+        False,
+        False,
+        True,
+        True,
+    ]

@@ -16,10 +16,42 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
+from airflow_aip.jobs.capacity import Ending
+from airflow_aip.jobs.ladder import Rung
+from airflow_aip.jobs.ladder_trials import rung_record, with_ladder
 from tests.fixtures.tuning_job import SUMMARY
 
 DAG, RUN = "aip_training_pipeline", "manual__2026-11-23T10:00:00+00:00"
 T0 = datetime(2026, 11, 23, 10, tzinfo=timezone.utc)
+
+
+SPOT, STANDARD = Rung(label="spot", strategy="SPOT"), Rung(label="standard", strategy="STANDARD")
+
+
+def _ladder_summary() -> dict[str, Any]:
+    """A tuning job whose SPOT rung was reclaimed after one trial: the rest ran on STANDARD.
+
+    Both jobs number their trials from 1; the best is the SPOT job's trial 1.
+    """
+    spot_trial = {**SUMMARY["trials"][0], "finalMetric": {"objectiveValue": 0.99, "trainingStep": "100"}}
+    spot = {
+        **SUMMARY,
+        "job_id": "iris_tuning_1_spot",
+        "name": "projects/local-project/locations/us-central1/hyperparameterTuningJobs/111",
+        "state": "FAILED",
+        "region": "us-central1",
+        "create_time": "2026-11-23T10:00:00Z",
+        "start_time": "2026-11-23T10:00:30Z",
+        "end_time": "2026-11-23T10:03:00Z",
+        "trials": [spot_trial],
+    }
+    final = {**SUMMARY, "job_id": "iris_tuning_1_standard", "trials": SUMMARY["trials"][:2]}
+    now = T0.timestamp() + 600
+    records = [
+        rung_record(0, SPOT, spot, Ending("preempted", "Spot VMs were reclaimed 7 times"), now),
+        rung_record(1, STANDARD, final, None, now),
+    ]
+    return with_ladder(final, records, [("spot", spot)], "standard")
 
 
 EXPORT = {
@@ -87,6 +119,8 @@ def client(session: Session, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestCl
     _xcom(session, 1, "prepare_data", "return_value", {"train": "gs://b/t.csv"}, T0)
     # a second run whose job is still running: only its id is stored
     _xcom(session, 2, "tune", "training_job_id", "iris_tuning_2", T0 + timedelta(hours=1))
+    # a third run whose tuning job climbed a capacity ladder (return value only)
+    _xcom(session, 4, "tune", "return_value", _ladder_summary(), T0 + timedelta(hours=3))
     # a Dag the user may not read
     _xcom(session, 3, "tune", "training_job_id", "secret_job", T0 + timedelta(hours=2), dag="hidden_dag")
     session.commit()
@@ -125,6 +159,45 @@ def test_task_endpoint_draws_the_summary_of_an_unmapped_task(client: TestClient)
     assert job["console_url"].startswith("https://console.cloud.google.com/ai-platform/jobs/iris_tuning_1?")
     assert "iris_tuning_1" in job["logs_url"]
     assert "project=local-project" in job["logs_url"]
+
+
+def test_task_endpoint_draws_the_ladders_rungs_and_where_each_trial_ran(client: TestClient) -> None:
+    query = {"dag_id": DAG, "run_id": f"{RUN}-4", "task_id": "tune"}
+    job = client.get("/api/task", params=query).raise_for_status().json()["job"]
+
+    assert job["job_id"] == "iris_tuning_1_standard"
+    assert [
+        (r["rung"], r["label"], r["placement"], r["job_id"], r["state"], r["ended_because"])
+        for r in job["ladder"]
+    ] == [
+        (1, "spot", "spot (SPOT)", "iris_tuning_1_spot", "FAILED", "preempted"),
+        (2, "standard", "standard (STANDARD)", "iris_tuning_1_standard", "SUCCEEDED", None),
+    ]
+    spot, standard = job["ladder"]
+    assert spot["detail"] == "Spot VMs were reclaimed 7 times"
+    assert (spot["waited_s"], spot["ran_s"], spot["trials_finished"]) == (30.0, 150.0, 1)
+    assert standard["ran_s"] == 295.0
+    # every job numbers its trials from 1: the key tells them apart, and the best is the SPOT job's
+    assert job["several_jobs"] is True
+    assert [(t["id"], t["rung"], t["job_id"], t["objective"]) for t in job["trials"]] == [
+        ("1", "spot", "iris_tuning_1_spot", 0.99),
+        ("1", "standard", "iris_tuning_1_standard", 0.81),
+        ("2", "standard", "iris_tuning_1_standard", 0.95),
+    ]
+    assert (job["best_trial_id"], job["best_trial_key"]) == ("1", "iris_tuning_1_spot/1")
+    assert job["trials"][0]["key"] == job["best_trial_key"]
+
+
+def test_a_job_without_a_ladder_has_no_rungs_and_trials_keyed_by_id(client: TestClient) -> None:
+    query = {"dag_id": DAG, "run_id": RUN, "task_id": "tune"}
+    job = client.get("/api/task", params=query).raise_for_status().json()["job"]
+
+    assert (job["ladder"], job["several_jobs"], job["best_trial_key"]) == ([], False, "2")
+    assert [(t["key"], t["rung"], t["job_id"]) for t in job["trials"]] == [
+        ("1", None, None),
+        ("2", None, None),
+        ("3", None, None),
+    ]
 
 
 def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestClient) -> None:

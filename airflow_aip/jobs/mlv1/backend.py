@@ -62,9 +62,11 @@ class MlV1Backend(Backend):
         for field, value in (
             ("vertex_job", asked.vertex_job),
             ("executor_image_uri", asked.executor_image_uri),
-            *(asked.placement or {}).items(),
         ):
-            if value is not None and value not in ({}, ""):
+            if value:
+                raise ValidationError(field, "is Vertex AI's vocabulary: set backend='vertex' to use it")
+        for field, value in (asked.placement or {}).items():
+            if value is not None:  # given at all: AI Platform has no Spot, Flex-Start or reservations
                 raise ValidationError(field, "is Vertex AI's vocabulary: set backend='vertex' to use it")
         ml_input = build_training_input({"trainingInput": dict(asked.layered_input)}, **asked.named)
         validate_job({"jobId": asked.first_id, "trainingInput": ml_input, "labels": asked.labels})

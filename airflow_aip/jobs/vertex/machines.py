@@ -236,3 +236,27 @@ def executor_image(spec: Mapping[str, Any], framework: str, *, gpu: bool) -> str
         )
     repository = _repository(str(spec.get("region", "")))
     return f"{repository}-docker.pkg.dev/vertex-ai/training/{image}:latest"
+
+
+_GPU_TWINS = {cpu: gpu for cpu, gpu in DEFAULT_IMAGES.values() if gpu}
+_REGISTRY = re.compile(r"(?:us|europe|asia)-docker\.pkg\.dev/")
+
+
+def image_for(uri: str, *, gpu: bool, region: str | None) -> str:
+    """A pre-built training image moved to ``region``'s registry and to its GPU (or CPU) twin.
+
+    What a capacity ladder's rung needs when it adds or removes GPUs or changes region: the
+    same framework and version, built for the machine it now gets, from the nearest registry.
+    A framework with no GPU build (scikit-learn, XGBoost) keeps its CPU image, which runs on a
+    GPU machine's CPUs. Any other image (a custom container, gcr.io's global registry) is kept.
+    """
+    registry = _REGISTRY.match(uri)
+    if registry is None:
+        return uri
+    image = uri[uri.rindex("/") + 1 :].removesuffix(":latest")
+    if gpu and image in _GPU_TWINS:
+        image = _GPU_TWINS[image]
+    elif not gpu and image in _GPU_TWINS.values():
+        image = next(cpu for cpu, twin in _GPU_TWINS.items() if twin == image)
+    repository = _repository(region) if region else registry.group(0).split("-docker")[0]
+    return f"{repository}-docker.pkg.dev/vertex-ai/training/{image}:latest"

@@ -164,8 +164,8 @@ def _scheduling(scheduling: Mapping[str, Any], overlay: Mapping[str, Any]) -> di
             raise ValidationError(
                 f"{TI}.scheduling.maxWaitTime",
                 "Vertex AI limits the wait for resources only with scheduling.strategy FLEX_START "
-                "(maxWaitDuration); set vertex_job.jobSpec.scheduling.strategy to FLEX_START "
-                "(trialJobSpec for a tuning job), or remove maxWaitTime",
+                "(maxWaitDuration); pass scheduling_strategy='FLEX_START' (or set it in vertex_job), "
+                "or remove maxWaitTime",
             )
         out["maxWaitDuration"] = scheduling["maxWaitTime"]
     return out

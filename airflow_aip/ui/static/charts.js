@@ -49,8 +49,11 @@ function yAxis(root, lo, hi, y) {
   }
 }
 
+// A trial's name in a chart: its ID, and its rung's when the study spans several jobs.
+const trialName = (job, t) => (job.several_jobs ? `${t.rung || "this job"} ${t.id}` : t.id);
+
 function point(job, t, cx, cy, label) {
-  const best = t.id === job.best_trial_id;
+  const best = t.key === job.best_trial_key;
   const g = svgEl("g", { role: "img", "aria-label": label });
   const c = svgEl("circle", { class: best ? "trial best" : "trial", cx, cy, r: best ? 7 : 4.5, "data-trial": t.id, "data-objective": t.objective });
   c.append(svgEl("title", {}, label));
@@ -90,8 +93,8 @@ function metricPerTrial(job) {
   job.trials.forEach((t, i) => {
     root.append(svgEl("text", { x: x(i), y: H - B + 14, "text-anchor": "middle" }, t.id));
     if (t.objective === null) return;
-    const label = `trial ${t.id}: ${metric} ${fmt(t.objective, 6)}; best so far ${fmt(running[i], 6)}` +
-      (t.id === job.best_trial_id ? " (best trial)" : "");
+    const label = `trial ${trialName(job, t)}: ${metric} ${fmt(t.objective, 6)}; best so far ${fmt(running[i], 6)}` +
+      (t.key === job.best_trial_key ? " (best trial)" : "");
     root.append(point(job, t, x(i), y(t.objective), label));
   });
   return root;
@@ -121,8 +124,8 @@ function metricAgainst(job, param) {
     root.append(svgEl("text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v, 3)));
   }
   for (const t of scored) {
-    const label = `trial ${t.id}: ${param.name} ${t.params[param.name]}, ${metric} ${fmt(t.objective, 6)}` +
-      (t.id === job.best_trial_id ? " (best trial)" : "");
+    const label = `trial ${trialName(job, t)}: ${param.name} ${t.params[param.name]}, ${metric} ${fmt(t.objective, 6)}` +
+      (t.key === job.best_trial_key ? " (best trial)" : "");
     root.append(point(job, t, x(t.values[param.name]), y(t.objective), label));
   }
   return root;

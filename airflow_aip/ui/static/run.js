@@ -9,10 +9,11 @@ function exportText(job) {
 }
 
 function bestText(job) {
-  const best = job.trials.find((t) => t.id === job.best_trial_id);
+  const best = job.trials.find((t) => t.key === job.best_trial_key);
   if (!best) return "—";
   const values = Object.entries(best.params).map(([k, v]) => `${k}=${v}`).join(", ");
-  return `trial ${best.id}: ${job.metric} ${fmt(best.objective, 6)}${values ? ` (${values})` : ""}`;
+  const where = job.several_jobs ? ` of ${best.rung || "this job"}` : "";
+  return `trial ${best.id}${where}: ${job.metric} ${fmt(best.objective, 6)}${values ? ` (${values})` : ""}`;
 }
 
 render(() => getJson("run", params().toString()), (data, out) => {

@@ -15,22 +15,63 @@ function jobHeader(job) {
   return head;
 }
 
+// The capacity ladder's rungs, in the order they were tried; the row of the job above is marked.
+const ENDED = {
+  stockout: "stockout", flex_start_wait: "Flex-Start wait ran out", preempted: "Spot VMs reclaimed",
+  quota: "quota refused the create", queued_limit: "QUEUED past queued_limit", resources_exhausted: "resources exhausted",
+};
+
+function ladderTable(job) {
+  const columns = [
+    { label: "Rung", cell: (r) => r.rung ?? "—", numeric: true },
+    { label: "Placement", cell: (r) => r.placement + (r.region ? `, ${r.region}` : "") },
+    { label: "Job", cell: (r) => r.job_id ?? "—" },
+    { label: "State", cell: (r) => (r.state === "NOT_CREATED" ? "not created" : stateText(r.state)) },
+    { label: "Ended because", cell: (r) => (r.ended_because ? el("span", {}, ENDED[r.ended_because] ?? r.ended_because, r.detail ? el("span", { class: "muted detail" }, r.detail) : "") : "—") },
+    { label: "Waited", cell: (r) => seconds(r.waited_s), numeric: true },
+    { label: "Ran", cell: (r) => seconds(r.ran_s), numeric: true },
+  ];
+  const current = job.ladder.find((r) => r.job_id === job.job_id);
+  const caption = `${job.ladder.length} rung(s) tried in order; only a lack of capacity moves the job to the next.` +
+    (current ? ` This job ran on rung ${current.rung} (${current.label}).` : "");
+  const table = el("table", { class: "ladder" }, el("caption", {}, caption));
+  const head = el("tr");
+  for (const c of columns) head.append(el("th", { scope: "col" }, c.label));
+  const body = el("tbody");
+  for (const r of job.ladder) {
+    const mine = r === current;
+    const tr = el("tr", { "data-rung": r.label, class: mine ? "current" : undefined, "aria-current": mine ? "true" : undefined });
+    for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : undefined }, c.cell(r)));
+    body.append(tr);
+  }
+  table.append(el("thead", {}, head), body);
+  return table;
+}
+
+// Where a trial ran, when the study spans several jobs (rungs of a ladder, a resumed study).
+const ranOn = (t) => el("span", {}, t.rung || "this job", " ", el("span", { class: "muted" }, t.job_id ?? ""));
+
 function trialsTable(job) {
   const metric = job.metric || "objective";
   const columns = [
-    { label: "Trial", cell: (t) => (t.id === job.best_trial_id ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
+    { label: "Trial", cell: (t) => (t.key === job.best_trial_key ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
+    ...(job.several_jobs ? [{ label: "Ran on", cell: ranOn, sort: (t) => `${t.rung ?? ""} ${t.job_id ?? ""}` }] : []),
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : "") },
     ...job.parameters.map((p) => ({ label: p.name, cell: (t) => (t.values[p.name] != null ? fmt(t.values[p.name], 4) : t.params[p.name] ?? "—"), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
     { label: metric, cell: (t) => fmt(t.objective, 6), sort: (t) => t.objective, numeric: true },
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
   ];
-  const caption = `${job.trials.length} trials, ${job.goal === "MINIMIZE" ? "minimizing" : "maximizing"} ${metric}. ` +
-    (job.best_trial_id ? `Best: trial ${job.best_trial_id} (highlighted). ` : "No best trial. ") + "Click a heading to sort.";
+  const best = job.trials.find((t) => t.key === job.best_trial_key);
+  const bestText = best ? `Best: trial ${best.id}${job.several_jobs ? ` of ${best.rung || "this job"}` : ""} (highlighted). ` : "No best trial. ";
+  const across = job.several_jobs ? ` across ${new Set(job.trials.map((t) => t.job_id)).size} jobs` : "";
+  const caption = `${job.trials.length} trials${across}, ${job.goal === "MINIMIZE" ? "minimizing" : "maximizing"} ${metric}. ` +
+    bestText + "Click a heading to sort.";
   const table = sortableTable(caption, columns, job.trials, (t) => ({
     "data-trial": t.id,
-    class: t.id === job.best_trial_id ? "best" : undefined,
-    "aria-current": t.id === job.best_trial_id ? "true" : undefined,
+    "data-job": t.job_id ?? undefined,
+    class: t.key === job.best_trial_key ? "best" : undefined,
+    "aria-current": t.key === job.best_trial_key ? "true" : undefined,
   }));
   table.classList.add("trials");
   return table;
@@ -38,6 +79,7 @@ function trialsTable(job) {
 
 function drawJob(job, out) {
   out.append(jobHeader(job));
+  if (job.ladder.length) out.append(el("h2", {}, "Capacity ladder"), ladderTable(job));
   if (!job.tuning) {
     out.append(el("p", {}, "This job was not a hyperparameter-tuning job: it has no trials."));
     return;
