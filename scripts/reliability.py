@@ -138,6 +138,46 @@ def pipeline_row(runs: int) -> tuple[list[str], dict[str, Any]]:
     return row, detail
 
 
+def ladder_row(runs: int) -> tuple[list[str], dict[str, Any]]:
+    """The capacity ladder [an out-of-stock rung, a good one] at a 20% fault rate: one job per rung."""
+    outcome = run_pytest(
+        ["tests/integration/test_reliability_ladder.py"], 1, {"AIP_RELIABILITY_RUNS": str(runs)}
+    )
+    if not outcome.reports:
+        raise RuntimeError("the fault-rate ladder test wrote no report")
+    results = outcome.reports[0]["runs"]
+
+    def rungs_as_expected(result: dict[str, Any]) -> bool:
+        states = [(job.get("rung"), job.get("state"), job.get("code")) for job in result["jobs"]]
+        expected = [("a100", "FAILED", 8), ("cpu", "SUCCEEDED", None)]
+        return result["state"] == "success" and states == expected and result["creates_applied"] == 2
+
+    succeeded = sum(rungs_as_expected(r) for r in results)
+    jobs = sum(len(r["jobs"]) for r in results)
+    duplicates = sum(max(0, len(r["jobs"]) - 2) for r in results)
+    missing = sum(max(0, 2 - len(r["jobs"])) for r in results)
+    calls, faults = sum(r.get("calls", 0) for r in results), sum(r.get("faults", 0) for r in results)
+    on_creates = sum(sum(r.get("create_faults", {}).values()) for r in results)
+    detail = {
+        "runs": runs,
+        "succeeded": succeeded,
+        "jobs": jobs,
+        "duplicates": duplicates,
+        "missing": missing,
+    }
+    detail |= {"calls": calls, "faults": faults, "faults_on_create": on_creates}
+    row = [
+        "A capacity ladder [an A100 rung the region is out of (`--stockout`), a CPU rung] (`dag.test()`) "
+        f"against `aip-local serve --fault-rate 0.2`: {faults} faults injected in {calls} calls "
+        f"({on_creates} on creates)",
+        f"{runs} runs",
+        f"{succeeded}/{runs} with one job per rung (rung 1 FAILED code 8, rung 2 SUCCEEDED); {jobs} jobs "
+        f"for {runs} two-rung ladders; duplicates {duplicates}, missing {missing}",
+        "`AIP_RELIABILITY_RUNS=20 pytest tests/integration/test_reliability_ladder.py`",
+    ]
+    return row, detail
+
+
 def repeated_row(
     what: str, selection: list[str], repeats: int, command: str
 ) -> tuple[list[str], dict[str, Any]]:
@@ -185,6 +225,7 @@ def main() -> int:
         print(f"{name}: {made[0][2]}", flush=True)
 
     add("pipeline_faults", pipeline_row(args.runs))
+    add("ladder_faults", ladder_row(args.runs))
     add(
         "create_faults",
         repeated_row(

@@ -6,6 +6,10 @@ two ``airflow celery worker``s, each with its own HOME, AIRFLOW_HOME (its task l
 and its own TMPDIR on a tmpfs mounted in a mount namespace of its own: what one worker writes
 there, the other worker (and this test) cannot see, as on two machines. Both also serve the
 default queue, so a retry can go to either. Everything listens on 127.0.0.1 and is stopped by PID.
+
+The region is out of A100s (``POST /_capacity``; the service runs with ``--fault-admin``, which
+injects nothing unless asked), so a capacity ladder's A100 rung fails for capacity and climbs; no
+other test asks for an A100. A worker a test SIGKILLed can be started again (``Worker.revive``).
 """
 
 from __future__ import annotations
@@ -34,6 +38,8 @@ CELERY_DAGS = Path(__file__).resolve().parent / "dags"
 QUEUES = {"worker_a": "aip_a", "worker_b": "aip_b"}  # worker -> its own queue
 TERMINAL_RUN_STATES = {"success", "failed"}
 HEARTBEAT_TIMEOUT = 30  # seconds without a task heartbeat before the scheduler fails the try
+STOCKOUTS = ["us-central1:NVIDIA_TESLA_A100"]  # what the tier's region lacks (a ladder's first rung)
+DAG_IDS = ["aip_training_pipeline", "aip_celery_kill", "aip_celery_ladder_kill"]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -49,6 +55,10 @@ class Worker:
     home: Path
     tmpdir: Path
     proc: subprocess.Popen[bytes]
+    argv: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
+    log: Path | None = None
+    started_at: int = 0  # the log's size when the process started: its own lines follow
 
     def task_log(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> Path:
         """Where this worker keeps a try's log (Airflow's default layout, under its own home)."""
@@ -81,6 +91,30 @@ class Worker:
                 process.send_signal(signal.SIGKILL)
         self.proc.wait()
         return [process.pid for process in tree]
+
+    def revive(self) -> None:
+        """Start the worker again if a test killed it (same name, home, queues; a fresh tmpfs); see
+        ``wait_until_ready``. The stack's cleanup stops this object's process, so the new one."""
+        if self.proc.poll() is None:
+            return
+        assert self.log is not None
+        self.started_at = self.log.stat().st_size
+        self.proc = _start(self.argv, self.env, self.log)
+
+    def wait_until_ready(self, timeout: float = 240) -> None:
+        """Until the (re)started worker logs that it is ready to take tasks."""
+        assert self.log is not None
+        deadline = time.monotonic() + timeout
+        while True:
+            with self.log.open("rb") as out:
+                out.seek(self.started_at)
+                if b" ready." in out.read():
+                    return
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{self.name} was not ready within {timeout}s; see {self.log}")
+            time.sleep(0.5)
 
 
 @dataclass
@@ -134,6 +168,14 @@ class CeleryStack:
         ]
 
 
+def capacity(ml_url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``POST /_capacity`` on the local service: what its region lacks from now on."""
+    found: dict[str, Any] = (
+        httpx.post(f"{ml_url.rstrip('/')}/_capacity", json=body, timeout=30).raise_for_status().json()
+    )
+    return found
+
+
 def _private_tmp_works(probe: Path) -> bool:
     """Can this user give a process a tmpfs of its own (a mount namespace)? Root can."""
     probe.mkdir(parents=True, exist_ok=True)
@@ -165,8 +207,9 @@ def _start_worker(name: str, root: Path, env: dict[str, str]) -> Worker:
     argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script, "sh"]
     argv += ["airflow", "celery", "worker", "-H", f"{name}@%h", "-q", queues, "-c", "2"]
     argv += ["--without-gossip", "--without-mingle"]
-    proc = _start(argv, worker_env, root / f"{name}.log")
-    return Worker(name, QUEUES[name], home, tmpdir, proc)
+    log = root / f"{name}.log"
+    proc = _start(argv, worker_env, log)
+    return Worker(name, QUEUES[name], home, tmpdir, proc, argv, worker_env, log)
 
 
 def _wait_until_ready(stack: CeleryStack, dag_ids: list[str], root: Path) -> None:
@@ -241,7 +284,10 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelerySta
     with ExitStack() as cleanup:
         db_url = cleanup.enter_context(servers.postgres(root / "postgres.log"))
         broker_url = cleanup.enter_context(servers.redis(root / "redis", root / "redis.log"))
-        service_env = cleanup.enter_context(local_service(root / "aip-local", log, max_running_jobs=4))
+        service_env = cleanup.enter_context(
+            local_service(root / "aip-local", log, max_running_jobs=4, fault_admin=True)
+        )
+        capacity(service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"], {"stockouts": STOCKOUTS})
         gcs_url = service_env["STORAGE_EMULATOR_HOST"]
         trainer = stage_trainer(gcs_url, root / "sdist")
         bucket = storage_client(gcs_url).create_bucket(f"aip-celery-{uuid.uuid4().hex[:12]}")
@@ -276,6 +322,6 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelerySta
             started_in=0.0,
             procs=procs,
         )
-        _wait_until_ready(stack, ["aip_training_pipeline", "aip_celery_kill"], root)
+        _wait_until_ready(stack, DAG_IDS, root)
         stack.started_in = time.monotonic() - started
         yield stack

@@ -4,6 +4,8 @@
   so it rebuilds the trainer from its source and stages the build's exact bytes.
 - A worker SIGKILLed while its task waits on a training job: the scheduler fails the try when
   the heartbeats stop, the retry runs on the other worker and adopts the job: still one job.
+- The same mid-ladder: rung 1 out of stock (FAILED, code 8), the worker SIGKILLed under rung 2's
+  job; the retry passes rung 1's job and adopts rung 2's: two jobs in all, one per rung.
 
 ``AIP_RELIABILITY_REPORT`` (a JSON file) receives the timings, figures for RELIABILITY.md, never
 assertions.
@@ -23,11 +25,12 @@ import pytest
 
 from tests.celery.conftest import CeleryStack
 from tests.fixtures.local_service import storage_client
-from tests.fixtures.vertex import vertex_jobs
+from tests.fixtures.vertex import aiplatform, vertex_jobs
 
 pytestmark = pytest.mark.celery
 PIPELINE = "aip_training_pipeline"
 KILL = "aip_celery_kill"
+LADDER = "aip_celery_ladder_kill"
 
 
 def _report(**figures: Any) -> None:
@@ -136,3 +139,78 @@ def test_a_worker_killed_while_its_job_trains_the_retry_adopts_the_job(celery_st
     assert stack.xcom(KILL, run_id, "train")["job_id"] == job["jobId"]
     jobs = _jobs(stack, project)
     assert [(j["jobId"], j["state"]) for j in jobs] == [(job["jobId"], "SUCCEEDED")]
+
+
+def _rung_jobs(stack: CeleryStack, project: str, rung: str) -> list[dict[str, Any]]:
+    """The project's CustomJobs of one ladder rung, found by their ``aip_rung`` label."""
+    jobs = aiplatform(stack.ml_url).projects().locations().customJobs()
+    parent = f"projects/{project}/locations/us-central1"
+    listed = jobs.list(parent=parent, filter=f'labels.aip_rung="{rung}"').execute()
+    return list(listed.get("customJobs", []))
+
+
+def test_a_worker_lost_mid_ladder_the_retry_resumes_at_the_rung_reached(celery_stack: CeleryStack) -> None:
+    stack, project = celery_stack, f"celery-ladder-{uuid.uuid4().hex[:6]}"
+    for worker in stack.workers.values():  # an earlier test may have killed one: the retry needs it
+        worker.revive()
+    conf = {
+        "project_id": project,
+        "package_uri": stack.package_uri,
+        "job_dir": f"gs://{stack.bucket}/ladder/{project}",
+        "seconds": 20,  # it ends while the scheduler waits for the lost heartbeats: no cost
+    }
+    run_id = stack.trigger(LADDER, conf)
+
+    def rung_two_held_by_a_worker() -> list[str]:
+        cpu = _rung_jobs(stack, project, "cpu")
+        running = stack.task_states(LADDER, run_id).get("train") == "running"
+        return stack.ran_on(LADDER, run_id, "train") if running and cpu else []
+
+    (first,) = _wait(rung_two_held_by_a_worker, "rung 2's job under a running task")
+    (rung_two,) = _rung_jobs(stack, project, "cpu")
+    # The task has announced rung 2's job: it climbed, and it holds that job now.
+    log = stack.workers[first].task_log(LADDER, run_id, "train")
+    _wait(lambda: f"{rung_two['displayName']} on rung cpu" in log.read_text(), "rung 2 in the task log", 60)
+    killed_at = time.monotonic()
+    killed = stack.workers[first].kill()
+    for worker in stack.workers.values():  # the retry's worker: ready long before the heartbeat timeout
+        if worker.name != first:
+            worker.wait_until_ready()
+
+    state = stack.wait_for_run(LADDER, run_id)
+    _report(
+        celery_ladder_kill={
+            "processes_killed": len(killed),
+            "kill_to_run_end_s": round(time.monotonic() - killed_at, 1),
+            "job_s": 20,
+        }
+    )
+
+    assert state == "success", stack.task_states(LADDER, run_id)
+    assert stack.task_instance(LADDER, run_id, "train")["try_number"] == 2
+    other = next(name for name in stack.workers if name != first)
+    assert stack.ran_on(LADDER, run_id, "train", attempt=2) == [other]
+    retry_log = stack.workers[other].task_log(LADDER, run_id, "train", attempt=2).read_text()
+    assert "Creating Vertex AI customJobs" not in retry_log  # nothing created again: rung 1 included
+    (passed,) = [line for line in retry_log.splitlines() if "Capacity ladder: rung 1, a100" in line]
+    assert "ended (stockout)" in passed
+    (adopted,) = [
+        line
+        for line in retry_log.splitlines()
+        if f"Training job {rung_two['displayName']} (" in line and " exists, " in line
+    ]
+    assert "exists, made by an earlier try of this task instance: adopt" in adopted
+
+    jobs = _jobs(stack, project)
+    assert [(j["job"]["labels"]["aip_rung"], j["state"]) for j in jobs] == [
+        ("a100", "FAILED"),
+        ("cpu", "SUCCEEDED"),
+    ]
+    assert jobs[0]["job"]["error"]["code"] == 8
+    assert jobs[1]["jobId"] == rung_two["displayName"]
+    summary = stack.xcom(LADDER, run_id, "train")
+    assert summary["job_id"] == rung_two["displayName"]
+    assert [(r["label"], r["job_id"], r["state"], r["ended_because"]) for r in summary["ladder"]] == [
+        ("a100", jobs[0]["jobId"], "FAILED", "stockout"),
+        ("cpu", jobs[1]["jobId"], "SUCCEEDED", None),
+    ]
