@@ -21,6 +21,7 @@ import pytest
 import yaml
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
+from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
 from tests.fixtures.local_service import LocalService, StagedTrainer, serving
 from tests.integration.test_local_service_vertex import aiplatform_client
 
@@ -34,13 +35,7 @@ FLAGS = [
     f"--quota={REGION}:custom_model_training_nvidia_l4_gpus=0",
     "--flex-start-capacity-after=never",
 ]
-A100 = {
-    "label": "a100",
-    "machine_type": "a2-highgpu-1g",
-    "accelerator_type": "NVIDIA_TESLA_A100",
-    "accelerator_count": 1,
-}
-CPU = {"label": "cpu", "strategy": "STANDARD", "machine_type": "n1-standard-4", "accelerator_count": 0}
+A100, CPU = A100_RUNG, CPU_RUNG
 
 DAG = """\
 from datetime import datetime

@@ -27,6 +27,7 @@ import pytest
 
 from airflow_aip.jobs.vertex.view import job_state
 from airflow_aip.local.storage.gcs import FakeGcsServer
+from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
 from tests.fixtures.local_service import LocalService, StagedTrainer, serving
 from tests.integration.test_local_service_vertex import aiplatform_client
 from tests.integration.test_reliability_pipeline import stats, through_faults
@@ -36,13 +37,7 @@ FAULT_RATE = 0.2
 RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 2)
 SEED = int(os.environ.get("AIP_RELIABILITY_SEED") or random.randrange(1 << 30))
 REGION = "us-central1"
-A100 = {
-    "label": "a100",
-    "machine_type": "a2-highgpu-1g",
-    "accelerator_type": "NVIDIA_TESLA_A100",
-    "accelerator_count": 1,
-}
-CPU = {"label": "cpu", "strategy": "STANDARD", "machine_type": "n1-standard-4", "accelerator_count": 0}
+A100, CPU = A100_RUNG, CPU_RUNG
 
 DAG = """\
 from datetime import datetime
