@@ -152,8 +152,7 @@ class LadderMixin:
         """Resumed from the trigger: climb on a capacity ending, else finish with the ladder's summary."""
         name = str(event.get("job_name") or "")
         region = self.job_api.addressing(name).region if name else None
-        rung = self._rung_named(plan, name, region)
-        if self._climbs(event, rung, region, plan):
+        if self._climbs(event, None, region, plan):
             return self.run_ladder(context, plan)
         return self.finish_ladder(event, plan, self._climb(plan, create=False))
 
@@ -226,8 +225,11 @@ class LadderMixin:
             else None,
         )
 
-    def _climbs(self, event: dict[str, Any], rung: Rung, region: str | None, plan: LadderPlan) -> bool:
-        """Whether the wait ended for capacity (the ladder's next rung), cancelling a job QUEUED too long."""
+    def _climbs(self, event: dict[str, Any], rung: Rung | None, region: str | None, plan: LadderPlan) -> bool:
+        """Whether the wait ended for capacity (the ladder's next rung), cancelling a job QUEUED too long.
+
+        ``rung``: the job's, or None to read it off the job's ``aip_rung`` label (after a deferral).
+        """
         if not plan.rungs or event.get("status") not in ("queued", "failed", "cancelled"):
             return False
         hook, name = self._hook_in(region), str(event.get("job_name"))
@@ -239,13 +241,11 @@ class LadderMixin:
                     break
                 time.sleep(min(self.poll_interval, 2.0))
             return True
-        return rung_ending(hook.read(name), rung, time.time()) is not None
-
-    def _rung_named(self, plan: LadderPlan, name: str, region: str | None) -> Rung:
-        if not plan.rungs:
-            return Rung(label="job")
-        label = (self._hook_in(region).read(name).get("labels") or {}).get(RUNG_LABEL)
-        return next((rung for rung in plan.rungs if rung.label == label), plan.rungs[0])
+        job = hook.read(name)
+        if rung is None:
+            label = (job.get("labels") or {}).get(RUNG_LABEL)
+            rung = next((each for each in plan.rungs if each.label == label), plan.rungs[0])
+        return rung_ending(job, rung, time.time()) is not None
 
     def _with_ladder(self, summary: dict[str, Any], plan: LadderPlan, position: Position) -> dict[str, Any]:
         rungs = plan.rungs or (Rung(label="job"),)
