@@ -17,6 +17,7 @@ and the best over all of them.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, cast
@@ -28,6 +29,7 @@ from airflow_aip.jobs.capacity import rung_ending
 from airflow_aip.jobs.ids import with_attempt
 from airflow_aip.jobs.ladder import RUNG_LABEL, Rung, ladder_requests
 from airflow_aip.jobs.ladder_trials import Earlier, continue_study, rung_record, with_ladder
+from airflow_aip.jobs.logs import LogStream
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
@@ -143,6 +145,7 @@ class LadderMixin:
                 poll_interval=self.poll_interval,
                 deadline=end_time,
                 log=self.log,
+                stream_for=self._log_stream if self.stream_logs else None,
                 queued_limit=rung.queued_limit if plan.rungs else None,
             ).run(job)
             if not self._climbs(event, rung, request.region, plan):
@@ -165,6 +168,12 @@ class LadderMixin:
         return self._with_ladder(finished(event, self.log), plan, position)
 
     # -- helpers ----------------------------------------------------------------------------
+
+    def _log_stream(self, seen: Mapping[str, Any]) -> LogStream:
+        """Each rung's job's log lines in the task log, as without a ladder (within the budget)."""
+        return LogStream.for_job(
+            str(seen["log_id"]), seen.get("create_time"), lines_per_minute=self.max_log_lines_per_minute
+        )
 
     def _climb(self, plan: LadderPlan, *, create: bool = True) -> Position:
         if not plan.rungs:  # a resumed study without a ladder: one job, created as any job is

@@ -211,10 +211,9 @@ def test_queued_past_the_rung_limit_is_cancelled_and_climbs(
     assert (first["label"], first["ended_because"], first["ran_seconds"]) == ("l4", "queued_limit", None)
     assert first["waited_seconds"] >= 3
     assert [j["state"] for j in jobs_of(env, dag_id)] == ["JOB_STATE_CANCELLED", "JOB_STATE_SUCCEEDED"]
-    assert (
-        "is QUEUED for quota custom_model_training_nvidia_l4_gpus in us-central1, 0 min"
-        in capsys.readouterr().out
-    )
+    printed = capsys.readouterr().out
+    assert "is QUEUED for quota custom_model_training_nvidia_l4_gpus in us-central1, 0 min" in printed
+    assert "training with message=" in printed  # rung 2's own log lines, streamed into the task log
 
 
 def test_giving_up_on_a_rung_cancels_its_job_and_climbs_no_further(
