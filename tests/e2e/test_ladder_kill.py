@@ -1,8 +1,8 @@
 """A user kills a capacity ladder's task while it is deferred on its second rung.
 
-``aip_e2e_ladder_kill`` (tests/e2e/dags): rung 1 out of stock (the service's region lacks A100s,
-set here through ``POST /_capacity``), so its job fails with code 8 and the task climbs and
-defers again on rung 2's long job. Once the triggerer watches rung 2's job, a user marks the task
+``aip_e2e_ladder_kill`` (tests/e2e/dags): rung 1 a Flex-Start A100 that never comes (set here
+through ``POST /_capacity``), so after its 15 s wait its job fails with code 8 and the task climbs
+and defers again on rung 2's long job. Once the triggerer watches rung 2's job, a user marks the task
 failed through the REST API: the trigger's ``on_kill`` cancels rung 2's job; rung 1's job stays
 FAILED and no third job is created.
 
@@ -48,7 +48,9 @@ def ladder_project(airflow_stack: AirflowStack) -> Iterator[str]:
     """The region out of A100s, the DAG parsed, and a project whose leftover jobs are cancelled."""
     stack = airflow_stack
     httpx.post(
-        f"{stack.ml_url.rstrip('/')}/_capacity", json={"stockouts": STOCKOUTS}, timeout=30
+        f"{stack.ml_url.rstrip('/')}/_capacity",
+        json={"stockouts": STOCKOUTS, "flexStartCapacityAfter": None},
+        timeout=30,
     ).raise_for_status()
     _wait(lambda: stack.api.get(f"dags/{DAG_ID}").status_code == 200, f"{DAG_ID} parsed", lambda: stack.log)
     project = f"e2e-ladder-{uuid.uuid4().hex[:6]}"

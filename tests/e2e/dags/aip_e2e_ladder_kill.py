@@ -1,9 +1,11 @@
 """A capacity ladder waited on deferred, until a user kills the task on its second rung.
 
-Rung 1 asks for an A100, which the test makes the region run out of (``POST /_capacity``): its
-job fails with code 8, the trigger fires, the task climbs and defers again on rung 2, a CPU job
-that would train for 10 minutes. A user's kill then reaches the trigger of rung 2's job, which
-must cancel that job, and only that one.
+Rung 1 asks for a Flex-Start A100 that never comes (the test sets ``POST /_capacity``): after
+its 15 s ``maxWaitDuration`` its job fails with code 8, the trigger fires, the task climbs and
+defers again on rung 2, a CPU job that would train for 10 minutes. A user's kill then reaches the
+trigger of rung 2's job, which must cancel that job, and only that one. (Not a stockout, which
+fails in a second: a trigger that fires before the scheduler has seen the task defer meets
+Airflow's executor-event race and fails the task with no log line of ours.)
 """
 
 from __future__ import annotations
@@ -14,8 +16,10 @@ from airflow.sdk import DAG
 
 from airflow_aip.operators import SubmitTrainingJobOperator
 
-A100 = {
+A100 = {  # Flex-Start, so rung 1 fails after 15 s of waiting, not at once: see the docstring
     "label": "a100",
+    "strategy": "FLEX_START",
+    "max_wait_duration": "15s",
     "machine_type": "a2-highgpu-1g",
     "accelerator_type": "NVIDIA_TESLA_A100",
     "accelerator_count": 1,
