@@ -7,41 +7,54 @@ aip_prepare_data landed, or on the two CSVs given in the form (both, as `gs://` 
 neither, it stops at once and says to run aip_prepare_data first.
 
 It trains one job with fixed hyperparameters: the champion's, when there is one and
-*Reuse the champion's hyperparameters* is on, else the form's `C` and `max_iter`. Then
-**promote_if_better** compares the new model's eval accuracy with the champion's manifest
-(`models/iris-retrained/champion.json`) and exports and promotes it only when it is better
-(a tie keeps the champion).
+*Reuse the champion's hyperparameters* is on, else the form's `C` and `max_iter`. Then the
+*Champion store* decides where the champion lives:
+
+- **registry** (default): **export_model** copies the model to Cloud Storage with its manifest,
+  and **register_model** uploads it as a new version of `iris-retrained` in Vertex AI Model
+  Registry, then moves the alias `champion` to it only if its eval accuracy beats the
+  champion's (a tie keeps the champion). Every promotion is recorded in
+  `models/iris-retrained/champion-ledger.json`; **aip_rollback_champion** moves the alias back.
+  A promotion emits an event of the Asset **iris_champion_model**.
+- **gcs**: **export_model** compares the accuracy with the champion's manifest
+  (`models/iris-retrained/champion.json`) and exports and promotes the model only when it is
+  better.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 import pendulum
 from aip_examples import (
+    CHAMPION_ALIAS,
+    CHAMPION_LEDGER_URI,
     CHAMPION_MANIFEST_URI,
     IRIS_DATA_URI,
     METRIC_TAG,
+    REGISTRY_MODEL_ID,
     RETRAINED_MODELS_URI,
     TRAINER_MODULE,
     TRAINER_PACKAGE,
     job_params,
     require_bucket,
 )
-from aip_examples.retraining import GCS_CSV_PATTERN, pick_training_data
+from aip_examples.retraining import GCS_CSV_PATTERN, champion_hyperparameters, pick_training_data
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
 from airflow_aip.operators import (
     BuildTrainerPackageOperator,
     ExportArtifactsOperator,
+    RegisterModelOperator,
     StagePackagesOperator,
     SubmitTrainingJobOperator,
 )
 
 log = logging.getLogger(__name__)
 IRIS_DATA = Asset(name="iris_training_data", uri=IRIS_DATA_URI)
+# Its events carry the new champion's version, alias, metric and job (only when the champion changed).
+IRIS_CHAMPION = Asset(name="iris_champion_model", uri=f"{RETRAINED_MODELS_URI}/{REGISTRY_MODEL_ID}")
 BUCKET = IRIS_DATA_URI.split("/")[2]
 
 with DAG(
@@ -54,6 +67,15 @@ with DAG(
     tags=["airflow_aip", "example"],
     params={
         **job_params(),
+        "champion_store": Param(
+            "registry",
+            type="string",
+            enum=["registry", "gcs"],
+            title="Champion store",
+            description="registry: every model becomes a version in Vertex AI Model Registry, and the "
+            "alias 'champion' moves to it only when it is better. gcs: the champion is a manifest in "
+            "Cloud Storage, and only a better model is exported.",
+        ),
         "C": Param(
             1.0,
             type="number",
@@ -119,13 +141,8 @@ with DAG(
         params = get_current_context()["params"]
         chosen = {"C": params["C"], "max_iter": params["max_iter"]}
         if params["reuse_champion_hyperparameters"]:
-            from airflow_aip.hooks import StorageHook
-
-            hook = StorageHook()
-            if hook.exists(CHAMPION_MANIFEST_URI):
-                champion = json.loads(hook.read_bytes(CHAMPION_MANIFEST_URI))
-                found = champion.get("hyperparameters") or {}
-                chosen = {k: found.get(k, v) for k, v in chosen.items()}
+            found = champion_hyperparameters(params)
+            chosen = {k: found.get(k, v) for k, v in chosen.items()}
         # The API takes args as strings.
         return {"C": str(float(chosen["C"])), "max_iter": str(int(float(chosen["max_iter"])))}
 
@@ -166,15 +183,36 @@ with DAG(
         framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
         deferrable=True,
     )
-    promote = ExportArtifactsOperator(
-        task_id="promote_if_better",
+    export = ExportArtifactsOperator(
+        task_id="export_model",
         project_id="{{ params.project_id }}",
         backend="{{ params.backend }}",
         job_id="{{ ti.xcom_pull(task_ids='train')['name'] }}",  # the resource name: it carries the region
         destination_uri=RETRAINED_MODELS_URI,
         metrics_file="metrics.json",
         metric_key=METRIC_TAG,
-        champion_manifest_uri=CHAMPION_MANIFEST_URI,
+        # The Cloud Storage gate, only when the champion lives there ("" is no gate).
+        champion_manifest_uri="{{ '" + CHAMPION_MANIFEST_URI + "' if params.champion_store == 'gcs' }}",
+    )
+
+    @task.short_circuit
+    def registry_chosen() -> bool:
+        """Register only when the champion lives in the Model Registry."""
+        return bool(get_current_context()["params"]["champion_store"] == "registry")
+
+    register = RegisterModelOperator(
+        task_id="register_model",
+        project_id="{{ params.project_id }}",
+        region="{{ params.region }}",
+        manifest_uri="{{ ti.xcom_pull(task_ids='export_model')['manifest_uri'] }}",
+        model=REGISTRY_MODEL_ID,
+        framework="scikit-learn",  # the pre-built sklearn prediction container serves it
+        runtime_version="{{ params.runtime_version }}",
+        champion_alias=CHAMPION_ALIAS,
+        ledger_uri=CHAMPION_LEDGER_URI,
+        training_data=[data["train"], data["eval"]],
+        champion_asset=IRIS_CHAMPION,
+        deferrable=True,
     )
     data >> stage  # new_data checks the bucket and the data before anything is written
-    train >> promote
+    train >> export >> registry_chosen() >> register

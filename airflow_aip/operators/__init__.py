@@ -1,10 +1,11 @@
-"""Operators: build, stage, train (and cancel), export. Each module is cheap to import."""
+"""Operators: build, stage, train (and cancel), export, register (and roll back). Cheap to import."""
 
 from __future__ import annotations
 
 from airflow_aip.operators.cancel import CancelTrainingJobOperator
 from airflow_aip.operators.export import ExportArtifactsOperator
 from airflow_aip.operators.package import BuildTrainerPackageOperator
+from airflow_aip.operators.registry import RegisterModelOperator, RollbackChampionOperator
 from airflow_aip.operators.staging import StagePackagesOperator
 from airflow_aip.operators.training import SubmitTrainingJobOperator
 
@@ -12,6 +13,8 @@ __all__ = [
     "BuildTrainerPackageOperator",
     "CancelTrainingJobOperator",
     "ExportArtifactsOperator",
+    "RegisterModelOperator",
+    "RollbackChampionOperator",
     "StagePackagesOperator",
     "SubmitTrainingJobOperator",
 ]

@@ -39,8 +39,8 @@ import asyncio
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Hashable, Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, Protocol
 
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.states import JobState
@@ -48,21 +48,29 @@ from airflow_aip.jobs.waiting import Seen
 from airflow_aip.jobs.watch import Listed, WatchBatch
 from airflow_aip.triggers.rounds import NEVER, RoundScheduler
 
-if TYPE_CHECKING:
-    from airflow_aip.hooks.job_client import JobClient
-
 log = logging.getLogger(__name__)
 
 GATHER_SECONDS = 0.5  # a first read waits this long for the others registering with it (a restart)
 MAX_CONCURRENT_READS = 4  # requests of one round in flight at once
 Read = Listed | BaseException
 
+
+class PolledClient(Protocol):
+    """What the poller reads through: a job client, or the Model Registry's operations."""
+
+    def watch_batches(self, watched: Sequence[tuple[str, str]]) -> list[WatchBatch]: ...
+
+    async def alist_batch(self, batch: WatchBatch) -> Mapping[str, Listed]: ...
+
+    async def aread(self, name: str) -> dict[str, Any]: ...
+
+
 _POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[Hashable, JobPoller]] = (
     weakref.WeakKeyDictionary()
 )
 
 
-def job_poller(key: Hashable, make_hook: Callable[[], JobClient]) -> JobPoller:
+def job_poller(key: Hashable, make_hook: Callable[[], PolledClient]) -> JobPoller:
     """The running loop's poller for ``key`` (API, endpoint, identity, project, region: see
     ``JobHooksMixin.poller_key``); ``make_hook`` is called only to start a new one, so 5,000
     triggers do not build 5,000 hooks."""
@@ -119,7 +127,7 @@ class JobPoller(RoundScheduler):
 
     def __init__(
         self,
-        hook: JobClient,
+        hook: PolledClient,
         *,
         on_idle: Callable[[], object] = lambda: None,
         clock: Callable[[], float] = time.monotonic,

@@ -145,6 +145,10 @@ def write_split(
 IRIS_DATA_URI = f"gs://{EXAMPLE_BUCKET}/data/iris"
 RETRAINED_MODELS_URI = f"gs://{EXAMPLE_BUCKET}/models/iris-retrained"
 CHAMPION_MANIFEST_URI = f"{RETRAINED_MODELS_URI}/champion.json"
+# The registry's champion: versions of one model; the ledger records every promotion and rollback.
+REGISTRY_MODEL_ID = "iris-retrained"
+CHAMPION_ALIAS = "champion"
+CHAMPION_LEDGER_URI = f"{RETRAINED_MODELS_URI}/champion-ledger.json"
 
 
 def eval_fraction_param() -> Param:

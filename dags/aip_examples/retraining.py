@@ -50,3 +50,29 @@ def _from_event(event: Any, source: str) -> dict[str, str]:
     if not extra.get("train") or not extra.get("eval"):
         raise NoTrainingDataError(f"train_data/eval_data: {source} names no train and eval CSVs")
     return {"train": str(extra["train"]), "eval": str(extra["eval"]), "source": source}
+
+
+def champion_hyperparameters(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The current champion's hyperparameters, from its manifest ({} when there is no champion).
+
+    ``champion_store`` says where the champion is: the registry's alias (its version's
+    ``artifactUri`` holds the export manifest) or the Cloud Storage champion manifest.
+    """
+    import json
+
+    from aip_examples import CHAMPION_ALIAS, CHAMPION_MANIFEST_URI, REGISTRY_MODEL_ID
+    from airflow_aip.hooks import StorageHook
+
+    storage = StorageHook()
+    manifest_uri: str | None = CHAMPION_MANIFEST_URI
+    if params.get("champion_store") == "registry":
+        from airflow_aip.hooks.registry import ModelRegistryHook
+
+        registry = ModelRegistryHook(project_id=params["project_id"], region=params["region"])
+        name = f"{registry.parent()}/models/{REGISTRY_MODEL_ID}@{CHAMPION_ALIAS}"
+        version = registry.get_model(name)
+        artifact = str((version or {}).get("artifactUri") or "").rstrip("/")
+        manifest_uri = f"{artifact}/manifest.json" if artifact else None
+    if not manifest_uri or not storage.exists(manifest_uri):
+        return {}
+    return dict(json.loads(storage.read_bytes(manifest_uri)).get("hyperparameters") or {})

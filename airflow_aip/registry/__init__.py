@@ -1,0 +1,7 @@
+"""The Model Registry's rules, pure: what a version is uploaded as, and how a champion moves.
+
+:mod:`.upload` turns an export's manifest into one ``models.upload`` request whose labels find
+it again (exactly once); :mod:`.champion` decides a promotion or a rollback and records it in a
+ledger that a generation precondition makes a compare-and-swap. The register operators fetch and
+write through hooks and ask these modules every question of policy.
+"""

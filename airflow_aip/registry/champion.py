@@ -1,0 +1,177 @@
+"""The champion gate on the Model Registry, and the ledger that makes a promotion all-or-nothing.
+
+Who is champion is the registry's answer: the version holding the alias. How good it is comes
+from its own export manifest (``{artifactUri}/manifest.json``), never from a label that
+formatting could round.
+
+Why a ledger as well as the alias. ``mergeVersionAliases`` moves an alias in one call, but it
+is not conditional: two runs that both beat the old champion would both move it, and the last
+one wins even when it is the worse. So a promotion first commits itself to a small JSON object
+in Cloud Storage (the ledger) with a generation precondition: exactly one of two racers commits
+against the champion it judged, and the other re-reads and judges again, against the winner.
+The alias then follows the ledger. Every promoter, after its merge, reads the ledger again
+and re-applies its head if another committed in between; so the last merge of all is always
+followed by a read of the final ledger, and the alias ends on its head.
+
+The ledger keeps the previous champions, newest first: a rollback pops one and moves the alias
+back, through the same compare-and-swap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from airflow_aip.exceptions import ValidationError
+from airflow_aip.export import beats
+
+LEDGER_VERSION = 1
+MAX_HISTORY = 50
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A version and the metric its manifest records."""
+
+    version_id: str
+    metric: float | None
+    metric_tag: str | None
+    goal: str
+    manifest_uri: str | None = None
+    job_id: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Contender:
+        metric = data.get("metric")
+        return cls(
+            version_id=str(data["version_id"]),
+            metric=float(metric)
+            if isinstance(metric, int | float) and not isinstance(metric, bool)
+            else None,
+            metric_tag=data.get("metric_tag"),
+            goal=str(data.get("goal") or "MAXIMIZE"),
+            manifest_uri=data.get("manifest_uri"),
+            job_id=data.get("job_id"),
+        )
+
+    def describe(self) -> str:
+        return f"version {self.version_id} ({self.metric_tag or 'metric'} {self.metric})"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the candidate takes the alias, and the one line that says why."""
+
+    promote: bool
+    reason: str
+
+
+def judge(candidate: Contender, champion: Contender | None) -> Verdict:
+    """The gate: promote only a version that beats the champion on the same metric and goal."""
+    if champion is None:
+        return Verdict(True, "there is no champion yet")
+    if champion.version_id == candidate.version_id:
+        return Verdict(True, f"version {candidate.version_id} already holds the alias")
+    if candidate.metric is None:
+        return Verdict(False, f"version {candidate.version_id} records no metric to compare")
+    if champion.metric is None:
+        return Verdict(
+            False,
+            f"the champion, version {champion.version_id}, has no manifest with a metric "
+            f"({champion.manifest_uri}): compare by hand, then move the alias",
+        )
+    if (champion.metric_tag and candidate.metric_tag and champion.metric_tag != candidate.metric_tag) or (
+        champion.goal != candidate.goal
+    ):
+        return Verdict(
+            False,
+            f"the champion was chosen on {champion.metric_tag} ({champion.goal}) and this version on "
+            f"{candidate.metric_tag} ({candidate.goal}): they cannot be compared",
+        )
+    tag = candidate.metric_tag or "metric"
+    if beats(candidate.metric, champion.metric, candidate.goal):
+        return Verdict(
+            True, f"{tag} {candidate.metric} beats the champion's {champion.metric} ({candidate.goal})"
+        )
+    return Verdict(
+        False,
+        f"{tag} {candidate.metric} does not beat the champion's {champion.metric} ({candidate.goal}; "
+        "a tie keeps the champion)",
+    )
+
+
+def ledger_head(ledger: Mapping[str, Any] | None) -> Contender | None:
+    """The champion the ledger last committed (None: no ledger, or nothing committed)."""
+    head = (ledger or {}).get("champion")
+    return Contender.from_json(head) if head else None
+
+
+def after_promotion(
+    ledger: Mapping[str, Any] | None,
+    *,
+    model: str,
+    alias: str,
+    candidate: Contender,
+    displaced: Contender | None,
+    at: str,
+    run: Mapping[str, Any],
+) -> dict[str, Any]:
+    """The ledger once ``candidate`` displaced ``displaced`` (the alias holder it was judged against)."""
+    history = [Contender.from_json(h) for h in (ledger or {}).get("history") or []]
+    if displaced is not None and displaced.version_id != candidate.version_id:
+        history = [displaced, *[h for h in history if h.version_id != displaced.version_id]]
+    return _ledger(
+        ledger,
+        model,
+        alias,
+        candidate,
+        history,
+        {"action": "promoted", "version_id": candidate.version_id, "at": at, "airflow": dict(run)},
+    )
+
+
+def after_rollback(
+    ledger: Mapping[str, Any] | None, *, model: str, alias: str, at: str, run: Mapping[str, Any]
+) -> tuple[dict[str, Any], Contender, Contender]:
+    """The ledger with its head popped: ``(ledger, restored, removed)``; ValidationError if none."""
+    head = ledger_head(ledger)
+    history = [Contender.from_json(h) for h in (ledger or {}).get("history") or []]
+    if head is None:
+        raise ValidationError("ledger_uri", f"records no champion of {model}: nothing to roll back")
+    if not history:
+        raise ValidationError(
+            "ledger_uri",
+            f"version {head.version_id} is the first champion of {model}: nothing to roll back to",
+        )
+    restored, rest = history[0], history[1:]
+    event = {
+        "action": "rolled_back",
+        "version_id": restored.version_id,
+        "from_version_id": head.version_id,
+        "at": at,
+        "airflow": dict(run),
+    }
+    return _ledger(ledger, model, alias, restored, rest, event), restored, head
+
+
+def _ledger(
+    ledger: Mapping[str, Any] | None,
+    model: str,
+    alias: str,
+    head: Contender,
+    history: list[Contender],
+    event: dict[str, Any],
+) -> dict[str, Any]:
+    events = [*((ledger or {}).get("events") or []), event][-MAX_HISTORY:]
+    return {
+        "ledger_version": LEDGER_VERSION,
+        "model": model,
+        "alias": alias,
+        "champion": head.to_json(),
+        "history": [h.to_json() for h in history[:MAX_HISTORY]],
+        "events": events,
+    }
