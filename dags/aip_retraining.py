@@ -14,7 +14,7 @@ It trains one job with fixed hyperparameters: the champion's, when there is one 
   and **register_model** uploads it as a new version of `iris-retrained` in Vertex AI Model
   Registry, then moves the alias `champion` to it only if its eval accuracy beats the
   champion's (a tie keeps the champion). Every promotion is recorded in
-  `models/iris-retrained/champion-ledger.json`; **aip_rollback_champion** moves the alias back.
+  a ledger in `models/iris-retrained/ledgers/`; **aip_rollback_champion** moves the alias back.
   A promotion emits an event of the Asset **iris_champion_model**.
 - **gcs**: **export_model** compares the accuracy with the champion's manifest
   (`models/iris-retrained/champion.json`) and exports and promotes the model only when it is

@@ -3,9 +3,10 @@
 
 Triggered by hand. Moves the alias `champion` of the Model Registry model `iris-retrained`
 (written by **aip_retraining** with *Champion store* = registry) back to the version that held
-it before the last promotion, as `models/iris-retrained/champion-ledger.json` records it. The
-version rolled back from stays registered, without the alias; a second run goes one champion
-further back. The change emits an event of the Asset **iris_champion_model**.
+it before the last promotion, as its ledger records it
+(`models/iris-retrained/ledgers/<project>-<region>-iris-retrained.json`). The version rolled
+back from stays registered, without the alias; a second run goes one champion further back.
+The change emits an event of the Asset **iris_champion_model**.
 """
 
 from __future__ import annotations

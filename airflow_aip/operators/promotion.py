@@ -34,6 +34,7 @@ from airflow_aip.registry.champion import (
     Verdict,
     after_promotion,
     after_rollback,
+    check_ledger,
     judge,
     ledger_head,
 )
@@ -94,6 +95,7 @@ class ChampionKeeper:
         for _ in range(COMMIT_TRIES):
             stored = self.storage.read_manifest(self.ledger_uri)
             ledger = stored.content if stored else None
+            check_ledger(ledger, self.model.name)
             head, holder = ledger_head(ledger), self.holder()
             if head is not None and head.version_id == candidate.version_id:
                 self._merge(candidate.version_id)  # our commit, from an earlier try: finish it

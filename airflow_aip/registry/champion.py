@@ -104,6 +104,13 @@ def judge(candidate: Contender, champion: Contender | None) -> Verdict:
     )
 
 
+def check_ledger(ledger: Mapping[str, Any] | None, model: str) -> None:
+    """A ledger records one model's champions: another model's is refused, naming both."""
+    recorded = (ledger or {}).get("model")
+    if recorded and recorded != model:
+        raise ValidationError("ledger_uri", f"records the champions of {recorded}, not of {model}")
+
+
 def ledger_head(ledger: Mapping[str, Any] | None) -> Contender | None:
     """The champion the ledger last committed (None: no ledger, or nothing committed)."""
     head = (ledger or {}).get("champion")
@@ -121,6 +128,7 @@ def after_promotion(
     run: Mapping[str, Any],
 ) -> dict[str, Any]:
     """The ledger once ``candidate`` displaced ``displaced`` (the alias holder it was judged against)."""
+    check_ledger(ledger, model)
     history = [Contender.from_json(h) for h in (ledger or {}).get("history") or []]
     if displaced is not None and displaced.version_id != candidate.version_id:
         history = [displaced, *[h for h in history if h.version_id != displaced.version_id]]
@@ -138,6 +146,7 @@ def after_rollback(
     ledger: Mapping[str, Any] | None, *, model: str, alias: str, at: str, run: Mapping[str, Any]
 ) -> tuple[dict[str, Any], Contender, Contender]:
     """The ledger with its head popped: ``(ledger, restored, removed)``; ValidationError if none."""
+    check_ledger(ledger, model)
     head = ledger_head(ledger)
     history = [Contender.from_json(h) for h in (ledger or {}).get("history") or []]
     if head is None:

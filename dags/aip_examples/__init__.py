@@ -148,7 +148,12 @@ CHAMPION_MANIFEST_URI = f"{RETRAINED_MODELS_URI}/champion.json"
 # The registry's champion: versions of one model; the ledger records every promotion and rollback.
 REGISTRY_MODEL_ID = "iris-retrained"
 CHAMPION_ALIAS = "champion"
-CHAMPION_LEDGER_URI = f"{RETRAINED_MODELS_URI}/champion-ledger.json"
+# One ledger per model: a project and region hold their own iris-retrained.
+CHAMPION_LEDGER_URI = (
+    f"{RETRAINED_MODELS_URI}/ledgers/"
+    + "{{ params.project_id }}-{{ params.region }}-"
+    + f"{REGISTRY_MODEL_ID}.json"
+)
 
 
 def eval_fraction_param() -> Param:
