@@ -86,12 +86,16 @@ def test_training_pipeline_tunes_and_exports_the_best_trial(
     assert manifest["airflow"]["dag_id"] == "aip_training_pipeline"
 
 
-def _retrain(dag: Any, data: dict[str, str], c: float, max_iter: int) -> dict[str, Any]:
-    conf = {**data, "C": c, "max_iter": max_iter, "reuse_champion_hyperparameters": False}
-    run = dag.test(run_conf=conf)
+def _retrain(
+    dag: Any, data: dict[str, str], c: float, max_iter: int, store: str = "gcs", **conf: Any
+) -> dict[str, Any]:
+    """One retraining run; the XCom of the task that gated the model (export, or register)."""
+    conf = {**data, "C": c, "max_iter": max_iter, "reuse_champion_hyperparameters": False, **conf}
+    run = dag.test(run_conf={**conf, "champion_store": store})
     assert str(run.state) == "success", _task_states(run)
-    ti = next(t for t in run.get_task_instances() if t.task_id == "promote_if_better")
-    result: dict[str, Any] = ti.xcom_pull(task_ids="promote_if_better")
+    gate = "export_model" if store == "gcs" else "register_model"
+    ti = next(t for t in run.get_task_instances() if t.task_id == gate)
+    result: dict[str, Any] = ti.xcom_pull(task_ids=gate)
     return result
 
 
@@ -135,3 +139,67 @@ def test_retraining_promotes_only_a_better_model(
     assert again["champion_metric"] == strong["metric"]
     assert bucket.get_blob(champion).generation == generation
     assert not list(bucket.list_blobs(prefix=f"models/iris-retrained/{again['job_id']}"))
+
+
+def _champion_events() -> list[dict[str, Any]]:
+    """The extras of the ``iris_champion_model`` Asset's events, oldest first."""
+    from airflow.models.asset import AssetEvent, AssetModel
+    from airflow.utils.session import create_session
+    from sqlalchemy import select
+
+    with create_session() as session:
+        query = (
+            select(AssetEvent)
+            .join(AssetModel, AssetEvent.asset_id == AssetModel.id)
+            .where(AssetModel.name == "iris_champion_model")
+            .order_by(AssetEvent.id)
+        )
+        return [dict(event.extra or {}) for event in session.scalars(query)]
+
+
+def test_retraining_registers_every_model_and_the_champion_moves_only_past_the_gate(
+    dags: dict[str, Any], local_env: LocalService, airflow_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """v1 is champion, a worse v2 is registered without it, a better v3 takes it, a rollback gives it back."""
+    from aip_examples import EXAMPLE_BUCKET
+
+    from tests.fixtures.vertex import LOCATION, vertex_sdk
+
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    client = storage_client(local_env.gcs_url)
+    bucket = client.lookup_bucket(EXAMPLE_BUCKET) or client.create_bucket(EXAMPLE_BUCKET)
+    assert str(dags["aip_prepare_data"].test().state) == "success"
+    landed = sorted(b.name for b in bucket.list_blobs(prefix="data/iris/"))
+    data = {"train_data": f"gs://{bucket.name}/{landed[-1]}", "eval_data": f"gs://{bucket.name}/{landed[-2]}"}
+    project = f"retrain-{uuid.uuid4().hex[:8]}"
+    events_before = len(_champion_events())
+
+    retraining = dags["aip_retraining"]
+    first = _retrain(retraining, data, c=0.05, max_iter=5, store="registry", project_id=project)
+    assert (first["version_id"], first["promoted"]) == ("1", True), first
+    worse = _retrain(retraining, data, c=0.0001, max_iter=2, store="registry", project_id=project)
+    assert worse["metric"] < first["metric"], (worse, first)
+    assert (worse["version_id"], worse["promoted"]) == ("2", False), worse
+    better = _retrain(retraining, data, c=10.0, max_iter=200, store="registry", project_id=project)
+    assert better["metric"] > first["metric"], (better, first)
+    assert (better["version_id"], better["promoted"]) == ("3", True), better
+
+    rollback = dags["aip_rollback_champion"].test(run_conf={"project_id": project})
+    assert str(rollback.state) == "success", _task_states(rollback)
+
+    name = f"projects/{project}/locations/{LOCATION}/models/iris-retrained"
+    with vertex_sdk(local_env.url, project, bucket.name, monkeypatch) as sdk:
+        assert sdk.Model(f"{name}@champion").version_id == "1"
+        versions = {
+            v.version_id: sorted(v.version_aliases) for v in sdk.models.ModelRegistry(name).list_versions()
+        }
+    assert versions == {"1": ["champion", "default"], "2": [], "3": []}
+    events = _champion_events()[events_before:]
+    assert [(e["action"], e["version_id"]) for e in events] == [
+        ("promoted", "1"),
+        ("promoted", "3"),
+        ("rolled_back", "1"),
+    ]
+    assert events[1]["metric"] == better["metric"]
+    assert events[1]["job_id"] == better["job_id"]
+    assert events[1]["alias"] == "champion"

@@ -131,7 +131,12 @@ def test_retraining_form_checks_the_data_before_staging(dags: dict[str, Any]) ->
 
 def test_every_example_dag_and_param_explains_itself(dags: dict[str, Any]) -> None:
     examples = {k: v for k, v in dags.items() if k.startswith("aip_")}
-    assert set(examples) == {"aip_prepare_data", "aip_retraining", "aip_training_pipeline"}
+    assert set(examples) == {
+        "aip_prepare_data",
+        "aip_retraining",
+        "aip_rollback_champion",
+        "aip_training_pipeline",
+    }
     for dag_id, dag in examples.items():
         assert dag.description, dag_id
         assert dag.doc_md, dag_id
