@@ -1,5 +1,6 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
-jobs (:mod:`airflow_aip.local.vertex.api`), logging v2 ``entries:list``.
+jobs (:mod:`airflow_aip.local.vertex.api`) and Model Registry ``models``
+(:mod:`airflow_aip.local.vertex.models_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -31,6 +32,8 @@ from airflow_aip.local.logs.entries import list_entries
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
 from airflow_aip.local.vertex.api import add_vertex_routes
+from airflow_aip.local.vertex.models import registry_of
+from airflow_aip.local.vertex.models_api import add_model_routes
 from airflow_aip.local.vertex.service import VertexJobs
 
 MAX_BODY_BYTES = 1 << 20
@@ -102,6 +105,7 @@ def create_app(service: TrainingService) -> FastAPI:
     _add_error_envelope(app)
     _add_ml_routes(app, service)
     add_vertex_routes(app, VertexJobs(service), _json_body)
+    add_model_routes(app, registry_of(service), _json_body)  # before the console's catch-all route
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)

@@ -9,6 +9,8 @@ variables that point clients at them (ml v1, aiplatform v1 and logging all on on
 Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.storage.gcs_proxy).
 ``--quota``/``--stockout``/``--flex-start-capacity-after``/``--preempt-spot-after``/``--create-429``
 make the region lack what a test wants (airflow_aip.local.capacity), changed at run time at ``/_capacity``.
+``--model-upload-seconds`` is how long a Model Registry upload imports before its operation is done
+(airflow_aip.local.vertex.models; 0 for tests that need no wait).
 
 The serve path imports no Airflow and loads FastAPI/uvicorn only when serving, so it starts fast.
 """
@@ -85,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=os.environ.get("AIP_LOCAL_FAULT_ADMIN", "").lower() in ("1", "true", "yes"),
         help="accept targeted faults at POST /_faults and capacity changes at POST /_capacity (tests only)",
     )
+    serve.add_argument(
+        "--model-upload-seconds",
+        type=float,
+        default=1.0,
+        help="how long a Model Registry upload imports before its operation is done (0: at once)",
+    )
     add_capacity_arguments(serve)
 
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
@@ -108,6 +116,17 @@ def missing_local_extra(gcs_url: str | None = None) -> list[str]:
     return missing
 
 
+def _refused_arguments(args: argparse.Namespace, loopback: bool) -> str | None:
+    """Why ``serve`` will not start with these flags (None: it will), said before anything starts."""
+    if not loopback and not args.allow_remote:
+        return f"refusing to bind {args.host}: the API runs submitted code; pass --allow-remote"
+    if not 0.0 <= args.fault_rate <= 1.0:
+        return f"--fault-rate must be within [0, 1], got {args.fault_rate}"
+    if not 0.0 <= args.model_upload_seconds <= 3600.0:
+        return f"--model-upload-seconds must be within [0, 3600], got {args.model_upload_seconds}"
+    return None
+
+
 def serve(args: argparse.Namespace) -> int:
     # Without the extra, the first import below was a ModuleNotFoundError traceback: say what to do.
     missing = missing_local_extra(args.gcs_url)
@@ -129,13 +148,9 @@ def serve(args: argparse.Namespace) -> int:
     from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
     from airflow_aip.uris import is_loopback
 
-    if not is_loopback(args.host) and not args.allow_remote:
-        print(
-            f"refusing to bind {args.host}: the API runs submitted code; pass --allow-remote", file=sys.stderr
-        )
-        return 2
-    if not 0.0 <= args.fault_rate <= 1.0:
-        print(f"--fault-rate must be within [0, 1], got {args.fault_rate}", file=sys.stderr)
+    refused = _refused_arguments(args, is_loopback(args.host))
+    if refused:
+        print(refused, file=sys.stderr)
         return 2
     # The service's own log (pip's output of every environment build, among others): stderr.
     handler = logging.StreamHandler(sys.stderr)
@@ -161,6 +176,7 @@ def serve(args: argparse.Namespace) -> int:
             runtime=args.runtime,
             capacity=capacity_settings(args),
             capacity_admin=args.fault_admin,
+            model_upload_seconds=args.model_upload_seconds,
         )
         service = TrainingService(config).start()
         try:

@@ -6,8 +6,10 @@ resource name under ``/console/``: ``projects/{p}/jobs/{id}`` (ml v1) or
 ``projects/{p or number}/locations/{loc}/customJobs/{id}`` (and ``hyperparameterTuningJobs``)
 for Vertex AI. It shows the state in that API's words, the times, the error, the trials
 (hyperparameters and metric), what the job waits for (quota, Flex-Start capacity) and the newest
-log lines; ``/console/`` lists the jobs. Plain HTML: every value is escaped, no script, a refresh
-every few seconds while the job is active.
+log lines; ``/console/`` lists the jobs, then the Model Registry's models with their versions
+(ID, aliases, creation time, artifactUri, labels). A model's page, at its resource name
+``projects/{number}/locations/{loc}/models/{id}``, lists its versions in full. Plain HTML: every
+value is escaped, no script, a refresh every few seconds while the job is active.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.service import TrainingService
+from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.render import JOB_STATES, TUNING_JOBS
 from airflow_aip.local.vertex.service import VertexJobs
 
@@ -164,4 +167,53 @@ def render_index(service: TrainingService) -> str:
         rows.append([link, escape(state), escape(str(job.get("createTime", ""))), escape(name)])
     body = "<h1>Jobs on this local training service</h1>"
     body += _table(["Job", "State", "Created", "Resource name"], rows) if rows else "<p>No jobs yet.</p>"
+    body += "<h2>Models</h2>" + _models_table(registry_of(service).snapshot())
     return _page("Local training jobs", body)
+
+
+def _labels(model: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in sorted((model.get("labels") or {}).items()))
+
+
+def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
+    """One row per version, the model's display name and ID on its first (oldest) version's row."""
+    if not models:
+        return "<p>No models yet.</p>"
+    rows = []
+    for model in models:
+        link = f'<a href="{escape(PREFIX + str(model["name"]))}">{escape(str(model["displayName"]))}</a>'
+        for index, version in enumerate(model["versions"]):
+            head = [link, escape(str(model["modelId"]))] if index == 0 else ["", ""]
+            cells = [version.get("versionId"), ", ".join(version.get("versionAliases") or [])]
+            cells += [version.get("versionCreateTime"), version.get("artifactUri"), _labels(version)]
+            rows.append(head + [escape("" if cell is None else str(cell)) for cell in cells])
+    header = ["Model", "Model ID", "Version", "Aliases", "Created", "Artifact URI", "Labels"]
+    return _table(header, rows)
+
+
+def render_model(versions: Sequence[Mapping[str, Any]]) -> str:
+    """A model's page: each version (oldest first) with what it was uploaded with."""
+    default = next((v for v in versions if "default" in (v.get("versionAliases") or [])), versions[0])
+    name = str(default["name"])
+    body = f"<h1>{escape(str(default.get('displayName', '')))}</h1><p><code>{escape(name)}</code></p>"
+    rows = []
+    for version in versions:
+        cells = [version.get("versionId"), ", ".join(version.get("versionAliases") or [])]
+        cells += [
+            version.get("versionCreateTime"),
+            version.get("versionUpdateTime"),
+            version.get("displayName"),
+        ]
+        cells += [version.get("artifactUri"), (version.get("containerSpec") or {}).get("imageUri")]
+        cells += [_labels(version), version.get("versionDescription")]
+        rows.append([escape("" if cell is None else str(cell)) for cell in cells])
+    header = ["Version", "Aliases", "Created", "Updated", "Display name", "Artifact URI", "Serving container"]
+    body += f"<h2>Versions ({len(versions)})</h2>" + _table([*header, "Labels", "Description"], rows)
+    return _page(f"{default.get('displayName', '')} · model", body)
+
+
+def render_missing_model(name: str) -> str:
+    body = (
+        f"<h1>No such model</h1><p>This local training service has no model <code>{escape(name)}</code>.</p>"
+    )
+    return _page("No such model", body)

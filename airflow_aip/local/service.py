@@ -70,6 +70,7 @@ class ServiceConfig:
     poll_interval: float = 0.2
     capacity: CapacitySettings = field(default_factory=CapacitySettings)  # --quota...: local/capacity.py
     capacity_admin: bool = False  # --fault-admin: POST/DELETE /_capacity allowed
+    model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
 
 
 def _etag(job: dict[str, Any]) -> str:

@@ -33,6 +33,31 @@ _ROUTES = (
             ("DELETE", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+"), f"{kind}.delete"),
         )
     ),
+    # aiplatform v1 Model Registry. A model segment has no ":" (``m:listVersions`` is a method
+    # of ``m``, not a model named so), and each custom method's route comes before the model's.
+    ("POST", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models:upload"), "models.upload"),
+    ("GET", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models"), "models.list"),
+    (
+        "GET",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models/[^/:]+:listVersions"),
+        "models.listVersions",
+    ),
+    ("GET", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models/[^/:]+"), "models.get"),
+    (
+        "POST",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models/[^/:]+:mergeVersionAliases"),
+        "models.mergeVersionAliases",
+    ),
+    (
+        "DELETE",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models/[^/:]+:deleteVersion"),
+        "models.deleteVersion",
+    ),
+    (
+        "GET",
+        re.compile(r"/(?:v1|ui)/projects/[^/]+/locations/[^/]+/(?:models/[^/:]+/)?operations/[^/:]+"),
+        "models.operations.get",
+    ),
     # Cloud Storage JSON API, as the proxy in front of fake-gcs-server sees it (airflow_aip.local.
     # gcs_proxy). Paths are percent-decoded, so an object name may hold slashes: first match wins.
     # Uploads (multipart, resumable initiation, resumable data) are all objects.insert; media
