@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import threading
+import urllib.request
 import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
@@ -123,6 +124,10 @@ def test_better_versions_take_the_champion_alias_and_a_rollback_moves_it_back(wo
     assert (better["version_id"], better["promoted"]) == ("3", True)
     assert better["champion_before"]["version_id"] == "1"
     assert _aliases(world) == {"1": ["default"], "2": [], "3": ["champion"]}
+    with urllib.request.urlopen(better["console_url"], timeout=30) as page:  # the local console's model page
+        html = page.read().decode()
+    assert world.model_id in html
+    assert "champion" in html
 
     back = _rollback(world)
     assert (back["version_id"], back["rolled_back_from"]) == ("1", "3")
