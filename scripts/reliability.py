@@ -178,6 +178,30 @@ def ladder_row(runs: int) -> tuple[list[str], dict[str, Any]]:
     return row, detail
 
 
+def registry_row(runs: int) -> tuple[list[str], dict[str, Any]]:
+    """A Model Registry upload whose answer is lost after the service applied it: one version."""
+    outcome = run_pytest(
+        ["tests/integration/test_reliability_registry.py"], 1, {"AIP_RELIABILITY_RUNS": str(runs)}
+    )
+    if not outcome.reports:
+        raise RuntimeError("the registry fault test wrote no report")
+    results = outcome.reports[0]["runs"]
+    one = sum(len(r.get("versions", [])) == 1 and r.get("uploads_sent") == 1 for r in results)
+    versions = sum(len(r.get("versions", [])) for r in results)
+    kinds = sorted({str(r["kind"]) for r in results})
+    detail = {"runs": runs, "one_version": one, "versions": versions, "kinds": kinds}
+    row = [
+        "A Model Registry upload whose answer is lost after the service applied it "
+        f"(`models.upload` {'/'.join(kinds)} after apply), then the task retried: `RegisterModelOperator` "
+        "with the champion gate",
+        f"{runs} runs",
+        f"{one}/{runs} with exactly one version (holding `champion`) and one upload applied; "
+        f"{versions} versions for {runs} models; duplicates {max(0, versions - runs)}",
+        "`AIP_RELIABILITY_RUNS=20 pytest tests/integration/test_reliability_registry.py`",
+    ]
+    return row, detail
+
+
 def repeated_row(
     what: str, selection: list[str], repeats: int, command: str
 ) -> tuple[list[str], dict[str, Any]]:
@@ -226,6 +250,7 @@ def main() -> int:
 
     add("pipeline_faults", pipeline_row(args.runs))
     add("ladder_faults", ladder_row(args.runs))
+    add("registry_faults", registry_row(args.runs))
     add(
         "create_faults",
         repeated_row(
