@@ -28,8 +28,19 @@ with DAG(
     catchup=False,
     tags=["airflow_aip", "example"],
     params={
-        "project_id": Param("local-project", type="string", minLength=6, title="Google Cloud project"),
-        "region": Param("us-central1", type="string", title="Region", description="The model's region."),
+        "project_id": Param(
+            "local-project",
+            type="string",
+            minLength=6,
+            title="Google Cloud project",
+            description="The project aip_retraining registered the model in (local-project locally).",
+        ),
+        "region": Param(
+            "us-central1",
+            type="string",
+            title="Region",
+            description="The Vertex AI region of the model (the region aip_retraining ran in).",
+        ),
     },
 ) as dag:
     RollbackChampionOperator(

@@ -131,7 +131,10 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         copied_bytes = self.storage.write_export(plan)
         for line in plan.report(copied_bytes):
             self.log.info("%s", line)
-        return plan.xcom(copied_bytes)
+        result = plan.xcom(copied_bytes)
+        where = {"source_uri": source.prefix.uri, "job_output_dir": job.get("output_dir")}
+        self._lineage_result = {**result, **where}  # for lineage: what the XCom does not say
+        return result
 
     def _study_summary(self, job: dict[str, Any]) -> dict[str, Any]:
         """The job's summary; with ``earlier_jobs``, its best trial is chosen over theirs too."""
@@ -177,6 +180,17 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         except FileNotFoundError:
             raise ValidationError("metrics_file", f"{uri} does not exist") from None
         return replace(source, metric=metric_from_file(data, self.metric_key), metric_tag=self.metric_key)
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (the optional provider calls this): the job's model in, its export out.
+
+        ``execute`` keeps its result on ``self`` with the source prefix and the job's output
+        directory, which the XCom does not carry (see :func:`airflow_aip.lineage.task_result`); a
+        model that did not beat the champion was not exported: only the inputs are reported.
+        """
+        from airflow_aip.lineage import export_lineage, task_result
+
+        return export_lineage(task_result(self, task_instance))
 
 
 def _run_identity(context: Context) -> dict[str, Any]:

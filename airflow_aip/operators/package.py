@@ -71,6 +71,7 @@ class BuildTrainerPackageOperator(BaseOperator):
         result = built.to_dict()
         if self.staging_uri is not None:
             result["uri"] = self._stage(result, self.staging_uri)
+        self._lineage_result = result
         return result
 
     def _stage(self, built: dict[str, Any], staging_uri: str) -> str:
@@ -80,3 +81,13 @@ class BuildTrainerPackageOperator(BaseOperator):
         staged = hook.stage_file(entry.local_path, entry.uri)
         self.log.info("Staged %s (%s)", entry.uri, "uploaded" if staged.uploaded else "already there")
         return entry.uri
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (the optional provider calls this): the sdist out, with its sha256.
+
+        The result is kept on ``self`` by ``execute``: the provider calls this on the same
+        instance right after it (see :func:`airflow_aip.lineage.task_result`).
+        """
+        from airflow_aip.lineage import build_lineage, task_result
+
+        return build_lineage(task_result(self, task_instance))

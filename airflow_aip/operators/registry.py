@@ -288,7 +288,7 @@ class RegisterModelOperator(_RegistryTask):
         aliases = (self.registry.get_model(model.at(version_id).versioned) or version).get(
             "versionAliases"
         ) or []
-        return {
+        self._lineage_result = result = {
             "model": model.name,
             "version_id": version_id,
             "version_name": model.at(version_id).versioned,
@@ -309,6 +309,14 @@ class RegisterModelOperator(_RegistryTask):
             "ledger_uri": self.ledger_uri,
             "console_url": model_page(self.registry, model, version_id),
         }
+        return result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (the optional provider calls this): the exported model in, the version out."""
+        from airflow_aip.lineage import register_lineage, task_result
+
+        result = task_result(self, task_instance)
+        return register_lineage(result) if result else None
 
     def _extra(self, model: ModelRef, version_id: str, source: VersionSource) -> dict[str, Any]:
         return {

@@ -64,7 +64,9 @@ class StagePackagesOperator(BaseOperator):
                         entry.local_path.name if entry.local_path else "",
                         entry.sha256,
                     )
-            return self._stage(plan)
+            staged = self._stage(plan)
+        self._lineage_result = staged
+        return staged
 
     def _stage(self, plan: list[PlannedUpload]) -> list[str]:
         uploaded = skipped = sent = 0
@@ -84,3 +86,13 @@ class StagePackagesOperator(BaseOperator):
             sent,
         )
         return [entry.uri for entry in plan]
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (the optional provider calls this): the sdists in, the staged packages out.
+
+        The staged URIs are kept on ``self`` by ``execute`` (see
+        :func:`airflow_aip.lineage.task_result`); each carries its sha256 in its path.
+        """
+        from airflow_aip.lineage import stage_lineage, task_result
+
+        return stage_lineage(self.packages, task_result(self, task_instance))

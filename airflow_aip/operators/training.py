@@ -363,7 +363,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
     def execute(self, context: Context) -> dict[str, Any]:
         request, id_for = self.build_job(context)
         if self._plan is not None:
-            return self.run_ladder(context, self._resolved(self._plan, request))
+            return self._kept(self.run_ladder(context, self._resolved(self._plan, request)))
         project = self.hook.project_id
         job = submit_job(self.hook, request, id_for, self.if_exists, self.log)
         job_id, name = str(job["job_id"]), str(job["name"])
@@ -374,7 +374,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         self.log.info("Training job %s (%s): %s", job_id, name, summary["console_url"])
         if not self.wait_for_completion:
             self._watched = None
-            return summary
+            return self._kept(summary)
         end_time = time.time() + self.wait_timeout if self.wait_timeout else None
         if self.deferrable and not JobState.parse(job.get("state")).is_terminal:
             self.defer(
@@ -392,7 +392,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
                 if self.wait_timeout
                 else None,
             )
-        return self._poll(job, project, end_time)
+        return self._kept(self._poll(job, project, end_time))
 
     def _poll(self, job: dict[str, Any], project: str, end_time: float | None) -> dict[str, Any]:
         """Wait in the worker: the one wait step, driven by the sync runner (see hooks/waiting.py).
@@ -451,3 +451,29 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         if self.cancel_on_kill and self._watched:
             watched, self._watched = self._watched, None
             self._cancel(*watched, reason="task killed")
+
+    # -- lineage (airflow_aip.lineage) ---------------------------------------------------------
+
+    def _kept(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The summary ``execute`` returns, kept for :meth:`get_openlineage_facets_on_complete`."""
+        self._lineage_result = summary
+        return summary
+
+    def resume_execution(self, next_method: str, next_kwargs: dict[str, Any] | None, context: Context) -> Any:
+        """Resumed from the triggerer (``execute_complete``, a ladder's next rung): keep what it returns.
+
+        A resumed task is a new operator instance in a new process: ``execute`` kept nothing here.
+        """
+        self._lineage_result = super().resume_execution(next_method, next_kwargs, context)
+        return self._lineage_result
+
+    def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
+        """OpenLineage (the optional provider calls this): data and packages in, output directory out.
+
+        The summary is the one ``execute`` or ``resume_execution`` kept on this instance (see
+        :func:`airflow_aip.lineage.task_result`); args and packages are the rendered arguments.
+        """
+        from airflow_aip.lineage import submit_lineage, task_result
+
+        specs = (self.training_input, self.config, self.vertex_job)
+        return submit_lineage(task_result(self, task_instance), self.args, self.package_uris, specs)

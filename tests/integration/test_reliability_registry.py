@@ -79,7 +79,7 @@ def one_run(service: LocalService, trainer: StagedTrainer, kind: int | str) -> d
         deferrable=False,
         poll_interval=0.2,
     )
-    context = {"ti": SimpleNamespace(dag_id="d", task_id="register", run_id="r", try_number=1)}
+    context: Any = {"ti": SimpleNamespace(dag_id="d", task_id="register", run_id="r", try_number=1)}
     before = stats(service)
     admin(service, "_faults", {"method": "models.upload", "when": "after", "kind": kind}, "POST")
     started = time.monotonic()

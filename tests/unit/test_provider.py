@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -27,24 +28,55 @@ def test_entry_point_is_registered() -> None:
     assert [ep.load()()["package-name"] for ep in eps] == ["airflow-aip"]
 
 
-def test_dag_facing_modules_import_no_heavy_client_library() -> None:
-    """What a DAG file imports must not pull googleapiclient, google.cloud or google.auth."""
-    code = (
-        "import sys, json, importlib, pkgutil\n"
-        "import airflow_aip, airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers\n"
-        "import airflow_aip.hooks, airflow_aip.hooks.base\n"
-        "for pkg in (airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers, airflow_aip.hooks):\n"
-        "    for m in pkgutil.iter_modules(pkg.__path__):\n"
-        "        importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
-        "heavy = ('googleapiclient', 'google.cloud', 'google.auth', 'google.oauth2', 'optuna')\n"
-        # Bare namespace packages (no __file__) are not libraries: the Vertex AI SDK, a test-only
-        # dependency, installs *-nspkg.pth files that create 'google' and 'google.cloud' at startup.
-        "loaded = [m for m, mod in sys.modules.items()\n"
-        "          if m.startswith(heavy) and getattr(mod, '__file__', None)]\n"
+# What a DAG file imports: every module of the DAG-facing packages, and the lineage builders.
+_IMPORT_DAG_FACING = (
+    "import sys, json, importlib, pkgutil\n"
+    "import airflow.sdk\n"
+    # Airflow's own import cost is not ours: its providers manager reads every installed
+    # provider's info (airflow.providers.openlineage and its get_provider_info among them).
+    "before = set(sys.modules)\n"
+    "import airflow_aip, airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers\n"
+    "import airflow_aip.hooks, airflow_aip.hooks.base, airflow_aip.lineage\n"
+    "for pkg in (airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers, airflow_aip.hooks):\n"
+    "    for m in pkgutil.iter_modules(pkg.__path__):\n"
+    "        importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
+)
+
+
+def _loaded_by_dag_imports(prefixes: tuple[str, ...], *, new_only: bool = False) -> list[str]:
+    """The modules under ``prefixes`` a fresh interpreter holds once it imported what DAGs import.
+
+    Bare namespace packages (no ``__file__``) are not libraries: the Vertex AI SDK, a test-only
+    dependency, installs *-nspkg.pth files that create 'google' and 'google.cloud' at startup.
+    ``new_only``: only those the DAG-facing imports added to what ``import airflow.sdk`` loaded.
+    """
+    code = _IMPORT_DAG_FACING + (
+        f"prefixes = {prefixes!r}\n"
+        f"loaded = [m for m, mod in sys.modules.items() if m.startswith(prefixes)\n"
+        f"          and getattr(mod, '__file__', None) and not ({new_only!r} and m in before)]\n"
         "print(json.dumps(sorted(loaded)))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True)
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+    loaded: list[str] = json.loads(out.stdout.strip().splitlines()[-1])
+    return loaded
+
+
+def test_dag_facing_modules_import_no_heavy_client_library() -> None:
+    """What a DAG file imports must not pull googleapiclient, google.cloud or google.auth."""
+    heavy = ("googleapiclient", "google.cloud", "google.auth", "google.oauth2", "optuna")
+    assert _loaded_by_dag_imports(heavy) == []
+
+
+def test_dag_facing_modules_import_no_openlineage() -> None:
+    """OpenLineage is optional and imported only when the provider asks for lineage, in the worker.
+
+    The provider is installed here (the ``dev`` extra), so the check means something: importing
+    the operators and ``airflow_aip.lineage`` adds nothing of it, nor of the OpenLineage client.
+    """
+    assert importlib.util.find_spec("airflow.providers.openlineage.extractors") is not None
+    assert importlib.util.find_spec("openlineage.client") is not None
+    prefixes = ("openlineage", "airflow.providers.openlineage")
+    assert _loaded_by_dag_imports(prefixes, new_only=True) == []
 
 
 class TestConnectionSettings:
