@@ -15,16 +15,18 @@ import json
 import socket
 import time
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit
 
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
 from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.base import ConnectionSettings, env_flag
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import ssl
@@ -184,3 +186,22 @@ def refresh_lock(credentials: Any) -> asyncio.Lock:
     """One lock per credentials object and event loop: a single refresh when a shared token expires."""
     locks = _REFRESH_LOCKS.setdefault(asyncio.get_running_loop(), {})
     return locks.setdefault(id(credentials), asyncio.Lock())
+
+
+def settled_lookup(lookup: Callable[[], T | None], delays: Iterable[float]) -> T | None:
+    """``lookup()`` at once, then after each delay, until it finds something; None if it never does.
+
+    After a create whose answer was lost, the created thing may show up in a list only a moment
+    later (lists lag creates). A transient failure of a lookup is one more try lost, not an error.
+    """
+    for delay in (0.0, *delays):
+        time.sleep(delay)
+        try:
+            found = lookup()
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            continue
+        if found is not None:
+            return found
+    return None

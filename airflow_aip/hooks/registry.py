@@ -16,13 +16,12 @@ The upload's long-running operation is read with :meth:`aread` by the triggerer'
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError
 from airflow_aip.hooks.google_api import GoogleApiHook
-from airflow_aip.hooks.http_shared import is_transient
+from airflow_aip.hooks.http_shared import is_transient, settled_lookup
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.models import operation_state
@@ -110,17 +109,7 @@ class ModelRegistryHook(GoogleApiHook):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _settled_lookup(self, model: str, key: str) -> dict[str, Any] | None:
-        for delay in (0.0, *self.settle_delays):
-            time.sleep(delay)
-            try:
-                found = self.find_version(model, key)
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                continue
-            if found is not None:
-                return found
-        return None
+        return settled_lookup(lambda: self.find_version(model, key), self.settle_delays)
 
     def merge_aliases(self, version_name: str, aliases: Sequence[str]) -> dict[str, Any]:
         """Add (``champion``) or remove (``-champion``) aliases of one version, in one call.

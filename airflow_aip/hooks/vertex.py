@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 
 from airflow_aip.exceptions import ApiError, CapacityRefusedError, JobAlreadyExistsError, JobNotFoundError
 from airflow_aip.hooks.google_api import GoogleApiHook
-from airflow_aip.hooks.http_shared import is_transient
+from airflow_aip.hooks.http_shared import is_transient, settled_lookup
 from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.capacity import quota_refusal
@@ -134,17 +134,7 @@ class VertexJobHook(GoogleApiHook):
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _settled_lookup(self, job_id: str, kind: str) -> JobView | None:
-        for delay in (0.0, *self.settle_delays):
-            time.sleep(delay)
-            try:
-                found = self.find_job(job_id, kind)
-            except Exception as err:
-                if not is_transient(err):
-                    raise
-                continue
-            if found is not None:
-                return found
-        return None
+        return settled_lookup(lambda: self.find_job(job_id, kind), self.settle_delays)
 
     # -- watching many jobs (the triggerer's shared poller) ------------------------------------
 
