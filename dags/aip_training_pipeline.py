@@ -68,7 +68,9 @@ with DAG(
             pattern=BUCKET_PATTERN,
             title="Bucket",
             description="The Cloud Storage bucket for the data, the staged trainer, the jobs' output "
-            "and the exported model. It must exist (make ui and make demo create aip-demo).",
+            "and the exported model. It must exist (make ui and make demo create aip-demo). A bucket "
+            "name has 3-63 characters: lowercase letters, digits, '-', '_' and '.'; it starts and ends "
+            "with a letter or digit.",
         ),
         "max_trials": Param(
             6,

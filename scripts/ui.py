@@ -1,9 +1,15 @@
 """`make ui`: Airflow's UI on 127.0.0.1 with the local training service behind it.
 
 Runs `airflow standalone` (api-server, scheduler, dag-processor and triggerer, so deferrable
-waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters.
-Stop it with Ctrl-C: everything started here is stopped. With ``--demo`` (``make ui DEMO=1``)
-it opens the last ``make demo``'s Airflow home instead, so that run and its trials are there.
+waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters
+and created unpaused, so the aip_prepare_data -> aip_retraining chain runs as the README says.
+With ``--demo`` (``make ui DEMO=1``) it opens the last ``make demo``'s Airflow home instead,
+so that run and its trials are there.
+
+Stop it with Ctrl-C, or SIGTERM to its process group: the first signal stops everything
+started here (each process group, every process in it and under it, awaited, SIGKILL after a
+timeout: `scripts.stack.stop_group`), and the script exits only then, with the port free. A
+signal that comes while it stops (make forwards SIGTERM, so it comes twice) waits for the stop.
 
 Airflow's own output goes to ``<home>/ui.log``: on the terminal it buried the login details
 under ~90 lines. What a user needs (URL, user, password) is printed once the UI answers HTTP,
@@ -14,16 +20,27 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import socket
 import sys
 import time
 import urllib.request
 from pathlib import Path
+from subprocess import Popen
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.demo import BUCKET, _create_bucket
-from scripts.stack import BIN, REPO, airflow_env, exit_on_sigterm, local_service, migrate, stop_group
+from scripts.stack import (
+    BIN,
+    REPO,
+    airflow_env,
+    exit_on_sigterm,
+    local_service,
+    migrate,
+    running,
+    start,
+    stop_all,
+)
 
 PORT = int(os.environ.get("AIP_UI_PORT", "8080"))
 URL = f"http://127.0.0.1:{PORT}"
@@ -32,52 +49,81 @@ READY_TIMEOUT = 300.0
 
 
 def main() -> int:
-    exit_on_sigterm()
-    # kept between runs: your DAG runs and their logs stay; --demo: the last `make demo`'s run
-    home = REPO / (".airflow" if "--demo" in sys.argv[1:] else ".airflow-ui")
+    exit_on_sigterm(notice="\nStopping Airflow and the local training service ...\n")
+    # kept between runs: your DAG runs and their logs stay; --demo: the last `make demo`'s run.
+    # AIP_UI_HOME: another home (the tests' own, so they never touch yours)
+    default_home = REPO / (".airflow" if "--demo" in sys.argv[1:] else ".airflow-ui")
+    home = Path(os.environ.get("AIP_UI_HOME") or default_home)
     home.mkdir(parents=True, exist_ok=True)
     log = home / "ui.log"
+    passwords = home / "simple_auth_manager_passwords.json.generated"
+    _require_free_port()
     print(f"Starting the local training service and Airflow (about 30 s; Airflow's output: {log}) ...")
-    with local_service(home / "aip-local", log) as service_env:
-        env = {**airflow_env(home), **service_env, "AIRFLOW__API__PORT": str(PORT)}
-        # Tasks reach the API server at its base URL (else localhost:8080, whatever the port).
-        env["AIRFLOW__API__BASE_URL"] = URL
-        env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
-        env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = (
-            '{"conn_type": "google_cloud_platform", "extra": {"project": "local-project"}}'
-        )
-        os.environ.update(service_env)
-        _create_bucket()
-        migrate(env, log)
-        with log.open("ab") as out:
-            proc = subprocess.Popen(
-                ["airflow", "standalone"], env=env, start_new_session=True, stdout=out, stderr=out
-            )
-        passwords = home / "simple_auth_manager_passwords.json.generated"
-        greeting = ""
-        try:
+    greeting = ""
+    try:
+        with local_service(home / "aip-local", log) as service_env:
+            os.environ.update(service_env)
+            _create_bucket()
+            migrate(_env(home, service_env), log)
+            with log.open("ab") as out:
+                proc = start(["airflow", "standalone"], env=_env(home, service_env), stdout=out, stderr=out)
             greeting = _wait_until_ready(proc, passwords, service_env, log)
             print(greeting, flush=True)
-            return proc.wait()
-        except KeyboardInterrupt:
-            if greeting:
-                print(f"\nStopping. The next `make ui` has the same login:\n{login(passwords)}", flush=True)
-            return 0
-        finally:
-            stop_group(proc, timeout=60)
+            while running(proc):  # not Popen.wait: the group's ID stays reserved until the stop
+                time.sleep(1)
+            stop_all()
+            print(f"airflow standalone exited with {proc.returncode}: see {log}", file=sys.stderr)
+            return 1
+    except KeyboardInterrupt:  # Ctrl-C: the handler has stopped everything already
+        if greeting:
+            print(f"\nStopped. The next `make ui` has the same login:\n{login(passwords)}", flush=True)
+        return 0
+    finally:
+        stop_all()
 
 
-def _wait_until_ready(
-    proc: subprocess.Popen[bytes], passwords: Path, service_env: dict[str, str], log: Path
-) -> str:
+def _env(home: Path, service_env: dict[str, str]) -> dict[str, str]:
+    env = {**airflow_env(home), **service_env, "AIRFLOW__API__PORT": str(PORT)}
+    # Tasks reach the API server at its base URL (else localhost:8080, whatever the port).
+    env["AIRFLOW__API__BASE_URL"] = URL
+    env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
+    env["AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT"] = (
+        '{"conn_type": "google_cloud_platform", "extra": {"project": "local-project"}}'
+    )
+    # New Dags start unpaused here, so the example chain works as the README says: a run of
+    # aip_prepare_data starts aip_retraining, which a paused Dag would not. For this local UI
+    # only (not in airflow_env): a real deployment keeps Airflow's default, paused at creation,
+    # and so do the tests that share airflow_env (no scheduled run sneaks in).
+    env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"
+    return env
+
+
+def _require_free_port() -> None:
+    """Fail at once if something listens on the port: its answers would pass for Airflow's.
+
+    (A ``make ui`` still running in another shell, say; else Airflow's api-server would fail to
+    bind while the old one answered every check.)
+    """
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", PORT))
+        except OSError as error:
+            raise SystemExit(
+                f"Port {PORT} is in use ({error.strerror}): stop what uses it, or set AIP_UI_PORT."
+            ) from None
+
+
+def _wait_until_ready(proc: Popen[bytes], passwords: Path, service_env: dict[str, str], log: Path) -> str:
     """Once the UI answers and the password exists: the greeting (else SystemExit naming the log)."""
     deadline = time.monotonic() + READY_TIMEOUT
     while not (_answers(f"{URL}/api/v2/monitor/health") and passwords.exists()):
-        if proc.poll() is not None:
+        if not running(proc):
+            stop_all()  # the rest of its group, then reap it for the exit code
             raise SystemExit(f"airflow standalone exited with {proc.returncode}: see {log}")
         if time.monotonic() > deadline:
             raise SystemExit(f"Airflow's UI did not answer on {URL} within {READY_TIMEOUT:.0f} s: see {log}")
-        time.sleep(1)
+        time.sleep(0.5)
     return greeting(passwords, service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"])
 
 
@@ -105,6 +151,8 @@ def greeting(passwords: Path, endpoint: str) -> str:
         f"\n{login(passwords)}\n"
         f"  Open Dags > aip_training_pipeline > Trigger to set trials, region, bucket ('{BUCKET}' "
         "exists) and run it.\n"
+        "  aip_prepare_data -> aip_retraining are unpaused: trigger aip_prepare_data and a "
+        "retraining run follows.\n"
         f"  Jobs on the local service: {endpoint}console/  (or, in another shell:\n"
         f"    CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint} {aip_local} jobs list)\n"
         "  Ctrl-C stops everything.\n"

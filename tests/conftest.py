@@ -58,6 +58,9 @@ def airflow_db() -> Path:
 # ``airflow standalone`` and the Celery tier one stack, so each tier runs whole on one worker.
 # (A scheduler of our own: xdist's ``loadgroup`` marks are not honoured under pytest 9.)
 _WHOLE_TIERS = ("e2e", "celery")
+# e2e modules that start stacks of their own (none of the tier's shared fixtures): a scope each,
+# so they run beside the tier instead of after it.
+_OWN_SCOPE = frozenset({"tests/e2e/test_ui_stop.py"})
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
@@ -67,6 +70,6 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             tier = path.split("/")[1] if path.count("/") >= 2 else ""
-            return tier if tier in _WHOLE_TIERS else path
+            return tier if tier in _WHOLE_TIERS and path not in _OWN_SCOPE else path
 
     return TierScheduling(config, log)

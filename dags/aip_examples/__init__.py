@@ -73,8 +73,9 @@ def job_params() -> dict[str, Param]:
             type="string",
             enum=REGIONS,
             title="Region",
-            description="Where the training job runs: a region that serves both AI Platform Training "
-            "and Vertex AI custom training.",
+            description="Where the job runs on Vertex AI: the location Vertex AI runs and keeps it in "
+            "(projects/<project>/locations/<region>/...). Each region listed serves Vertex AI custom "
+            "training, and served AI Platform Training (backend ai_platform).",
         ),
         "scale_tier": Param(
             "BASIC",
@@ -90,15 +91,20 @@ def job_params() -> dict[str, Param]:
             type="string",
             enum=["2.11"],
             title="Runtime version",
-            description="AI Platform's runtime version (its libraries); on Vertex AI, the matching "
-            "pre-built training container. The local service uses its own Python.",
+            description="On Vertex AI: which pre-built training container runs the trainer. With this "
+            "Dag's framework (scikit-learn), 2.11 is sklearn-cpu.1-6, from the container registry "
+            "nearest the region. The name is AI Platform's (a config.yaml's runtimeVersion). The "
+            "local service installs that container's framework version in an environment of its own.",
         ),
         "python_version": Param(
             "3.7",
             type="string",
             enum=["3.7"],
             title="Python version",
-            description="The Python version of runtime 2.11. The local service uses its own Python.",
+            description="On Vertex AI, with the runtime version, it names the pre-built training "
+            "container (sklearn-cpu.1-6), which runs the trainer on the Python it ships. 3.7 was "
+            "AI Platform's only Python for runtime 2.11. The local service runs the container's "
+            "Python too, when this machine has it.",
         ),
     }
 

@@ -166,3 +166,35 @@ def test_retraining_triggered_by_hand_trains_on_the_newest_landed_data(
     chosen = run.get_task_instance("new_data").xcom_pull(task_ids="new_data")
     assert (chosen["train"], chosen["eval"]) == (newest["train"], newest["eval"])
     assert states["train"] == "success", states
+
+
+def test_the_forms_give_the_bucket_rule_and_say_what_each_field_is_on_vertex_ai(dags: dict[str, Any]) -> None:
+    """The trigger form is where a newcomer meets these fields, so it must answer their questions.
+
+    The bucket's description gives the naming rule its pattern enforces (the same names pass
+    both); region, runtime and Python version say what they become on Vertex AI, the default
+    backend, and the container they name is the one the translation picks for them.
+    """
+    import re
+
+    from airflow_aip.jobs.vertex.machines import executor_image
+
+    bucket = dags["aip_training_pipeline"].params.get_param("bucket")
+    rule = bucket.description
+    for words in ("3-63 characters", "lowercase letters, digits, '-', '_' and '.'", "starts and ends"):
+        assert words in rule, (words, rule)
+    names = {"abc": True, "a_b.c-9": True, "a" * 63: True, "ab": False, "a" * 64: False}
+    names |= {"Abc": False, "-abc": False, "abc.": False, "a b c": False}
+    assert {name: bool(re.fullmatch(bucket.schema["pattern"], name)) for name in names} == names
+
+    for dag_id in ("aip_training_pipeline", "aip_retraining"):
+        params = dags[dag_id].params
+        region, runtime = params.get_param("region"), params.get_param("runtime_version")
+        python = params.get_param("python_version")
+        spec = {"runtimeVersion": runtime.value, "pythonVersion": python.value, "region": region.value}
+        image = executor_image(spec, "scikit-learn", gpu=False).rsplit("/", 1)[-1].removesuffix(":latest")
+        assert "Where the job runs on Vertex AI" in region.description, (dag_id, region.description)
+        assert "locations/<region>" in region.description
+        for param in (runtime, python):
+            assert "pre-built training container" in param.description, (dag_id, param.description)
+            assert image in param.description, (dag_id, image, param.description)
