@@ -22,6 +22,35 @@ if TYPE_CHECKING:
 
 CONSOLE_URL_XCOM_KEY = "training_job_console_url"
 JOB_ID_XCOM_KEY = "training_job_id"
+# How the UI's live tab reads and cancels the job without the operator object (the API server has
+# none): ``{"name": resource name, "project_id": ..., **JobApi.arguments}``, pushed with the job id.
+JOB_API_XCOM_KEY = "aip_job_api"
+# Who cancelled the job from the Training job tab, and when: ``{"user": ..., "at": ISO time}``,
+# written by the UI's API before it cancels, read by the task when the job ends CANCELLED.
+CANCELLED_BY_XCOM_KEY = "aip_cancelled_by"
+
+
+def log_cancelled_by(event: Any, log: Any) -> None:
+    """Say in the task log who cancelled the job from the UI: the job's own error says only CANCELLED.
+
+    Called where a wait's event is turned into the task's outcome; a no-op for other endings,
+    outside a running task, or when nobody cancelled from the tab.
+    """
+    if not isinstance(event, dict) or event.get("status") != "cancelled":
+        return
+    from airflow.sdk import get_current_context
+
+    try:
+        who = get_current_context()["ti"].xcom_pull(key=CANCELLED_BY_XCOM_KEY)
+    except Exception:  # no task context (a unit test calling the waiter), or XCom unreachable
+        return
+    if isinstance(who, dict) and who.get("user"):
+        log.warning(
+            "Job %s was cancelled from the Training job tab by %s at %s",
+            event.get("job_id"),
+            who["user"],
+            who.get("at"),
+        )
 
 
 class TrainingJobConsoleLink(BaseOperatorLink):

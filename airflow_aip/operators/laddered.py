@@ -34,7 +34,7 @@ from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
-from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, log_cancelled_by
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.climbing import Position, climb
 from airflow_aip.operators.submission import submit_job
@@ -165,6 +165,7 @@ class LadderMixin:
             name = str(event["job_name"])
             self._cancel(name, str(event.get("project_id")), reason=str(event.get("status")))
         self._watched = None
+        log_cancelled_by(event, self.log)
         return self._with_ladder(finished(event, self.log), plan, position)
 
     # -- helpers ----------------------------------------------------------------------------
@@ -207,6 +208,9 @@ class LadderMixin:
     def _announce(self, context: Context, job: dict[str, Any], rung: Rung) -> None:
         summary = summarize_job(job)
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=summary["job_id"])
+        name = str(job["name"])  # each rung's job, in its own region: the UI's live tab reads it
+        api = {"name": name, **self.job_api.addressing(name).arguments, "project_id": job["project_id"]}
+        context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=summary["console_url"])
         self._watched = (str(job["name"]), str(job["project_id"]))
         self.log.info(

@@ -58,7 +58,13 @@ from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest, build_request
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
-from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.links import (
+    CONSOLE_URL_XCOM_KEY,
+    JOB_API_XCOM_KEY,
+    JOB_ID_XCOM_KEY,
+    TrainingJobConsoleLink,
+    log_cancelled_by,
+)
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.laddered import LadderMixin, LadderPlan, plan_ladder
 from airflow_aip.operators.submission import submit_job
@@ -370,6 +376,8 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         self._watched = (name, project)
         summary = summarize_job(job)
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
+        api = {"name": name, **self.job_api.addressing(name).arguments, "project_id": project}
+        context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)  # the UI's live tab reads the job
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=summary["console_url"])
         self.log.info("Training job %s (%s): %s", job_id, name, summary["console_url"])
         if not self.wait_for_completion:
@@ -439,6 +447,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         if event.get("status") == "timeout" and self.cancel_on_kill and self._watched:
             self._cancel(*self._watched, reason=str(event.get("status")))
         self._watched = None
+        log_cancelled_by(event, self.log)
         return finished(event, self.log)
 
     def _cancel(self, name: str, project: str, reason: str) -> None:

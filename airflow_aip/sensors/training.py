@@ -52,7 +52,13 @@ from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
-from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
+from airflow_aip.links import (
+    CONSOLE_URL_XCOM_KEY,
+    JOB_API_XCOM_KEY,
+    JOB_ID_XCOM_KEY,
+    TrainingJobConsoleLink,
+    log_cancelled_by,
+)
 from airflow_aip.masking import masked_values_in
 from airflow_aip.triggers.training import TrainingJobTrigger
 
@@ -127,6 +133,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         name = self.job_name
         project = self.hook.project_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=self.job_id)
+        api = {"name": name, **self.job_api_arguments, "project_id": project}
+        context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)  # the UI's live tab reads the job
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=self.console_url_for(name, self.job_id))
         if not self.deferrable:
             return super().execute(context)
@@ -194,6 +202,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         cancel_quietly(self.job_name, project_id=self.project_id, reason="task killed", log=self.log, **api)
 
     def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
+        log_cancelled_by(event, self.log)
         try:
             return finished(event, self.log)
         except JobFailedError as err:

@@ -2,31 +2,46 @@
 
 A mounted app inherits none of the core API's authentication, so every route declares Airflow's
 own dependencies: anonymous callers get 401, a user who may not read the Dag's XComs 403. Routes
-are GET-only (no CSRF surface) and sync (database work runs in the threadpool).
+are sync (database work, and a live job read, run in the threadpool). The one POST, the task tab's
+"Cancel job", also needs edit rights on the Dag's task instances, and a custom header that a
+cross-site form cannot send (the UI's cookie authenticates it: that header is the CSRF guard).
+
+While a task waits, its tab reads the job live through :mod:`airflow_aip.ui.live` (one read per
+job per refresh interval, shared by every page); once the task ended, only XCom.
 """
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from importlib.resources import files
 from typing import Any
 
 from airflow.api_fastapi.app import get_auth_manager
-from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity
+from airflow.api_fastapi.auth.managers.models.base_user import BaseUser
+from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessEntity, DagDetails
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
+from airflow.models.dag import DagModel
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
-from fastapi import Depends, FastAPI, HTTPException, Query
+from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy import and_, select, tuple_
+from sqlalchemy import and_, delete, select, tuple_
 from sqlalchemy.orm import Session
 
-from airflow_aip.links import JOB_ID_XCOM_KEY
+from airflow_aip.links import CANCELLED_BY_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.ui import live
+from airflow_aip.ui.live import WAITING_TASK_STATES, LiveReads, job_api_of, keeps_refreshing
 from airflow_aip.ui.views import XComRow, is_export_result, job_list_row, map_index_param, run_view
 
 RETURN_VALUE = "return_value"
 # dag_id comes from the query string; with none, the check is "may this user read XComs at all".
 READ_XCOM = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.XCOM))
+READ_TI = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))
+EDIT_TI = Depends(requires_access_dag(method="PUT", access_entity=DagAccessEntity.TASK_INSTANCE))
+# Sent by the page's own fetch; a cross-site form cannot set a header, and a cross-site fetch
+# with one needs a CORS preflight that this app never grants.
+CSRF_HEADER, CSRF_VALUE = "X-Requested-With", "aip"
 LOGGED_IN = Depends(requires_authenticated())
 STATIC_TYPES = {".js": "text/javascript", ".css": "text/css"}
 PAGES = {"task": "Training job", "run": "Training jobs of the run", "jobs": "Training jobs"}
@@ -63,37 +78,142 @@ def _return_values(session: Session, dag_id: str, run_id: str) -> list[XComRow]:
     return [(r.task_id, r.map_index, XComModel.deserialize_value(r)) for r in rows]
 
 
-def task_payload(session: Session, dag_id: str, run_id: str, task_id: str, map_index: int) -> dict[str, Any]:
-    """The task instance's job: its summary once the task ended; its id while it still waits."""
-    same_ti = (
-        XComModel.dag_id == dag_id,
-        XComModel.run_id == run_id,
-        XComModel.task_id == task_id,
-        XComModel.map_index == map_index,
-    )
-    stored = {
-        r.key: XComModel.deserialize_value(r)
-        for r in session.execute(
-            select(XComModel.key, XComModel.value).where(
-                *same_ti, XComModel.key.in_([RETURN_VALUE, JOB_ID_XCOM_KEY])
+TiKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, map_index
+
+
+def _ti_xcoms(session: Session, ti: TiKey, keys: list[str]) -> dict[str, Any]:
+    dag_id, run_id, task_id, map_index = ti
+    rows = session.execute(
+        select(XComModel.key, XComModel.value).where(
+            XComModel.dag_id == dag_id,
+            XComModel.run_id == run_id,
+            XComModel.task_id == task_id,
+            XComModel.map_index == map_index,
+            XComModel.key.in_(keys),
+        )
+    ).all()
+    return {r.key: XComModel.deserialize_value(r) for r in rows}
+
+
+def _task_state(session: Session, ti: TiKey) -> str | None:
+    dag_id, run_id, task_id, map_index = ti
+    return _state(
+        session.scalar(
+            select(TaskInstance.state).where(
+                TaskInstance.dag_id == dag_id,
+                TaskInstance.run_id == run_id,
+                TaskInstance.task_id == task_id,
+                TaskInstance.map_index == map_index,
             )
-        ).all()
-    }
-    state = session.scalar(
-        select(TaskInstance.state).where(
-            TaskInstance.dag_id == dag_id,
-            TaskInstance.run_id == run_id,
-            TaskInstance.task_id == task_id,
-            TaskInstance.map_index == map_index,
         )
     )
+
+
+def _live_fields(
+    ti: TiKey, state: str | None, job: dict[str, Any] | None, api: dict[str, Any] | None, reads: LiveReads
+) -> dict[str, Any]:
+    """The job read live while the task waits and has no summary yet; else what XCom holds."""
+    if job is not None or api is None or state not in WAITING_TASK_STATES:
+        return {"job": job, "live": False, "waiting": None, "read_error": None}
+    read = reads.read(api)
+    runs = run_view([(ti[2], ti[3], read.summary)]) if read.summary else []
+    return {"job": runs[0] if runs else None, "live": True, "waiting": read.waiting, "read_error": read.error}
+
+
+def task_payload(
+    session: Session,
+    dag_id: str,
+    run_id: str,
+    task_id: str,
+    map_index: int,
+    *,
+    may_edit: bool = False,
+    reads: LiveReads | None = None,
+) -> dict[str, Any]:
+    """The task instance's job: its summary once the task ended; read live while it still waits.
+
+    ``refresh_s`` tells the page to fetch again after that many seconds (None: it stopped);
+    ``can_cancel`` whether to offer "Cancel job" (the viewer may edit, and the job runs).
+    """
+    reads = reads or live.LIVE_READS  # read at call time: one process-wide cache
+    ti = (dag_id, run_id, task_id, map_index)
+    stored = _ti_xcoms(session, ti, [RETURN_VALUE, JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY])
+    state = _task_state(session, ti)
     runs = run_view([(task_id, map_index, stored.get(RETURN_VALUE))])
+    api = job_api_of(stored.get(JOB_API_XCOM_KEY))
+    fields = _live_fields(ti, state, runs[0] if runs else None, api, reads)
+    job_state = fields["job"]["state"] if fields["job"] else None
+    refresh = keeps_refreshing(state, job_state)
     job_id = stored.get(JOB_ID_XCOM_KEY)
+    cancelled_by = stored.get(CANCELLED_BY_XCOM_KEY)
     return {
-        "task_state": _state(state),
+        "task_state": state,
         "job_id": job_id if isinstance(job_id, str) else None,
-        "job": runs[0] if runs else None,
+        **fields,
+        "refresh_s": reads.ttl if refresh else None,
+        "can_cancel": may_edit and api is not None and refresh and fields["live"],
+        "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
     }
+
+
+def may_edit_task_instances(session: Session, user: BaseUser, dag_id: str) -> bool:
+    """The check ``EDIT_TI`` makes, answered instead of raised: whether to show "Cancel job"."""
+    team = DagModel.get_team_name(dag_id, session=session)
+    return get_auth_manager().is_authorized_dag(
+        method="PUT",
+        access_entity=DagAccessEntity.TASK_INSTANCE,
+        details=DagDetails(id=dag_id, team_name=team),
+        user=user,
+    )
+
+
+def cancel_job(
+    session: Session, user_name: str, ti: TiKey, *, reads: LiveReads | None = None
+) -> dict[str, Any]:
+    """Cancel the task's job as ``CancelTrainingJobOperator`` does (the hook's ``cancel``).
+
+    Who and when goes to XCom first, so the task finds it however soon the job ends; it is
+    taken back when nothing was cancelled (the job had already ended, or the call failed).
+    """
+    reads = reads or live.LIVE_READS
+    dag_id, run_id, task_id, map_index = ti
+    api = job_api_of(_ti_xcoms(session, ti, [JOB_API_XCOM_KEY]).get(JOB_API_XCOM_KEY))
+    if api is None:
+        raise HTTPException(404, "This task instance has no training job to cancel")
+    if _task_state(session, ti) not in WAITING_TASK_STATES:
+        raise HTTPException(409, "The task has ended: its job is no longer its to cancel")
+    record = {"user": user_name, "at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    XComModel.set(
+        CANCELLED_BY_XCOM_KEY,
+        record,
+        dag_id=dag_id,
+        run_id=run_id,
+        task_id=task_id,
+        map_index=map_index,
+        serialize=False,  # as the task SDK stores a dict of strings, so its xcom_pull reads it back
+        session=session,
+    )
+    session.commit()
+    failure: str | None = None
+    try:
+        requested = reads.hook(api).cancel(str(api["name"]))
+    except Exception as err:  # shown to the user, who may try again
+        requested, failure = False, f"could not cancel the job: {err}"
+    reads.forget(api)
+    if not requested:
+        session.execute(
+            delete(XComModel).where(
+                XComModel.dag_id == dag_id,
+                XComModel.run_id == run_id,
+                XComModel.task_id == task_id,
+                XComModel.map_index == map_index,
+                XComModel.key == CANCELLED_BY_XCOM_KEY,
+            )
+        )
+        session.commit()
+    if failure is not None:
+        raise HTTPException(502, failure)
+    return {"cancel_requested": requested, "cancelled_by": record if requested else None}
 
 
 def jobs_payload(
@@ -156,6 +276,12 @@ def jobs_payload(
     return {"dags": dags, "jobs": rows}
 
 
+def same_site(x_requested_with: str | None = Header(None)) -> None:
+    """403 unless the page's own script sent the request (see ``CSRF_HEADER``)."""
+    if x_requested_with != CSRF_VALUE:
+        raise HTTPException(403, f"Missing the {CSRF_HEADER} header this page sends")
+
+
 def create_app() -> FastAPI:
     """The sub-app; no /docs or /openapi.json, which would be served to anyone."""
     app = FastAPI(title="airflow_aip UI", docs_url=None, redoc_url=None, openapi_url=None)
@@ -176,11 +302,28 @@ def create_app() -> FastAPI:
         except FileNotFoundError:
             raise HTTPException(404, "No such file") from None
 
-    @app.get("/api/task", dependencies=[READ_XCOM])
+    @app.get("/api/task", dependencies=[READ_XCOM, READ_TI])
     def task(
-        session: SessionDep, dag_id: str, run_id: str, task_id: str, map_index: str | None = None
+        user: GetUserDep,
+        session: SessionDep,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: str | None = None,
     ) -> dict[str, Any]:
-        return task_payload(session, dag_id, run_id, task_id, map_index_param(map_index))
+        may_edit = may_edit_task_instances(session, user, dag_id)
+        return task_payload(session, dag_id, run_id, task_id, map_index_param(map_index), may_edit=may_edit)
+
+    @app.post("/api/task/cancel", dependencies=[LOGGED_IN, Depends(same_site), EDIT_TI])
+    def cancel(
+        user: GetUserDep,
+        session: SessionDep,
+        dag_id: str,
+        run_id: str,
+        task_id: str,
+        map_index: str | None = None,
+    ) -> dict[str, Any]:
+        return cancel_job(session, user.get_name(), (dag_id, run_id, task_id, map_index_param(map_index)))
 
     @app.get("/api/run", dependencies=[READ_XCOM])
     def run(session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:

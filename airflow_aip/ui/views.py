@@ -2,7 +2,8 @@
 
 The submit operator and the sensor return the job summary (:func:`airflow_aip.jobs.summarize_job`)
 and push the job id before they wait; the export operator returns what it exported. The pages
-read only those, so opening one never calls a Google API and still works after the job is gone.
+read only those, so they still work after the job is gone; the one exception is the task tab
+while its task waits, which draws the same summary from a live read (:mod:`airflow_aip.ui.live`).
 Only the fields a page draws leave the server, never the whole XCom.
 """
 

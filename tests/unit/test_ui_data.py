@@ -106,11 +106,15 @@ def client(session: Session, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestCl
         def get_authorized_dag_ids(self, **_: Any) -> set[str]:
             return {DAG, "other_dag"}
 
+        def is_authorized_dag(self, **_: Any) -> bool:
+            return False  # a viewer: no "Cancel job" (the cancel itself: test_ui_live.py)
+
     monkeypatch.setattr(ui_app, "get_auth_manager", Readable)
     app = ui_app.create_app()
     app.dependency_overrides[_get_session] = lambda: session
     app.dependency_overrides[get_user] = lambda: object()
     app.dependency_overrides[ui_app.READ_XCOM.dependency] = lambda: None
+    app.dependency_overrides[ui_app.READ_TI.dependency] = lambda: None
     app.dependency_overrides[ui_app.LOGGED_IN.dependency] = lambda: None
     # the pipeline: tune (job id pushed before the wait, summary returned), export, a plain task
     _xcom(session, 1, "tune", "training_job_id", "iris_tuning_1", T0)
@@ -204,7 +208,17 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
     plain = {"dag_id": DAG, "run_id": RUN, "task_id": "prepare_data", "map_index": "-1"}
     waiting = {"dag_id": DAG, "run_id": f"{RUN}-2", "task_id": "tune"}
 
-    assert client.get("/api/task", params=plain).json() == {"task_state": None, "job_id": None, "job": None}
+    assert client.get("/api/task", params=plain).json() == {
+        "task_state": None,
+        "job_id": None,
+        "job": None,
+        "live": False,
+        "waiting": None,
+        "read_error": None,
+        "refresh_s": None,
+        "can_cancel": False,
+        "cancelled_by": None,
+    }
     assert client.get("/api/task", params=waiting).json()["job_id"] == "iris_tuning_2"
 
 
@@ -249,6 +263,6 @@ def test_pages_and_their_scripts_are_served(client: TestClient, page: str) -> No
 
     assert f"../static/{page}.js" in html
     assert script.headers["content-type"].startswith("text/javascript")
-    assert "render(" in script.text
+    assert "render(" in script.text or "renderLive(" in script.text  # the task tab follows a live job
     assert client.get("/static/../app.py").status_code == 404
     assert client.get("/ui/nope").status_code == 404

@@ -95,3 +95,45 @@ async function render(load, draw) {
     status.textContent = e.message;
   }
 }
+
+// A POST from this page: the custom header is the server's CSRF guard (a cross-site form cannot send it).
+async function postJson(path, query) {
+  const r = await fetch(`../api/${path}?${query}`, {
+    method: "POST", credentials: "same-origin", headers: { Accept: "application/json", "X-Requested-With": "aip" },
+  });
+  if (r.status === 401) throw new Error("You are not logged in to Airflow.");
+  if (r.status === 403) throw new Error("You may not edit this Dag's task instances.");
+  if (!r.ok) {
+    const body = await r.json().catch(() => ({}));
+    throw new Error(typeof body.detail === "string" ? body.detail : `The server answered ${r.status}.`);
+  }
+  return r.json();
+}
+
+// render(), fetched again while draw() returns a number of seconds: the page follows a running
+// job without a reload. Each draw builds the content apart, then swaps it in at once (no flicker);
+// an answer overtaken by a newer fetch (a refresh asked for after a cancel) is dropped.
+function renderLive(load, draw) {
+  const status = document.getElementById("status");
+  const out = document.getElementById("content");
+  let timer = null, generation = 0, again = null;
+  const refresh = async () => {
+    clearTimeout(timer);
+    const mine = ++generation;
+    try {
+      const data = await load();
+      if (mine !== generation) return;
+      status.textContent = "";
+      const fresh = el("div");
+      again = draw(data, fresh, refresh) || null;
+      const focused = document.activeElement?.id;  // keyboard users keep their place
+      out.replaceChildren(...fresh.childNodes);
+      if (focused) document.getElementById(focused)?.focus();
+    } catch (e) {
+      if (mine !== generation) return;
+      status.textContent = e.message + (again ? " Trying again…" : "");
+    }
+    if (again) timer = setTimeout(refresh, again * 1000);
+  };
+  return refresh();
+}

@@ -85,7 +85,7 @@ function drawJob(job, out) {
     return;
   }
   if (job.trials.length === 0) {
-    out.append(el("p", {}, "The job has no trials."));
+    out.append(el("p", {}, job.end_time ? "The job has no trials." : "No trial has started yet."));
     return;
   }
   const metric = job.metric || "objective";
@@ -95,13 +95,57 @@ function drawJob(job, out) {
   out.append(el("h2", {}, "Trials"), trialsTable(job), charts);
 }
 
-render(() => getJson("task", params().toString()), (data, out) => {
-  if (data.job) return drawJob(data.job, out);
-  const task = params().get("task_id");
-  if (data.job_id) {
-    out.append(el("p", { class: "waiting" }, `Task ${task} submitted training job ${data.job_id} (task ${data.task_state ?? "not started"}). ` +
-      "Its trials appear here when the task has finished waiting for it."));
+// While the task waits: the job as last read, why it waits, and who asked for a cancel.
+function liveLines(data) {
+  const lines = [];
+  if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
+  if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
+  if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
+  if (data.cancelled_by) lines.push(el("p", { class: "cancelled-by" }, `Cancel requested from this tab by ${data.cancelled_by.user} at ${when(data.cancelled_by.at)}.`));
+  return lines;
+}
+
+let cancelError = "", confirming = false;
+
+// "Cancel job": only offered to users who may edit the task instance. It confirms first, in the
+// page: Airflow's iframe sandbox has no allow-modals, so window.confirm() would answer false unseen.
+function cancelButton(data, refresh) {
+  const box = el("div", { class: "actions" });
+  if (!confirming) {
+    const ask = el("button", { type: "button", class: "cancel-job", id: "cancel-job" }, "Cancel job");
+    ask.addEventListener("click", () => { confirming = true; cancelError = ""; refresh(); });
+    box.append(ask);
   } else {
-    out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job.`));
+    const yes = el("button", { type: "button", class: "cancel-job", id: "confirm-cancel" }, "Yes, cancel the job");
+    const no = el("button", { type: "button", id: "keep-job" }, "No, keep it running");
+    yes.addEventListener("click", async () => {
+      yes.disabled = no.disabled = true;
+      try {
+        await postJson("task/cancel", params().toString());
+      } catch (e) {
+        cancelError = e.message;
+      }
+      confirming = false;
+      refresh();
+    });
+    no.addEventListener("click", () => { confirming = false; refresh(); });
+    box.append(el("p", { role: "alert", class: "confirm" }, `Cancel training job ${data.job_id}? The task then fails, as for any cancelled job.`), yes, " ", no);
   }
+  if (cancelError) box.append(el("p", { class: "read-error", role: "alert" }, cancelError));
+  return box;
+}
+
+renderLive(() => getJson("task", params().toString()), (data, out, refresh) => {
+  out.append(...liveLines(data));
+  if (data.can_cancel) out.append(cancelButton(data, refresh));
+  const task = params().get("task_id");
+  if (data.job) {
+    drawJob(data.job, out);
+  } else if (data.job_id) {
+    out.append(el("p", { class: "waiting" }, `Task ${task} submitted training job ${data.job_id} (task ${data.task_state ?? "not started"}). ` +
+      (data.refresh_s ? "Its state and trials appear here as they are read." : "It left no summary of the job.")));
+  } else {
+    out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job` + (data.refresh_s ? " yet." : ".")));
+  }
+  return data.refresh_s;
 });

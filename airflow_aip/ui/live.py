@@ -1,0 +1,202 @@
+"""The live Training job tab: the job read from its API while the task waits, at most once per interval.
+
+The API server has no operator object, so the submit operator and the sensor push how they reach
+the job (:data:`airflow_aip.links.JOB_API_XCOM_KEY`) next to its id; from that this module builds
+the same hook the task uses (connection, endpoint, impersonation, project, region) and reads the
+job. Pages poll every :data:`REFRESH_SECONDS`; however many pages are open on a job, and however
+many users, one process-wide :class:`LiveReads` makes at most one read per job per interval:
+a cache entry per job lives that long, and a lock per job lets one request read while the others
+wait for its answer (single-flight). A failed read is cached too, so a broken connection is not
+hammered, and shown on the page as one line.
+
+Once the task has ended its summary is in XCom and no read is made (see ``app.task_payload``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from airflow_aip.jobs.ladder import RUNG_LABEL
+from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.summary import summarize_job
+
+if TYPE_CHECKING:
+    from airflow_aip.hooks.job_client import JobClient
+
+REFRESH_SECONDS = 5.0
+# Task states in which the task still waits for (or is about to submit, or resubmit) its job.
+WAITING_TASK_STATES = frozenset(
+    {"scheduled", "queued", "running", "deferred", "up_for_retry", "up_for_reschedule", "restarting"}
+)
+# Only these may see a job that ended before the task did: it is about to finish, or to climb a rung.
+ACTIVE_TASK_STATES = frozenset({"running", "deferred"})
+API_FIELDS = ("backend", "gcp_conn_id", "api_endpoint", "impersonation_chain", "project_id", "region")
+# Past this many entries, expired ones are dropped on the next miss (one per open job is expected).
+PRUNE_ABOVE = 256
+
+
+class JobReader(Protocol):
+    """What the tab needs of a job hook (a :class:`~airflow_aip.hooks.job_client.JobClient`)."""
+
+    def read(self, name: str) -> dict[str, Any]: ...
+
+    def cancel(self, name: str) -> bool: ...
+
+
+HookFactory = Callable[[Mapping[str, Any]], JobReader]
+
+
+def build_hook(api: Mapping[str, Any]) -> JobClient:
+    """The task's own job hook, trying each request once: a page must not wait out a retry policy."""
+    from airflow_aip.hooks.job_reference import job_hook
+
+    return job_hook(
+        str(api.get("backend")),
+        gcp_conn_id=str(api.get("gcp_conn_id")),
+        project_id=api.get("project_id"),
+        api_endpoint=api.get("api_endpoint"),
+        impersonation_chain=api.get("impersonation_chain"),
+        region=api.get("region"),
+        retry_attempts=1,
+    )
+
+
+def job_api_of(value: Any) -> dict[str, Any] | None:
+    """The pushed ``aip_job_api`` XCom if it has the shape the operators push, else None."""
+    if not isinstance(value, Mapping):
+        return None
+    if not isinstance(value.get("name"), str) or not value["name"]:
+        return None
+    if not isinstance(value.get("gcp_conn_id"), str) or not isinstance(value.get("backend"), str):
+        return None
+    return {"name": value["name"], **{field: value.get(field) for field in API_FIELDS}}
+
+
+@dataclass(frozen=True)
+class LiveRead:
+    """One read of a job: its summary and why it waits, or the line saying the read failed."""
+
+    summary: dict[str, Any] | None
+    waiting: str | None
+    error: str | None
+
+
+def _strategy(spec: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The job's ``scheduling`` (Vertex AI: a custom job's, or a tuning job's trial job's)."""
+    job_spec = spec.get("jobSpec") or spec.get("trialJobSpec") or {}
+    scheduling = job_spec.get("scheduling") if isinstance(job_spec, Mapping) else None
+    return scheduling if isinstance(scheduling, Mapping) else {}
+
+
+def why_it_waits(view: Mapping[str, Any]) -> str | None:
+    """Why a job that has not started yet waits, as one line; None once it runs (or ended)."""
+    state = JobState.parse(view.get("state"))
+    if state not in (JobState.QUEUED, JobState.PREPARING):
+        return None
+    scheduling = _strategy(view.get("spec") or {})
+    rung = (view.get("labels") or {}).get(RUNG_LABEL)
+    if state is JobState.QUEUED:
+        reason = "Queued: the service holds the job until quota (or its limit on running jobs) lets it start."
+    elif scheduling.get("strategy") == "FLEX_START":
+        limit = scheduling.get("maxWaitDuration")
+        reason = "Flex-Start: waiting for capacity" + (f" (up to {limit})." if limit else ".")
+    else:
+        reason = "Pending capacity: the service is finding machines for the job."
+    return reason + (f" Capacity ladder rung: {rung}." if rung else "")
+
+
+class LiveReads:
+    """Reads of running jobs shared by every request of the process: one per job per ``ttl``.
+
+    Keyed by the job's resource name and how it is reached (two connections may see different
+    things). ``hook_for`` builds a hook from those arguments; hooks are kept per arguments.
+    """
+
+    def __init__(
+        self,
+        ttl: float = REFRESH_SECONDS,
+        hook_for: HookFactory = build_hook,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.ttl = ttl
+        self._hook_for = hook_for
+        self._clock = clock
+        self._guard = threading.Lock()  # over the dicts below, never held during a read
+        self._locks: dict[str, threading.Lock] = {}
+        self._entries: dict[str, tuple[float, LiveRead]] = {}
+        self._hooks: dict[str, JobReader] = {}
+
+    def read(self, api: Mapping[str, Any]) -> LiveRead:
+        """The job's latest read: cached if younger than ``ttl``, else read by one request for all."""
+        key = json.dumps(dict(api), sort_keys=True, default=str)
+        fresh = self._fresh(key)
+        if fresh is not None:
+            return fresh
+        with self._lock_for(key):
+            fresh = self._fresh(key)  # another request read it while this one waited
+            if fresh is not None:
+                return fresh
+            result = self._read(api)
+            with self._guard:
+                self._entries[key] = (self._clock() + self.ttl, result)
+            return result
+
+    def forget(self, api: Mapping[str, Any]) -> None:
+        """Drop the job's cached read (after a cancel, so the next refresh shows it)."""
+        key = json.dumps(dict(api), sort_keys=True, default=str)
+        with self._guard:
+            self._entries.pop(key, None)
+
+    def hook(self, api: Mapping[str, Any]) -> JobReader:
+        """The hook for these arguments (the job's name aside), built once."""
+        key = json.dumps({f: api.get(f) for f in API_FIELDS}, sort_keys=True, default=str)
+        with self._guard:
+            hook = self._hooks.get(key)
+        if hook is None:
+            hook = self._hook_for(api)
+            with self._guard:
+                hook = self._hooks.setdefault(key, hook)
+        return hook
+
+    def _fresh(self, key: str) -> LiveRead | None:
+        with self._guard:
+            entry = self._entries.get(key)
+        return entry[1] if entry is not None and entry[0] > self._clock() else None
+
+    def _lock_for(self, key: str) -> threading.Lock:
+        with self._guard:
+            if len(self._entries) > PRUNE_ABOVE:
+                now = self._clock()
+                for stale in [k for k, (expires, _) in self._entries.items() if expires <= now]:
+                    del self._entries[stale]
+                    self._locks.pop(stale, None)
+            return self._locks.setdefault(key, threading.Lock())
+
+    def _read(self, api: Mapping[str, Any]) -> LiveRead:
+        try:
+            view = self.hook(api).read(str(api["name"]))
+        except Exception as err:  # shown on the page: whatever went wrong, the tab stays up
+            return LiveRead(None, None, f"could not read the job: {err}")
+        return LiveRead(summarize_job(view), why_it_waits(view), None)
+
+
+#: The process's one cache: the API server's request threads all share it.
+LIVE_READS = LiveReads()
+
+
+def keeps_refreshing(task_state: str | None, job_state: Any) -> bool:
+    """Whether the page should fetch again: the task still waits, and its job is not over.
+
+    A job that ended while its task is running or deferred is still refreshed: the task is about
+    to store its summary (or, on a capacity ladder, to climb to the next rung's job).
+    """
+    if task_state not in WAITING_TASK_STATES:
+        return False
+    if job_state is None or not JobState.parse(job_state).is_terminal:
+        return True
+    return task_state in ACTIVE_TASK_STATES

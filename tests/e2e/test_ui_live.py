@@ -1,0 +1,145 @@
+"""The live Training job tab in a real Airflow: a running job shown as it is now, and cancelled from the tab.
+
+``aip_e2e_kill``'s ``wait_deferred`` submits a 10-minute job and defers on it. While it waits:
+a viewer reads the job live (RUNNING) over HTTP, but is offered no "Cancel job" and gets 403
+from the cancel endpoint; an admin opens the tab in Chromium, sees the job RUNNING, and cancels
+it from the tab (after the page's own confirmation). The job ends CANCELLED, the task fails, its
+log says who cancelled it, and the open tab follows the task to its end without a reload.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+import uuid
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+import pytest
+
+from tests.e2e.conftest import AirflowStack
+from tests.fixtures.vertex import cancel_vertex, vertex_jobs
+
+pytestmark = pytest.mark.e2e
+DAG_ID, TASK_ID = "aip_e2e_kill", "wait_deferred"
+TRIGGER_LOGGER = "airflow_aip.triggers.training.TrainingJobTrigger"
+SAME_SITE = {"X-Requested-With": "aip"}
+
+
+def _wait(condition: Any, what: str, state: Any, timeout: float = 240) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout}s: {state()}")
+        time.sleep(0.5)
+    return found
+
+
+@pytest.fixture
+def waiting_run(airflow_stack: AirflowStack) -> Iterator[tuple[str, str]]:
+    """A run of ``aip_e2e_kill`` with ``wait_deferred`` deferred on its RUNNING job; all cleaned up after."""
+    stack = airflow_stack
+    project = f"e2e-live-{uuid.uuid4().hex[:6]}"
+    conf = {"project_id": project, "package_uri": stack.package_uri, "job_dir": f"gs://{stack.bucket}/live"}
+    run_id = stack.trigger(DAG_ID, conf)
+    prefix = f"{DAG_ID}_{TASK_ID}"
+
+    def job() -> dict[str, Any] | None:
+        jobs = vertex_jobs(stack.ml_url, project, prefix)
+        return jobs[-1] if jobs else None
+
+    def waiting() -> bool:
+        if stack.task_states(DAG_ID, run_id).get(TASK_ID) != "deferred":
+            return False
+        records = stack.task_records(DAG_ID, run_id, TASK_ID)
+        found = job()
+        return (
+            any(r.get("logger") == TRIGGER_LOGGER for r in records)
+            and found is not None
+            and found["state"] == "RUNNING"
+        )
+
+    try:
+        _wait(
+            waiting,
+            f"{TASK_ID} deferred on a RUNNING job",
+            state=lambda: (stack.task_states(DAG_ID, run_id), job()),
+        )
+        yield run_id, project
+    finally:  # the run's other tasks wait on 10-minute jobs: fail the run, cancel what is left
+        stack.api.patch(f"dags/{DAG_ID}/dagRuns/{run_id}", json={"state": "failed"})
+        from googleapiclient.errors import HttpError
+
+        for leftover in vertex_jobs(stack.ml_url, project):
+            if leftover["state"] in ("QUEUED", "PREPARING", "RUNNING"):
+                with contextlib.suppress(HttpError):  # the failed run's kill may cancel it first (400)
+                    cancel_vertex(stack.ml_url, leftover["name"])
+
+
+def _query(run_id: str) -> str:
+    query = {"dag_id": DAG_ID, "run_id": run_id, "task_id": TASK_ID, "map_index": "-1"}
+    return "&".join(f"{k}={quote(v, safe='')}" for k, v in query.items())
+
+
+def test_a_viewer_sees_the_job_live_but_may_not_cancel_it(
+    airflow_stack: AirflowStack, waiting_run: tuple[str, str]
+) -> None:
+    stack, (run_id, _) = airflow_stack, waiting_run
+    token = stack.token("viewer")
+
+    with httpx.Client(base_url=stack.base_url, timeout=30, cookies={"_token": token}) as http:
+        data = http.get(f"/aip/api/task?{_query(run_id)}").raise_for_status().json()
+        refused = http.post(f"/aip/api/task/cancel?{_query(run_id)}", headers=SAME_SITE)
+
+    assert (data["task_state"], data["live"], data["can_cancel"]) == ("deferred", True, False)
+    assert data["job"]["state"] == "RUNNING"
+    assert data["refresh_s"] == 5.0
+    assert refused.status_code == 403
+
+
+def test_an_admin_cancels_the_job_from_the_tab(
+    browser: Any, airflow_stack: AirflowStack, waiting_run: tuple[str, str]
+) -> None:
+    from playwright.sync_api import expect
+
+    stack, (run_id, project) = airflow_stack, waiting_run
+    admin = stack.token("admin")
+    with httpx.Client(base_url=stack.base_url, timeout=30, cookies={"_token": admin}) as http:
+        # the page's header is the CSRF guard: the same request without it is refused
+        assert http.post(f"/aip/api/task/cancel?{_query(run_id)}").status_code == 403
+
+    context = browser.new_context(base_url=stack.base_url, viewport={"width": 1400, "height": 1300})
+    errors: list[Any] = []
+    page = context.new_page()
+    page.on("pageerror", lambda error: errors.append(error))
+    try:
+        page.goto("/auth/login")
+        page.get_by_label("Username").fill("admin")
+        page.get_by_label("Password").fill(stack.passwords["admin"])
+        page.get_by_role("button", name="Sign in").click()
+        page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+        page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{TASK_ID}")
+        page.get_by_role("link", name="Training job", exact=True).click()
+        frame = page.frame_locator("iframe[title='Training job']")
+
+        expect(frame.locator("section.job .state")).to_have_text("RUNNING", timeout=60_000)
+        expect(frame.locator("p.live")).to_be_visible()
+        frame.get_by_role("button", name="Cancel job").click()
+        frame.get_by_role("button", name="Yes, cancel the job").click()
+
+        # the open tab follows the task to its end, without a reload
+        expect(frame.locator("p.cancelled-by")).to_contain_text("by admin", timeout=60_000)
+        expect(frame.locator("p.live")).to_have_count(0, timeout=120_000)  # the task ended: no more refreshes
+        expect(frame.get_by_role("button", name="Cancel job")).to_have_count(0)
+    finally:
+        context.close()
+
+    assert stack.task_states(DAG_ID, run_id)[TASK_ID] == "failed"
+    (job,) = vertex_jobs(stack.ml_url, project, f"{DAG_ID}_{TASK_ID}")
+    assert job["state"] == "CANCELLED"
+    log = stack.task_log(DAG_ID, run_id, TASK_ID)
+    assert f"Job {job['jobId']} was cancelled from the Training job tab by admin at " in log
+    assert "CANCELLED" in log  # the task fails as a cancelled job fails
+    assert errors == []

@@ -1,0 +1,441 @@
+"""The live Training job tab: one job read per refresh interval, shared; the payload; cancel from the page.
+
+The job client is a fake here (our own ``JobClient`` interface, not Google's): what is under test
+is how often the UI reads, and what it makes of the neutral view our hooks return. The view
+itself is built by our real Vertex translation from a Vertex AI resource.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from datetime import datetime, timezone
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+from sqlalchemy import create_engine
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from airflow_aip.jobs.vertex.view import view_from_vertex
+from airflow_aip.links import CANCELLED_BY_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.ui.live import LiveReads, job_api_of, keeps_refreshing, why_it_waits
+from tests.fixtures.tuning_job import SUMMARY
+
+DAG, RUN, TASK = "aip_training_pipeline", "manual__2026-11-25T10:00:00+00:00", "tune"
+NAME = "projects/local-project/locations/us-central1/hyperparameterTuningJobs/42"
+API = {
+    "name": NAME,
+    "gcp_conn_id": "google_cloud_default",
+    "api_endpoint": "http://127.0.0.1:8085",
+    "impersonation_chain": None,
+    "backend": "vertex",
+    "region": "us-central1",
+    "project_id": "local-project",
+}
+T0 = datetime(2026, 11, 25, 10, tzinfo=timezone.utc)
+
+
+def _trial(n: int, state: str, accuracy: float | None = None) -> dict[str, Any]:
+    trial: dict[str, Any] = {
+        "id": str(n),
+        "state": state,
+        "parameters": [{"parameterId": "C", "value": 0.5 * n}],
+        "startTime": f"2026-11-25T10:0{n}:00Z",
+    }
+    if accuracy is not None:
+        trial["finalMeasurement"] = {
+            "stepCount": "100",
+            "metrics": [{"metricId": "accuracy", "value": accuracy}],
+        }
+        trial["endTime"] = f"2026-11-25T10:0{n}:30Z"
+    return trial
+
+
+def running_job(state: str = "JOB_STATE_RUNNING", **extra: Any) -> dict[str, Any]:
+    """A Vertex AI tuning job two trials into its study, the third running."""
+    resource = {
+        "name": NAME,
+        "displayName": "iris_tuning_live",
+        "state": state,
+        "createTime": "2026-11-25T10:00:00Z",
+        "studySpec": {
+            "metrics": [{"metricId": "accuracy", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "C", "doubleValueSpec": {"minValue": 0.1, "maxValue": 10}}],
+        },
+        "trialJobSpec": {},
+        "trials": [_trial(1, "SUCCEEDED", 0.8), _trial(2, "SUCCEEDED", 0.9), _trial(3, "ACTIVE")],
+        **extra,
+    }
+    return view_from_vertex(resource, project_id="local-project", region="us-central1")
+
+
+class FakeJobs:
+    """Our ``JobClient`` as the UI uses it: ``read`` and ``cancel``, counted."""
+
+    def __init__(self, view: dict[str, Any] | None = None, error: Exception | None = None) -> None:
+        self.view = view or running_job()
+        self.error = error
+        self.reads = 0
+        self.cancelled: list[str] = []
+        self.before_read: Any = None
+
+    def read(self, name: str) -> dict[str, Any]:
+        if self.before_read is not None:
+            self.before_read()
+        self.reads += 1
+        if self.error is not None:
+            raise self.error
+        return self.view
+
+    def cancel(self, name: str) -> bool:
+        self.cancelled.append(name)
+        return True
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_twenty_concurrent_requests_make_one_read() -> None:
+    jobs = FakeJobs()
+    arrived = threading.Condition()
+    entered: list[str] = []
+
+    class Counted(LiveReads):
+        def _lock_for(self, key: str) -> threading.Lock:
+            with arrived:
+                entered.append(key)
+                arrived.notify_all()
+            return super()._lock_for(key)
+
+    reads = Counted(ttl=5.0, hook_for=lambda api: jobs, clock=Clock())
+
+    def hold_the_read_until_all_arrived() -> None:
+        with arrived:  # every request is now waiting for this read, none has a result yet
+            assert arrived.wait_for(lambda: len(entered) == 20, timeout=30)
+
+    jobs.before_read = hold_the_read_until_all_arrived
+    results: list[Any] = []
+    threads = [threading.Thread(target=lambda: results.append(reads.read(API))) for _ in range(20)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert jobs.reads == 1
+    assert len(results) == 20
+    assert all(r is results[0] for r in results)
+    assert results[0].summary["state"] == "RUNNING"
+
+
+def test_a_read_is_reused_for_the_interval_then_made_again() -> None:
+    jobs, clock = FakeJobs(), Clock()
+    reads = LiveReads(ttl=5.0, hook_for=lambda api: jobs, clock=clock)
+
+    reads.read(API)
+    clock.now += 4.9
+    reads.read(API)
+    assert jobs.reads == 1
+    clock.now += 0.2
+    reads.read(API)
+    assert jobs.reads == 2
+
+
+def test_a_failed_read_is_shown_and_cached_too() -> None:
+    jobs, clock = FakeJobs(error=RuntimeError("403 caller lacks aiplatform.customJobs.get")), Clock()
+    reads = LiveReads(ttl=5.0, hook_for=lambda api: jobs, clock=clock)
+
+    first = reads.read(API)
+    second = reads.read(API)
+    clock.now += 5.0
+    reads.read(API)
+
+    assert (first.summary, first.error) == (
+        None,
+        "could not read the job: 403 caller lacks aiplatform.customJobs.get",
+    )
+    assert second is first
+    assert jobs.reads == 2
+
+
+def test_hooks_are_built_once_per_way_of_reaching_the_api() -> None:
+    built: list[dict[str, Any]] = []
+
+    def hook_for(api: Any) -> FakeJobs:
+        built.append(dict(api))
+        return FakeJobs()
+
+    reads = LiveReads(hook_for=hook_for, clock=Clock())
+    reads.read(API)
+    reads.read({**API, "name": NAME.replace("/42", "/43")})  # another job, same connection
+    reads.read({**API, "gcp_conn_id": "other_conn"})
+
+    assert [b["gcp_conn_id"] for b in built] == ["google_cloud_default", "other_conn"]
+
+
+def test_why_a_job_waits() -> None:
+    flex = {"trialJobSpec": {"scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "1800s"}}}
+    queued_on_a_rung = running_job("JOB_STATE_QUEUED", labels={"aip_rung": "spot"})
+
+    assert why_it_waits(queued_on_a_rung) == (
+        "Queued: the service holds the job until quota (or its limit on running jobs) lets it start."
+        " Capacity ladder rung: spot."
+    )
+    assert (
+        why_it_waits(running_job("JOB_STATE_PENDING", **flex))
+        == "Flex-Start: waiting for capacity (up to 1800s)."
+    )
+    assert why_it_waits(running_job("JOB_STATE_PENDING")) == (
+        "Pending capacity: the service is finding machines for the job."
+    )
+    assert why_it_waits(running_job()) is None
+
+
+def test_refreshing_stops_when_the_task_or_its_job_ended() -> None:
+    assert keeps_refreshing("deferred", "RUNNING")
+    assert keeps_refreshing("queued", None)
+    assert keeps_refreshing("running", "SUCCEEDED")  # the task is about to store its summary
+    assert not keeps_refreshing("up_for_retry", "CANCELLED")
+    assert not keeps_refreshing("failed", "RUNNING")
+    assert not keeps_refreshing(None, None)
+
+
+def test_only_what_the_operators_push_is_read() -> None:
+    assert job_api_of(API) == API
+    assert job_api_of({"name": NAME}) is None
+    assert job_api_of("projects/p/jobs/j") is None
+
+
+# -- the endpoints, against real XCom rows (SQLite, Airflow's own models) ---------------------------
+
+
+@pytest.fixture
+def session() -> Iterator[Session]:
+    from airflow.models import import_all_models
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+
+    import_all_models()  # type: ignore[no-untyped-call]  # xcom's foreign keys reach task_instance, dag_run...
+    engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
+    XComModel.metadata.create_all(engine)
+    with sessionmaker(engine)() as db:
+        db.add(DagRun(dag_id=DAG, run_id=RUN, run_type="manual"))
+        db.commit()
+        yield db
+    engine.dispose()
+
+
+def _push(db: Session, key: str, value: Any) -> None:
+    from airflow.models.dagrun import DagRun
+    from airflow.models.xcom import XComModel
+
+    run = db.query(DagRun).one()
+    db.add(
+        XComModel(
+            dag_run_id=run.id,
+            task_id=TASK,
+            map_index=-1,
+            key=key,
+            dag_id=DAG,
+            run_id=RUN,
+            value=value,  # as the task SDK stores a JSON value (the Execution API does not re-encode it)
+            timestamp=T0,
+        )
+    )
+    db.commit()
+
+
+class Auth:
+    """Airflow's auth manager as the app asks it: may this user edit the Dag's task instances?"""
+
+    def __init__(self, editor: bool) -> None:
+        self.editor = editor
+
+    def is_authorized_dag(self, **_: Any) -> bool:
+        return self.editor
+
+
+class User:
+    def get_name(self) -> str:
+        return "ada"
+
+
+@pytest.fixture
+def jobs() -> FakeJobs:
+    return FakeJobs()
+
+
+@pytest.fixture
+def state() -> dict[str, str | None]:
+    return {"task": "deferred"}
+
+
+def _client(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any], *, editor: bool
+) -> TestClient:
+    from airflow.api_fastapi.common.db.common import _get_session
+    from airflow.api_fastapi.core_api import security
+    from airflow.api_fastapi.core_api.security import get_user
+    from airflow.models.dag import DagModel
+
+    from airflow_aip.ui import app as ui_app
+    from airflow_aip.ui import live
+
+    reads = LiveReads(ttl=5.0, hook_for=lambda api: jobs, clock=Clock())
+    monkeypatch.setattr(live, "LIVE_READS", reads)
+    monkeypatch.setattr(ui_app, "_task_state", lambda db, ti: state["task"])
+    monkeypatch.setattr(ui_app, "get_auth_manager", lambda: Auth(editor))
+    monkeypatch.setattr(security, "get_auth_manager", lambda: Auth(editor))  # EDIT_TI's own check
+    monkeypatch.setattr(DagModel, "get_team_name", staticmethod(lambda dag_id, **_: None))
+    app = ui_app.create_app()
+    app.dependency_overrides[_get_session] = lambda: session
+    app.dependency_overrides[get_user] = User
+    app.dependency_overrides[ui_app.READ_XCOM.dependency] = lambda: None
+    app.dependency_overrides[ui_app.READ_TI.dependency] = lambda: None
+    app.dependency_overrides[ui_app.LOGGED_IN.dependency] = lambda: None
+    return TestClient(app)
+
+
+QUERY = {"dag_id": DAG, "run_id": RUN, "task_id": TASK, "map_index": "{MAP_INDEX}"}
+SAME_SITE = {"X-Requested-With": "aip"}
+
+
+def test_a_waiting_task_shows_its_job_as_read_now(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
+    _push(session, JOB_API_XCOM_KEY, API)
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    payloads = [client.get("/api/task", params=QUERY).raise_for_status().json() for _ in range(3)]
+
+    data = payloads[0]
+    assert jobs.reads == 1  # three refreshes within the interval: one read
+    assert (data["task_state"], data["live"], data["refresh_s"], data["can_cancel"]) == (
+        "deferred",
+        True,
+        5.0,
+        True,
+    )
+    job = data["job"]
+    assert (job["job_id"], job["state"], job["best_trial_id"]) == ("iris_tuning_live", "RUNNING", "2")
+    assert [(t["id"], t["state"], t["objective"]) for t in job["trials"]] == [
+        ("1", "SUCCEEDED", 0.8),
+        ("2", "SUCCEEDED", 0.9),
+        ("3", "RUNNING", None),
+    ]
+
+
+def test_an_ended_task_reads_xcom_only(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_1")
+    _push(session, JOB_API_XCOM_KEY, API)
+    _push(session, "return_value", SUMMARY)
+    state["task"] = "success"
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    data = client.get("/api/task", params=QUERY).raise_for_status().json()
+
+    assert jobs.reads == 0
+    assert (data["live"], data["refresh_s"], data["can_cancel"]) == (False, None, False)
+    assert (data["job"]["job_id"], data["job"]["state"]) == ("iris_tuning_1", "SUCCEEDED")
+
+
+def test_an_editor_cancels_and_the_task_can_say_who(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_API_XCOM_KEY, API)
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    answer = client.post("/api/task/cancel", params=QUERY, headers=SAME_SITE).raise_for_status().json()
+    shown = client.get("/api/task", params=QUERY).json()
+
+    assert jobs.cancelled == [NAME]
+    assert answer["cancel_requested"] is True
+    assert answer["cancelled_by"]["user"] == "ada"
+    assert shown["cancelled_by"] == answer["cancelled_by"]  # the XCom the task reads when the job ends
+    assert CANCELLED_BY_XCOM_KEY == "aip_cancelled_by"
+
+
+def test_a_cancel_without_the_pages_header_is_refused(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_API_XCOM_KEY, API)
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    assert client.post("/api/task/cancel", params=QUERY).status_code == 403
+    assert jobs.cancelled == []
+
+
+def test_a_viewer_gets_no_button_and_403(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_API_XCOM_KEY, API)
+    client = _client(session, monkeypatch, jobs, state, editor=False)
+
+    assert client.get("/api/task", params=QUERY).json()["can_cancel"] is False
+    assert client.post("/api/task/cancel", params=QUERY, headers=SAME_SITE).status_code == 403
+    assert jobs.cancelled == []
+
+
+def test_nothing_to_cancel_once_the_task_ended(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_API_XCOM_KEY, API)
+    state["task"] = "failed"
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    assert client.post("/api/task/cancel", params=QUERY, headers=SAME_SITE).status_code == 409
+    assert jobs.cancelled == []
+
+
+# -- what the submit operator leaves for the tab, and what it logs after a cancel from it ----------
+
+
+def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import airflow.sdk
+
+    from airflow_aip.exceptions import JobFailedError
+    from airflow_aip.hooks import waiting as waiting_module
+    from airflow_aip.hooks.training import TrainingJobHook
+    from airflow_aip.operators import training as training_module
+    from airflow_aip.ui.live import build_hook
+    from tests.unit import test_training_operator as submit
+    from tests.unit.ml_fake import FakeMlApi, sync_client
+
+    fake = FakeMlApi()
+    client = sync_client(fake)
+    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
+    clock = submit.FakeClock()
+    monkeypatch.setattr(training_module, "time", clock)
+    monkeypatch.setattr(waiting_module, "time", clock)
+    fake.play(submit.JOB_ID, ["RUNNING", "CANCELLED"])
+    ti = submit.FakeTI()
+    who = {"user": "ada", "at": "2026-11-25T10:05:00+00:00"}
+    ti.xcom_pull = lambda key: who if key == CANCELLED_BY_XCOM_KEY else None  # type: ignore[attr-defined]
+    monkeypatch.setattr(airflow.sdk, "get_current_context", lambda: {"ti": ti})
+
+    with pytest.raises(JobFailedError):
+        submit.operator().execute(submit.make_context(ti))
+
+    api = job_api_of(ti.xcom[JOB_API_XCOM_KEY])
+    assert api is not None
+    assert (api["name"], api["project_id"], api["api_endpoint"]) == (
+        f"projects/proj/jobs/{submit.JOB_ID}",
+        "proj",
+        submit.LOCAL,
+    )
+    assert isinstance(build_hook(api), TrainingJobHook)  # the backend's own hook, as the task's
+    assert (
+        f"Job {submit.JOB_ID} was cancelled from the Training job tab by ada at 2026-11-25T10:05:00+00:00"
+        in capsys.readouterr().out  # the task log (structlog writes it to stdout here)
+    )
