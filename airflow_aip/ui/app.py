@@ -32,7 +32,15 @@ from sqlalchemy.orm import Session
 from airflow_aip.links import CANCELLED_BY_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui import live
 from airflow_aip.ui.live import WAITING_TASK_STATES, LiveReads, job_api_of, keeps_refreshing
-from airflow_aip.ui.views import XComRow, is_export_result, job_list_row, map_index_param, run_view
+from airflow_aip.ui.views import (
+    XComRow,
+    champion_comparison,
+    is_export_result,
+    is_registration,
+    job_list_row,
+    map_index_param,
+    run_view,
+)
 
 RETURN_VALUE = "return_value"
 # dag_id comes from the query string; with none, the check is "may this user read XComs at all".
@@ -139,7 +147,9 @@ def task_payload(
     ti = (dag_id, run_id, task_id, map_index)
     stored = _ti_xcoms(session, ti, [RETURN_VALUE, JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY])
     state = _task_state(session, ti)
-    runs = run_view([(task_id, map_index, stored.get(RETURN_VALUE))])
+    run_values = _return_values(session, dag_id, run_id)
+    exports = [row for row in run_values if is_export_result(row[2])]  # the job's metric, if it exported
+    runs = run_view([(task_id, map_index, stored.get(RETURN_VALUE)), *exports])
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
     fields = _live_fields(ti, state, runs[0] if runs else None, api, reads)
     job_state = fields["job"]["state"] if fields["job"] else None
@@ -153,7 +163,18 @@ def task_payload(
         "refresh_s": reads.ttl if refresh else None,
         "can_cancel": may_edit and api is not None and refresh and fields["live"],
         "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
+        "champion": _champion_of_task(stored.get(RETURN_VALUE), fields["job"], run_values),
     }
+
+
+def _champion_of_task(
+    own: Any, job: dict[str, Any] | None, run_values: list[XComRow]
+) -> dict[str, Any] | None:
+    """The run's champion comparison, on the tabs of the tasks it concerns: a training job's, the
+    export's and the registration's (a data-preparation task's tab has nothing to compare)."""
+    if job is None and not is_export_result(own) and not is_registration(own):
+        return None
+    return champion_comparison(value for _, _, value in run_values)
 
 
 def may_edit_task_instances(session: Session, user: BaseUser, dag_id: str) -> bool:
@@ -327,7 +348,8 @@ def create_app() -> FastAPI:
 
     @app.get("/api/run", dependencies=[READ_XCOM])
     def run(session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
-        return {"jobs": run_view(_return_values(session, dag_id, run_id))}
+        values = _return_values(session, dag_id, run_id)
+        return {"jobs": run_view(values), "champion": champion_comparison(v for _, _, v in values)}
 
     @app.get("/api/jobs", dependencies=[READ_XCOM])
     def jobs(

@@ -18,6 +18,7 @@ from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.trials import finite_number, objective_value
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
+GOOGLE_CONSOLE = "https://console.cloud.google.com/"
 LOG_SCALES = frozenset({"UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"})
 
 
@@ -37,6 +38,40 @@ def is_job_summary(value: Any) -> bool:
 def is_export_result(value: Any) -> bool:
     """True for what the export operator returns."""
     return isinstance(value, Mapping) and {"job_id", "exported", "promoted"} <= value.keys()
+
+
+def link_label(url: Any, page: str = "job page") -> str | None:
+    """What a link opens, said on it: a local run's "console" URL is the local service's own page,
+    and labelling it "Google Cloud console" sends the user looking for a job Google never had."""
+    if not url:
+        return None
+    if str(url).startswith(GOOGLE_CONSOLE):
+        return "Google Cloud console"
+    return f"Local training service: {page}"
+
+
+def reported_metric(summary: Mapping[str, Any], export: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The metric a job reported: the summary's final metric when it has one, else what the run's
+    export read from the job's metrics file. A single (non-tuning) job has no trials to show its
+    metric, so without this the page shows none at all."""
+    final = summary.get("final_metric")
+    value = finite_number(final.get("objectiveValue") if isinstance(final, Mapping) else final)
+    if value is not None:
+        return {"value": value, "tag": summary.get("hyperparameter_metric_tag"), "source": "summary"}
+    exported = finite_number(export.get("metric")) if export is not None else None
+    if export is not None and exported is not None:
+        return {"value": exported, "tag": export.get("metric_tag"), "source": "export"}
+    return None
+
+
+def tied_best(trials: list[dict[str, Any]], best_key: str | None) -> list[str]:
+    """Keys of the trials whose objective equals the best one's, when two or more do: the best
+    trial is then one choice among equals, and the page says so rather than hide it."""
+    best = next((t["objective"] for t in trials if t["key"] == best_key), None)
+    if best is None:
+        return []
+    tied = [t["key"] for t in trials if t["objective"] == best]
+    return tied if len(tied) > 1 else []
 
 
 def logs_url(project_id: str | None, job_id: str) -> str | None:
@@ -141,6 +176,7 @@ def job_view(
     best = summary.get("best_trial") or {}
     job_id = str(summary.get("job_id") or "")
     ladder = [ladder_row(r) for r in summary.get("ladder") or [] if isinstance(r, Mapping)]
+    best_key = trial_key(best) if best.get("trialId") is not None else None
     return {
         "task_id": task_id,
         "map_index": map_index,
@@ -151,13 +187,18 @@ def job_view(
         "create_time": summary.get("create_time"),
         "start_time": summary.get("start_time"),
         "end_time": summary.get("end_time"),
+        "name": summary.get("name"),
+        "output_dir": summary.get("output_dir"),
         "console_url": summary.get("console_url"),
+        "console_label": link_label(summary.get("console_url")),
         "logs_url": _summary_logs_url(summary),
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")),
         "goal": summary.get("goal"),
         "metric": summary.get("hyperparameter_metric_tag"),
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
-        "best_trial_key": trial_key(best) if best.get("trialId") is not None else None,
+        "best_trial_key": best_key,
+        "tied_trial_keys": tied_best(trials, best_key),
+        "reported_metric": reported_metric(summary, export),
         "parameters": _parameters(summary, trials),
         "trials": trials,
         "ladder": ladder,
@@ -173,7 +214,82 @@ def export_view(result: Mapping[str, Any]) -> dict[str, Any]:
         "destination": result.get("destination"),
         "trial_id": result.get("trial_id"),
         "metric": result.get("metric"),
+        "metric_tag": result.get("metric_tag"),
+        "champion_metric": result.get("champion_metric"),
     }
+
+
+def is_registration(value: Any) -> bool:
+    """True for what ``RegisterModelOperator`` returns."""
+    keys = {"model", "version_id", "champion_alias", "promoted"}
+    return isinstance(value, Mapping) and keys <= value.keys()
+
+
+def _difference(metric: float | None, champion: float | None) -> float | None:
+    return metric - champion if metric is not None and champion is not None else None
+
+
+def _registry_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
+    raw = result.get("champion_before")
+    before: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    metric, champion = finite_number(result.get("metric")), finite_number(before.get("metric"))
+    version = before.get("version_id")
+    return {
+        "source": "registry",
+        "model": result.get("model"),
+        "version_id": result.get("version_id"),
+        "metric": metric,
+        "metric_tag": result.get("metric_tag"),
+        "goal": result.get("goal"),
+        "champion_metric": champion,
+        "champion_version": str(version) if version is not None else None,
+        "difference": _difference(metric, champion),
+        "promoted": bool(result.get("promoted")),
+        "reason": result.get("reason"),
+        "console_url": result.get("console_url"),
+        "console_label": link_label(result.get("console_url"), "model page"),
+    }
+
+
+def _export_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
+    metric, champion = finite_number(result.get("metric")), finite_number(result.get("champion_metric"))
+    exported = bool(result.get("exported"))
+    if champion is None:
+        reason = "there was no champion yet" if exported else "the champion's metric is unknown"
+    else:
+        reason = "it beats the champion" if exported else "it does not beat the champion"
+    return {
+        "source": "export",
+        "model": None,
+        "version_id": None,
+        "metric": metric,
+        "metric_tag": result.get("metric_tag"),
+        "goal": None,
+        "champion_metric": champion,
+        "champion_version": None,
+        "difference": _difference(metric, champion),
+        "promoted": exported,
+        "reason": reason,
+        "console_url": None,
+        "console_label": None,
+    }
+
+
+def champion_comparison(values: Iterable[Any]) -> dict[str, Any] | None:
+    """The run's new model against the champion: what the retraining example decides, on the page.
+
+    The registration's verdict wins (it moved, or not, the champion alias, and says why, with the
+    version it was measured against); else the export's champion gate (exported only when it beats
+    the champion's manifest). None when the run has neither, or the export ran without a gate.
+    """
+    values = list(values)
+    for value in values:
+        if is_registration(value) and value.get("champion_alias"):
+            return _registry_comparison(value)
+    for value in values:
+        if is_export_result(value) and "champion_metric" in value:
+            return _export_comparison(value)
+    return None
 
 
 XComRow = tuple[str, int, Any]  # (task_id, map_index, deserialized return value)

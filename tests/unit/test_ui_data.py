@@ -218,6 +218,7 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
         "refresh_s": None,
         "can_cancel": False,
         "cancelled_by": None,
+        "champion": None,  # no job: nothing to compare, though the run has an export
     }
     assert client.get("/api/task", params=waiting).json()["job_id"] == "iris_tuning_2"
 
@@ -232,6 +233,8 @@ def test_run_endpoint_lists_the_runs_jobs_with_their_export(client: TestClient) 
         "destination": "gs://b/m",
         "trial_id": "2",
         "metric": None,
+        "metric_tag": None,
+        "champion_metric": None,
     }
 
 
@@ -266,3 +269,58 @@ def test_pages_and_their_scripts_are_served(client: TestClient, page: str) -> No
     assert "render(" in script.text or "renderLive(" in script.text  # the task tab follows a live job
     assert client.get("/static/../app.py").status_code == 404
     assert client.get("/ui/nope").status_code == 404
+
+
+REGISTERED = {
+    "model": "iris",
+    "version_id": "4",
+    "version_name": "projects/p/locations/us-central1/models/iris@4",
+    "aliases": [],
+    "metric": 0.95,
+    "metric_tag": "accuracy",
+    "goal": "MAXIMIZE",
+    "champion_alias": "champion",
+    "promoted": True,
+    "reason": "accuracy 0.95 beats the champion's 0.9",
+    "champion_before": {"version_id": "3", "metric": 0.9},
+    "console_url": "http://127.0.0.1:8731/models/iris",
+}
+
+
+def test_run_and_task_payloads_carry_the_champion_comparison(client: TestClient, session: Session) -> None:
+    _xcom(session, 1, "register_model", "return_value", REGISTERED, T0 + timedelta(minutes=7))
+    session.commit()
+    run = client.get("/api/run", params={"dag_id": DAG, "run_id": RUN}).raise_for_status().json()
+    task = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "tune"}).json()
+    plain = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "prepare_data"}).json()
+    register = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "register_model"})
+
+    expected = (0.95, 0.9, "3", True, "accuracy 0.95 beats the champion's 0.9")
+    for champion in (run["champion"], task["champion"], register.json()["champion"]):
+        assert (
+            champion["metric"],
+            champion["champion_metric"],
+            champion["champion_version"],
+            champion["promoted"],
+            champion["reason"],
+        ) == expected
+    assert run["champion"]["console_label"] == "Local training service: model page"
+    assert plain["champion"] is None
+    # a run without registration or gated export has nothing to compare
+    assert client.get("/api/run", params={"dag_id": DAG, "run_id": f"{RUN}-4"}).json()["champion"] is None
+
+
+def test_task_payload_gives_the_job_its_runs_export(client: TestClient) -> None:
+    job = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "tune"}).json()["job"]
+
+    assert job["export"] == {
+        "exported": True,
+        "promoted": False,
+        "destination": "gs://b/m",
+        "trial_id": "2",
+        "metric": None,
+        "metric_tag": None,
+        "champion_metric": None,
+    }
+    assert job["console_label"] == "Google Cloud console"
+    assert job["tied_trial_keys"] == []

@@ -45,7 +45,7 @@ function frame(label, xLabel, yLabel) {
 function yAxis(root, lo, hi, y) {
   for (const v of ticks(lo, hi, false)) {
     root.append(svgEl("line", { class: "grid", x1: L, x2: W - R, y1: y(v), y2: y(v) }),
-                svgEl("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, fmt(v, 3)));
+                svgEl("text", { x: L - 6, y: y(v) + 4, "text-anchor": "end" }, metricText(v)));
   }
 }
 
@@ -93,7 +93,7 @@ function metricPerTrial(job) {
   job.trials.forEach((t, i) => {
     root.append(svgEl("text", { x: x(i), y: H - B + 14, "text-anchor": "middle" }, t.id));
     if (t.objective === null) return;
-    const label = `trial ${trialName(job, t)}: ${metric} ${fmt(t.objective, 6)}; best so far ${fmt(running[i], 6)}` +
+    const label = `trial ${trialName(job, t)}: ${metric} ${metricText(t.objective)}; best so far ${metricText(running[i])}` +
       (t.key === job.best_trial_key ? " (best trial)" : "");
     root.append(point(job, t, x(i), y(t.objective), label));
   });
@@ -124,7 +124,7 @@ function metricAgainst(job, param) {
     root.append(svgEl("text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v, 3)));
   }
   for (const t of scored) {
-    const label = `trial ${trialName(job, t)}: ${param.name} ${t.params[param.name]}, ${metric} ${fmt(t.objective, 6)}` +
+    const label = `trial ${trialName(job, t)}: ${param.name} ${t.params[param.name]}, ${metric} ${metricText(t.objective)}` +
       (t.key === job.best_trial_key ? " (best trial)" : "");
     root.append(point(job, t, x(t.values[param.name]), y(t.objective), label));
   }

@@ -22,6 +22,18 @@ const fmt = (x, digits = 4) => {
   return Math.abs(n) >= 1e5 || (n !== 0 && Math.abs(n) < 1e-3) ? n.toExponential(digits - 1) : String(+n.toFixed(digits));
 };
 
+// Every metric on every page: up to 4 significant decimals (4 decimals from 1 up), zeros trimmed;
+// very large or very small values in exponent form. One formatter, so a value reads the same everywhere.
+const metricText = (x) => {
+  if (x === null || x === undefined || x === "") return "—";
+  const n = Number(x);
+  if (!Number.isFinite(n)) return String(x);
+  if (n === 0) return "0";
+  const size = Math.abs(n);
+  if (size >= 1e6 || size < 1e-4) return n.toExponential(3).replace(/\.?0+e/, "e");
+  return String(size >= 1 ? +n.toFixed(4) : +n.toPrecision(4));
+};
+
 const when = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");
 
 const seconds = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
@@ -40,8 +52,39 @@ async function getJson(path, query) {
 // The task tab's URL for a job, inside this iframe (its sandbox allows no top-level navigation).
 const taskPage = (j) => "task?" + new URLSearchParams({ dag_id: j.dag_id, run_id: j.run_id, task_id: j.task_id, map_index: j.map_index });
 
-// A link the sandbox lets the user open (middle click, or "open in new tab"): the URL is shown too.
-const external = (label, url) => (url ? el("li", {}, el("a", { href: url, rel: "noopener noreferrer" }, label), " ", el("span", { class: "muted" }, url)) : null);
+// A link out of the plugin: always a new browser tab, never inside the plugin's frame; the URL is shown too.
+const outLink = (url, label) => el("a", { href: url, target: "_blank", rel: "noopener" }, label);
+const external = (label, url) => (url ? el("li", {}, outLink(url, label), " ", el("span", { class: "muted" }, url)) : null);
+
+// Airflow's own page of a task instance (Airflow 3 UI URLs), from inside /aip/ui/<page>.
+const airflowPage = (j, level = "task") => {
+  const enc = encodeURIComponent;
+  let url = `../../dags/${enc(j.dag_id)}`;
+  if (level === "dag") return url;
+  url += `/runs/${enc(j.run_id)}`;
+  if (level === "run") return url;
+  url += `/tasks/${enc(j.task_id)}`;
+  return j.map_index >= 0 ? `${url}/mapped/${j.map_index}` : url;
+};
+
+// The run's new model against the champion (run and task tabs): metrics, verdict, and why.
+function championText(c) {
+  const tag = c.metric_tag || "metric";
+  const against = c.champion_metric === null || c.champion_metric === undefined
+    ? ", with no champion to compare with"
+    : ` against champion ${metricText(c.champion_metric)}${c.champion_version ? ` (version ${c.champion_version})` : ""}` +
+      (c.difference !== null && c.difference !== undefined ? `, ${c.difference >= 0 ? "+" : ""}${metricText(c.difference)}` : "");
+  return `New ${tag} ${metricText(c.metric)}${against}: ${c.promoted ? "promoted" : "not promoted"}` + (c.reason ? ` — ${c.reason}` : "");
+}
+
+function championBlock(c) {
+  const box = el("section", { class: "champion", "data-promoted": c.promoted ? "true" : "false" },
+                 el("h2", {}, "Champion comparison"), el("p", { class: "champion-verdict" }, championText(c)));
+  if (c.model) box.append(el("p", { class: "muted" }, `Model ${c.model}, version ${c.version_id ?? "—"}`));
+  const link = external(c.console_label, c.console_url);
+  if (link) box.append(el("ul", { class: "links" }, link));
+  return box;
+}
 
 function stateText(state) {
   return el("span", { class: `state state-${state ?? "none"}` }, state ?? "—");

@@ -1,5 +1,6 @@
 "use strict";
 // Browse → Training jobs: recent jobs across the Dags this user may read, filtered by Dag and state.
+// The job links to its view in this frame; its Dag, run and task link to Airflow's own pages (new tab).
 
 const STATES = ["SUCCEEDED", "FAILED", "CANCELLED", "RUNNING", "QUEUED", "PREPARING", "CANCELLING"];
 
@@ -42,12 +43,12 @@ function draw(data, out) {
   }
   const columns = [
     { label: "Job", cell: (j) => el("a", { href: taskPage(j) }, j.job_id), sort: (j) => j.job_id },
-    { label: "Dag", cell: (j) => j.dag_id },
-    { label: "Run", cell: (j) => j.run_id },
-    { label: "Task", cell: (j) => (j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id) },
+    { label: "Dag", cell: (j) => outLink(airflowPage(j, "dag"), j.dag_id), sort: (j) => j.dag_id },
+    { label: "Run", cell: (j) => el("span", { class: "run-id", title: j.run_id }, outLink(airflowPage(j, "run"), j.run_id)), sort: (j) => j.run_id },
+    { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
     { label: "State", cell: (j) => stateText(j.state ?? `task ${j.task_state ?? "?"}`), sort: (j) => j.state ?? "" },
     { label: "Trials", cell: (j) => j.trials ?? "—", sort: (j) => j.trials, numeric: true },
-    { label: "Best", cell: (j) => (j.best_trial_id ? `trial ${j.best_trial_id}: ${fmt(j.best_objective, 6)}` : "—"), sort: (j) => j.best_objective, numeric: true },
+    { label: "Best", cell: (j) => (j.best_trial_id ? `trial ${j.best_trial_id}: ${metricText(j.best_objective)}` : "—"), sort: (j) => j.best_objective, numeric: true },
     { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];

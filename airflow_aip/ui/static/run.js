@@ -1,8 +1,9 @@
 "use strict";
 // The Dag run's "Training jobs" tab: every job of the run, its best trial, and what the export made of it.
 
+// Before the export ran there is no verdict yet: "not exported" only when an export said so.
 function exportText(job) {
-  if (!job.export) return "not exported";
+  if (!job.export) return "—";
   if (job.export.promoted) return `promoted (${job.export.destination ?? ""})`;
   if (job.export.exported) return `exported (${job.export.destination ?? ""})`;
   return "not exported (did not beat the champion)";
@@ -10,10 +11,21 @@ function exportText(job) {
 
 function bestText(job) {
   const best = job.trials.find((t) => t.key === job.best_trial_key);
+  const reported = job.reported_metric;
+  if (!best && reported) return `${reported.tag || job.metric || "metric"} ${metricText(reported.value)} (reported)`;
   if (!best) return "—";
   const values = Object.entries(best.params).map(([k, v]) => `${k}=${v}`).join(", ");
   const where = job.several_jobs ? ` of ${best.rung || "this job"}` : "";
-  return `trial ${best.id}${where}: ${job.metric} ${fmt(best.objective, 6)}${values ? ` (${values})` : ""}`;
+  return `trial ${best.id}${where}: ${job.metric} ${metricText(best.objective)}${values ? ` (${values})` : ""}`;
+}
+
+// A job's output directory, Vertex resource name and console link, under the table.
+function outputItem(j) {
+  const li = el("li", { "data-job": j.job_id }, `${j.job_id}: `);
+  if (j.output_dir) li.append(el("span", { class: "output-dir" }, `output ${j.output_dir}`), " ");
+  if (j.name) li.append(el("span", { class: "muted resource-name" }, j.name), " ");
+  if (j.console_url) li.append(outLink(j.console_url, j.console_label ?? "Google Cloud console"));
+  return li;
 }
 
 render(() => getJson("run", params().toString()), (data, out) => {
@@ -33,4 +45,9 @@ render(() => getJson("run", params().toString()), (data, out) => {
   const table = sortableTable(`${data.jobs.length} training job(s) in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
   table.classList.add("jobs");
   out.append(el("h1", {}, "Training jobs of this run"), table);
+  const outputs = data.jobs.filter((j) => j.output_dir || j.name || j.console_url);
+  if (outputs.length) {
+    out.append(el("h2", {}, "Where each job ran and wrote"), el("ul", { class: "links outputs" }, ...outputs.map(outputItem)));
+  }
+  if (data.champion) out.append(championBlock(data.champion));
 });

@@ -10,7 +10,13 @@ function jobHeader(job) {
     dl.append(el("dt", {}, label), el("dd", {}, when(at)));
   }
   head.append(dl);
-  const links = [external("Google Cloud console", job.console_url), external("Job logs (Cloud Logging)", job.logs_url)].filter(Boolean);
+  const facts = el("dl", { class: "timeline facts" });
+  const reported = job.reported_metric;
+  if (reported) facts.append(el("dt", {}, "Metric"), el("dd", { class: "reported-metric" }, `${reported.tag || job.metric || "metric"} ${metricText(reported.value)}` + (reported.source === "export" ? " (read by the export)" : "")));
+  if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", { class: "output-dir" }, job.output_dir));
+  if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", { class: "resource-name" }, job.name));
+  if (facts.childElementCount) head.append(facts);
+  const links = [external(job.console_label ?? "Google Cloud console", job.console_url), external("Job logs (Cloud Logging)", job.logs_url)].filter(Boolean);
   if (links.length) head.append(el("ul", { class: "links" }, ...links));
   return head;
 }
@@ -51,6 +57,12 @@ function ladderTable(job) {
 // Where a trial ran, when the study spans several jobs (rungs of a ladder, a resumed study).
 const ranOn = (t) => el("span", {}, t.rung || "this job", " ", el("span", { class: "muted" }, t.job_id ?? ""));
 
+// Two or more trials with the best objective: the highlighted one is a choice among equals.
+function tiedText(job) {
+  const tied = job.trials.filter((t) => (job.tied_trial_keys ?? []).includes(t.key));
+  return tied.length > 1 ? `Trials ${tied.map((t) => t.id).join(", ")} tied for best. ` : "";
+}
+
 function trialsTable(job) {
   const metric = job.metric || "objective";
   const columns = [
@@ -58,7 +70,7 @@ function trialsTable(job) {
     ...(job.several_jobs ? [{ label: "Ran on", cell: ranOn, sort: (t) => `${t.rung ?? ""} ${t.job_id ?? ""}` }] : []),
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : "") },
     ...job.parameters.map((p) => ({ label: p.name, cell: (t) => (t.values[p.name] != null ? fmt(t.values[p.name], 4) : t.params[p.name] ?? "—"), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
-    { label: metric, cell: (t) => fmt(t.objective, 6), sort: (t) => t.objective, numeric: true },
+    { label: metric, cell: (t) => metricText(t.objective), sort: (t) => t.objective, numeric: true },
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
   ];
@@ -66,7 +78,7 @@ function trialsTable(job) {
   const bestText = best ? `Best: trial ${best.id}${job.several_jobs ? ` of ${best.rung || "this job"}` : ""} (highlighted). ` : "No best trial. ";
   const across = job.several_jobs ? ` across ${new Set(job.trials.map((t) => t.job_id)).size} jobs` : "";
   const caption = `${job.trials.length} trials${across}, ${job.goal === "MINIMIZE" ? "minimizing" : "maximizing"} ${metric}. ` +
-    bestText + "Click a heading to sort.";
+    bestText + tiedText(job) + "Click a heading to sort.";
   const table = sortableTable(caption, columns, job.trials, (t) => ({
     "data-trial": t.id,
     "data-job": t.job_id ?? undefined,
@@ -147,5 +159,6 @@ renderLive(() => getJson("task", params().toString()), (data, out, refresh) => {
   } else {
     out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job` + (data.refresh_s ? " yet." : ".")));
   }
+  if (data.champion) out.append(championBlock(data.champion));
   return data.refresh_s;
 });

@@ -1,0 +1,198 @@
+"""What the pages say about a single job, the champion and links: the pure view functions.
+
+A single (non-tuning) job has no trials, so its metric comes from the summary or the run's
+export; the champion comparison comes from the registration, else the export's gate; a link
+says whether it opens the Google Cloud console or the local training service.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from airflow_aip.ui.views import (
+    champion_comparison,
+    job_view,
+    link_label,
+    reported_metric,
+    run_view,
+    tied_best,
+    trial_row,
+)
+from tests.fixtures.tuning_job import SUMMARY
+
+SINGLE = {
+    **SUMMARY,
+    "job_id": "iris_train_1",
+    "name": "projects/p/locations/us-central1/customJobs/42",
+    "output_dir": "gs://b/runs/iris_train_1",
+    "console_url": "http://127.0.0.1:8731/jobs/iris_train_1",
+    "is_hyperparameter_tuning_job": False,
+    "best_trial": None,
+    "trials": [],
+}
+EXPORT = {
+    "job_id": "iris_train_1",
+    "metric": 0.93,
+    "metric_tag": "accuracy",
+    "exported": True,
+    "promoted": True,
+    "destination": "gs://b/models/iris_train_1",
+    "champion_metric": 0.9,
+}
+REGISTERED = {
+    "model": "iris",
+    "version_id": "4",
+    "version_name": "projects/p/locations/us-central1/models/iris@4",
+    "aliases": ["default"],
+    "metric": 0.88,
+    "metric_tag": "accuracy",
+    "goal": "MAXIMIZE",
+    "champion_alias": "champion",
+    "promoted": False,
+    "reason": "accuracy 0.88 does not beat the champion's 0.9",
+    "champion_before": {"version_id": "3", "metric": 0.9},
+    "console_url": "https://console.cloud.google.com/vertex-ai/models/iris?project=p",
+}
+
+
+@pytest.mark.parametrize(
+    ("url", "page", "label"),
+    [
+        (
+            "https://console.cloud.google.com/vertex-ai/training/1?project=p",
+            "job page",
+            "Google Cloud console",
+        ),
+        ("http://127.0.0.1:8731/jobs/1", "job page", "Local training service: job page"),
+        ("http://localhost:8731/models/iris", "model page", "Local training service: model page"),
+        # a host that only starts like Google's is not Google's console
+        ("https://console.cloud.google.com.example.org/x", "job page", "Local training service: job page"),
+        (None, "job page", None),
+    ],
+)
+def test_a_link_is_labelled_for_what_it_opens(url: str | None, page: str, label: str | None) -> None:
+    assert link_label(url, page) == label
+
+
+def test_a_single_job_shows_the_metric_the_export_read_and_its_output_directory() -> None:
+    job = job_view(SINGLE, "train", -1, EXPORT)
+
+    assert job["reported_metric"] == {"value": 0.93, "tag": "accuracy", "source": "export"}
+    assert (job["output_dir"], job["name"]) == (
+        "gs://b/runs/iris_train_1",
+        "projects/p/locations/us-central1/customJobs/42",
+    )
+    assert job["console_label"] == "Local training service: job page"
+    assert job["logs_url"] is None  # the local service's page has the logs
+    assert job["export"]["champion_metric"] == 0.9
+
+
+def test_the_summarys_own_final_metric_wins_over_the_exports() -> None:
+    summary = {**SINGLE, "final_metric": {"objectiveValue": 0.97}, "hyperparameter_metric_tag": "f1"}
+
+    assert reported_metric(summary, EXPORT) == {"value": 0.97, "tag": "f1", "source": "summary"}
+    assert reported_metric({**SINGLE, "final_metric": 0.5}, None) == {
+        "value": 0.5,
+        "tag": "accuracy",
+        "source": "summary",
+    }
+
+
+def test_a_job_before_its_export_ran_reports_no_metric() -> None:
+    assert reported_metric(SINGLE, None) is None
+    assert reported_metric(SINGLE, {**EXPORT, "metric": None}) is None
+    assert job_view(SINGLE, "train", -1)["reported_metric"] is None
+
+
+def test_run_view_gives_each_job_its_own_exports_metric() -> None:
+    other_export = {**EXPORT, "job_id": "someone_else", "metric": 0.1}
+    jobs = run_view([("train", -1, SINGLE), ("export", -1, other_export)])
+
+    assert [j["reported_metric"] for j in jobs] == [None]
+
+
+def _trials(*objectives: float | None) -> list[dict[str, Any]]:
+    rows = []
+    for n, value in enumerate(objectives, start=1):
+        trial: dict[str, Any] = {"trialId": str(n), "state": "SUCCEEDED"}
+        if value is not None:
+            trial["finalMetric"] = {"objectiveValue": value}
+        rows.append(trial_row(trial))
+    return rows
+
+
+def test_trials_tied_for_best_are_named_only_when_two_or_more_share_it() -> None:
+    assert tied_best(_trials(0.9, 0.95, 0.95, None), "2") == ["2", "3"]
+    assert tied_best(_trials(0.9, 0.95), "2") == []
+    assert tied_best(_trials(0.9, 0.95), None) == []
+    tied = {**SUMMARY, "trials": [*SUMMARY["trials"], {**SUMMARY["trials"][1], "trialId": "4"}]}
+    assert job_view(tied, "tune", -1)["tied_trial_keys"] == ["2", "4"]
+    assert job_view(SUMMARY, "tune", -1)["tied_trial_keys"] == []
+
+
+def test_champion_comparison_from_the_registration_says_against_which_version_and_why() -> None:
+    comparison = champion_comparison([SINGLE, EXPORT, REGISTERED])
+
+    assert comparison is not None
+    assert comparison["source"] == "registry"
+    assert (comparison["metric"], comparison["champion_metric"], comparison["champion_version"]) == (
+        0.88,
+        0.9,
+        "3",
+    )
+    assert comparison["difference"] == pytest.approx(-0.02)
+    assert (comparison["promoted"], comparison["reason"]) == (
+        False,
+        "accuracy 0.88 does not beat the champion's 0.9",
+    )
+    assert comparison["console_label"] == "Google Cloud console"
+
+
+def test_champion_comparison_of_a_first_registration_has_no_champion_before() -> None:
+    first = {**REGISTERED, "promoted": True, "champion_before": None, "console_url": "http://localhost:1/m"}
+    comparison = champion_comparison([first])
+
+    assert comparison is not None
+    assert (comparison["champion_metric"], comparison["champion_version"], comparison["difference"]) == (
+        None,
+        None,
+        None,
+    )
+    assert comparison["promoted"] is True
+    assert comparison["console_label"] == "Local training service: model page"
+
+
+@pytest.mark.parametrize(
+    ("export", "promoted", "reason"),
+    [
+        (EXPORT, True, "it beats the champion"),
+        (
+            {**EXPORT, "exported": False, "promoted": False, "destination": None},
+            False,
+            "it does not beat the champion",
+        ),
+        ({**EXPORT, "champion_metric": None}, True, "there was no champion yet"),
+    ],
+)
+def test_champion_comparison_from_the_exports_gate(
+    export: dict[str, Any], promoted: bool, reason: str
+) -> None:
+    comparison = champion_comparison([SINGLE, export])
+
+    assert comparison is not None
+    assert (comparison["source"], comparison["promoted"], comparison["reason"]) == (
+        "export",
+        promoted,
+        reason,
+    )
+    assert comparison["metric"] == 0.93
+
+
+def test_no_champion_comparison_without_a_gate() -> None:
+    ungated = {k: v for k, v in EXPORT.items() if k != "champion_metric"}
+    no_alias = {**REGISTERED, "champion_alias": None, "promoted": None}
+
+    assert champion_comparison([SINGLE, ungated, no_alias]) is None
+    assert champion_comparison([]) is None
