@@ -192,7 +192,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
             )
         api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2/", timeout=30)
         try:
-            dag_ids = ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets"]
+            dag_ids = ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets", "aip_e2e_tuning"]
             _wait_until_ready(api, dag_ids, proc, log, passwords["admin"])
             yield AirflowStack(
                 api=api,

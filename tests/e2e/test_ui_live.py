@@ -78,6 +78,18 @@ def waiting_run(airflow_stack: AirflowStack) -> Iterator[tuple[str, str]]:
                     cancel_vertex(stack.ml_url, leftover["name"])
 
 
+def open_tab(page: Any, stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> Any:
+    """Sign in as admin and open the task instance's Training job tab: its frame."""
+    page.goto("/auth/login")
+    page.get_by_label("Username").fill("admin")
+    page.get_by_label("Password").fill(stack.passwords["admin"])
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
+    page.goto(f"/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}")
+    page.get_by_role("link", name="Training job", exact=True).click()
+    return page.frame_locator("iframe[title='Training job']")
+
+
 def _query(run_id: str) -> str:
     query = {"dag_id": DAG_ID, "run_id": run_id, "task_id": TASK_ID, "map_index": "-1"}
     return "&".join(f"{k}={quote(v, safe='')}" for k, v in query.items())
@@ -115,14 +127,7 @@ def test_an_admin_cancels_the_job_from_the_tab(
     page = context.new_page()
     page.on("pageerror", lambda error: errors.append(error))
     try:
-        page.goto("/auth/login")
-        page.get_by_label("Username").fill("admin")
-        page.get_by_label("Password").fill(stack.passwords["admin"])
-        page.get_by_role("button", name="Sign in").click()
-        page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
-        page.goto(f"/dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/{TASK_ID}")
-        page.get_by_role("link", name="Training job", exact=True).click()
-        frame = page.frame_locator("iframe[title='Training job']")
+        frame = open_tab(page, stack, DAG_ID, run_id, TASK_ID)
 
         expect(frame.locator("section.job .state")).to_have_text("RUNNING", timeout=60_000)
         expect(frame.locator("p.live")).to_be_visible()
@@ -143,3 +148,41 @@ def test_an_admin_cancels_the_job_from_the_tab(
     assert f"Job {job['jobId']} was cancelled from the Training job tab by admin at " in log
     assert "CANCELLED" in log  # the task fails as a cancelled job fails
     assert errors == []
+
+
+def test_the_tab_shows_trials_as_they_finish_while_the_task_is_deferred(
+    browser: Any, airflow_stack: AirflowStack
+) -> None:
+    """6 trials, 2 at a time, 8 s each: RUNNING, then finished trials, before the task ends; no reload."""
+    from playwright.sync_api import expect
+
+    stack, dag_id = airflow_stack, "aip_e2e_tuning"
+    project = f"e2e-trials-{uuid.uuid4().hex[:6]}"
+    conf = {"project_id": project, "package_uri": stack.package_uri, "job_dir": f"gs://{stack.bucket}/trials"}
+    run_id = stack.trigger(dag_id, conf)
+    context = browser.new_context(base_url=stack.base_url, viewport={"width": 1400, "height": 1300})
+    page = context.new_page()
+    try:
+        frame = open_tab(page, stack, dag_id, run_id, "tune")
+        expect(frame.locator("section.job .state")).to_have_text("RUNNING", timeout=120_000)
+        document = page.wait_for_selector("iframe[title='Training job']").content_frame()
+        assert document is not None
+        document.evaluate("window.aipLoadedOnce = true")  # gone if the frame reloads
+        finished = frame.locator("table.trials tbody tr", has_text="SUCCEEDED")
+        _wait(
+            lambda: finished.count() >= 2,
+            "two finished trials on the tab",
+            state=lambda: (stack.task_states(dag_id, run_id), finished.count()),
+            timeout=180,
+        )
+        assert stack.task_states(dag_id, run_id)["tune"] == "deferred"  # seen before the task ended
+        _wait(
+            lambda: stack.task_states(dag_id, run_id)["tune"] == "success",
+            "the tuning task's success",
+            state=lambda: stack.task_states(dag_id, run_id),
+            timeout=240,
+        )
+        expect(frame.locator("table.trials tbody tr", has_text="SUCCEEDED")).to_have_count(6, timeout=60_000)
+        assert document.evaluate("window.aipLoadedOnce") is True  # the page grew in place
+    finally:
+        context.close()
