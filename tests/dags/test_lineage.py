@@ -32,7 +32,6 @@ pytestmark = pytest.mark.dags
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 NAMESPACE = "aip-lineage-test"
 TASKS = ("build_trainer", "stage_trainer", "train", "export_model", "register_model")
-_RESULT = "lineage-test-result: "  # the line the run prints its result on (logs share stdout)
 
 # Parses the DAG folder, runs aip_retraining once on the two CSVs and prints what it returned.
 _RUN = """
@@ -45,12 +44,13 @@ dags = Path(sys.argv[1])
 bag = BundleDagBag(dag_folder=str(dags), bundle_path=dags, bundle_name="dags-folder")
 assert bag.import_errors == {}, bag.import_errors
 
-RESULT = "lineage-test-result: "
 
 run = bag.dags["aip_retraining"].test(run_conf=json.loads(sys.argv[2]))
 tis = {ti.task_id: ti for ti in run.get_task_instances()}
 xcom = {t: tis[t].xcom_pull(task_ids=t) for t in json.loads(sys.argv[3])}
-print(RESULT + json.dumps({"states": {t: str(ti.state) for t, ti in tis.items()}, "xcom": xcom}), flush=True)
+# A file, not stdout: the provider's forked children log to stdout too, mid-line.
+result = {"states": {t: str(ti.state) for t, ti in tis.items()}, "xcom": xcom}
+Path(sys.argv[4]).write_text(json.dumps(result))
 """
 
 
@@ -72,16 +72,16 @@ def _run_with_lineage(data: dict[str, str], events: Path, project: str) -> dict[
         "max_iter": 50,
         "reuse_champion_hyperparameters": False,
     }
+    written = events.with_name("run-result.json")
     out = subprocess.run(
-        [sys.executable, "-c", _RUN, str(DAGS), json.dumps(conf), json.dumps(TASKS)],
+        [sys.executable, "-c", _RUN, str(DAGS), json.dumps(conf), json.dumps(TASKS), str(written)],
         env=env,
         capture_output=True,
         text=True,
         timeout=540,
     )
     assert out.returncode == 0, out.stderr[-6000:]
-    (line,) = [line for line in out.stdout.splitlines() if line.startswith(_RESULT)]
-    result: dict[str, Any] = json.loads(line[len(_RESULT) :])
+    result: dict[str, Any] = json.loads(written.read_text())
     result["log"] = (out.stdout + out.stderr)[-8000:]  # the run's task logs, for a failure's message
     return result
 
