@@ -30,19 +30,42 @@ JOB_API_XCOM_KEY = "aip_job_api"
 CANCELLED_BY_XCOM_KEY = "aip_cancelled_by"
 
 
-def log_cancelled_by(event: Any, log: Any) -> None:
-    """Say in the task log who cancelled the job from the UI: the job's own error says only CANCELLED.
+# How a wait ended when it did not succeed: ``{"job_id", "name", "status", "state", "message",
+# "summary"}`` (``summary``: the job as last read, or None), pushed before the task fails, so the
+# UI still shows the job, its finished trials and why it ended once the task has failed (a wait
+# that succeeded returns its summary instead).
+ENDED_JOB_XCOM_KEY = "aip_job_ended"
 
-    Called where a wait's event is turned into the task's outcome; a no-op for other endings,
-    outside a running task, or when nobody cancelled from the tab.
+
+def record_ending(event: Any, log: Any) -> None:
+    """Keep what a wait that did not succeed leaves for the UI, and say who cancelled it, if anyone.
+
+    Called where a wait's event is turned into the task's outcome, before a failure is raised.
+    The job's own error says only CANCELLED: who cancelled it from the Training job tab (and
+    when) goes to the task log. A no-op for a success, or outside a running task.
     """
-    if not isinstance(event, dict) or event.get("status") != "cancelled":
+    if not isinstance(event, dict) or event.get("status") == "success":
         return
     from airflow.sdk import get_current_context
 
     try:
-        who = get_current_context()["ti"].xcom_pull(key=CANCELLED_BY_XCOM_KEY)
-    except Exception:  # no task context (a unit test calling the waiter), or XCom unreachable
+        ti = get_current_context()["ti"]
+    except Exception:  # no task context: a unit test calling the waiter
+        return
+    summary = event.get("summary")
+    ending = {
+        "job_id": event.get("job_id"),
+        "name": event.get("job_name"),
+        "status": event.get("status"),
+        "state": event.get("state"),
+        "message": event.get("message"),
+        "summary": summary if isinstance(summary, dict) else None,
+    }
+    try:
+        ti.xcom_push(key=ENDED_JOB_XCOM_KEY, value=ending)
+        who = ti.xcom_pull(key=CANCELLED_BY_XCOM_KEY) if event.get("status") == "cancelled" else None
+    except Exception as err:  # XCom unreachable: the task still fails as the job did
+        log.warning("Could not keep how job %s ended for the UI: %s", event.get("job_id"), err)
         return
     if isinstance(who, dict) and who.get("user"):
         log.warning(

@@ -6,8 +6,10 @@ leads a process group of its own, and a stop ends that group and every descendan
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,20 +45,65 @@ def airflow_env(home: Path) -> dict[str, str]:
     }
 
 
+PORTS_FILE = "ports.json"
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:``port`` now."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def kept_ports(data_dir: Path) -> tuple[int, int]:
+    """The service's and Cloud Storage's ports, the same at every start on ``data_dir``.
+
+    A local job's page is ``http://127.0.0.1:<port>/console/...``, and that URL is stored with
+    the task (its "Training job" link): with a new port at each start, every stored link died
+    when ``make ui`` restarted. The ports are chosen once and kept beside the service's data;
+    only when one is taken by something else are both chosen anew (and the old links say so by
+    failing to connect, as before).
+    """
+    path = data_dir / PORTS_FILE
+    with suppress(OSError, ValueError, KeyError, TypeError):
+        kept = json.loads(path.read_text())
+        ports = (int(kept["service"]), int(kept["gcs"]))
+        if all(port_is_free(port) for port in ports):
+            return ports
+        print(
+            f"note: port {ports[0]} or {ports[1]} is taken: earlier job links will not open", file=sys.stderr
+        )
+    ports = (free_port(), free_port())
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"service": ports[0], "gcs": ports[1]}))
+    return ports
+
+
 @contextmanager
 def local_service(
-    data_dir: Path, log: Path, max_running_jobs: int = 2, *, fault_admin: bool = False
+    data_dir: Path,
+    log: Path,
+    max_running_jobs: int = 2,
+    *,
+    fault_admin: bool = False,
+    keep_ports: bool = False,
 ) -> Iterator[dict[str, str]]:
     """Run ``aip-local serve`` (training API + fake-gcs-server); yield the variables it prints.
 
     ``fault_admin`` (tests only) serves ``GET /_stats`` (requests counted per API method) and
-    accepts targeted faults; no fault happens unless one is asked for.
+    accepts targeted faults; no fault happens unless one is asked for. ``keep_ports``: the same
+    ports as the last start on ``data_dir`` (:func:`kept_ports`), else any free ones.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir)]
     argv += ["--max-running-jobs", str(max_running_jobs)]
     argv += ["--fault-admin"] if fault_admin else []
-    argv += ["--port", str(free_port()), "--gcs-port", str(free_port())]
+    port, gcs_port = kept_ports(data_dir) if keep_ports else (free_port(), free_port())
+    argv += ["--port", str(port), "--gcs-port", str(gcs_port)]
     with log.open("ab") as out:
         proc = start(argv, stdout=subprocess.PIPE, stderr=out, text=True)
     try:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import sys
 import time
 import urllib.request
@@ -37,6 +36,7 @@ from scripts.stack import (
     exit_on_sigterm,
     local_service,
     migrate,
+    port_is_free,
     running,
     start,
     stop_all,
@@ -61,7 +61,8 @@ def main() -> int:
     print(f"Starting the local training service and Airflow (about 30 s; Airflow's output: {log}) ...")
     greeting = ""
     try:
-        with local_service(home / "aip-local", log) as service_env:
+        # the same ports at every start: the jobs' stored links (the local job pages) keep working
+        with local_service(home / "aip-local", log, keep_ports=True) as service_env:
             os.environ.update(service_env)
             _create_bucket()
             migrate(_env(home, service_env), log)
@@ -104,14 +105,8 @@ def _require_free_port() -> None:
     (A ``make ui`` still running in another shell, say; else Airflow's api-server would fail to
     bind while the old one answered every check.)
     """
-    with socket.socket() as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("127.0.0.1", PORT))
-        except OSError as error:
-            raise SystemExit(
-                f"Port {PORT} is in use ({error.strerror}): stop what uses it, or set AIP_UI_PORT."
-            ) from None
+    if not port_is_free(PORT):
+        raise SystemExit(f"Port {PORT} is in use: stop what uses it, or set AIP_UI_PORT.")
 
 
 def _wait_until_ready(proc: Popen[bytes], passwords: Path, service_env: dict[str, str], log: Path) -> str:

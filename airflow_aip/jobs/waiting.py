@@ -162,7 +162,7 @@ def step(
     if observed.is_terminal:
         return Step("ended", remembered, logs=tuple(logs), job=seen.job)
     if deadline is not None and now >= deadline:
-        return Step("timed_out", remembered, logs=tuple(logs))
+        return Step("timed_out", remembered, logs=tuple(logs), job=seen.job)
     return Step("wait", remembered, _until(deadline, now, poll_interval), tuple(logs))
 
 
@@ -252,7 +252,9 @@ def step_event(decided: Step, project_id: str, now: float, job_name: str = "") -
     if decided.action == "timed_out":
         message = f"Stopped waiting for training job {state.job_id}: still {state.state.value}"
         waited = round(max(0.0, now - state.started), 3)
-        return {"status": "timeout", "message": message, "waited_seconds": waited, **base}
+        # the job as the last read saw it: what the UI shows of a wait that gave up
+        last = summarize_job(decided.job) if decided.job is not None else None
+        return {"status": "timeout", "message": message, "waited_seconds": waited, **base, "summary": last}
     if decided.action == "failed":
         return {"status": "error", "message": decided.error, **base}
     if decided.action == "outwaited":

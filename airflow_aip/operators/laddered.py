@@ -34,7 +34,7 @@ from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
-from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, log_cancelled_by
+from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, record_ending
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.climbing import Position, climb
 from airflow_aip.operators.submission import submit_job
@@ -165,7 +165,7 @@ class LadderMixin:
             name = str(event["job_name"])
             self._cancel(name, str(event.get("project_id")), reason=str(event.get("status")))
         self._watched = None
-        log_cancelled_by(event, self.log)
+        record_ending(event, self.log)
         return self._with_ladder(finished(event, self.log), plan, position)
 
     # -- helpers ----------------------------------------------------------------------------

@@ -63,7 +63,7 @@ from airflow_aip.links import (
     JOB_API_XCOM_KEY,
     JOB_ID_XCOM_KEY,
     TrainingJobConsoleLink,
-    log_cancelled_by,
+    record_ending,
 )
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.laddered import LadderMixin, LadderPlan, plan_ladder
@@ -447,7 +447,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         if event.get("status") == "timeout" and self.cancel_on_kill and self._watched:
             self._cancel(*self._watched, reason=str(event.get("status")))
         self._watched = None
-        log_cancelled_by(event, self.log)
+        record_ending(event, self.log)
         return finished(event, self.log)
 
     def _cancel(self, name: str, project: str, reason: str) -> None:

@@ -57,7 +57,7 @@ from airflow_aip.links import (
     JOB_API_XCOM_KEY,
     JOB_ID_XCOM_KEY,
     TrainingJobConsoleLink,
-    log_cancelled_by,
+    record_ending,
 )
 from airflow_aip.masking import masked_values_in
 from airflow_aip.triggers.training import TrainingJobTrigger
@@ -202,7 +202,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         cancel_quietly(self.job_name, project_id=self.project_id, reason="task killed", log=self.log, **api)
 
     def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
-        log_cancelled_by(event, self.log)
+        record_ending(event, self.log)
         try:
             return finished(event, self.log)
         except JobFailedError as err:

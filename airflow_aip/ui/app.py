@@ -26,23 +26,24 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy import and_, delete, select, tuple_
+from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from airflow_aip.links import CANCELLED_BY_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui import live
+from airflow_aip.ui.browse import RETURN_VALUE, jobs_payload
 from airflow_aip.ui.live import WAITING_TASK_STATES, LiveReads, job_api_of, keeps_refreshing
 from airflow_aip.ui.views import (
     XComRow,
     champion_comparison,
     is_export_result,
     is_registration,
-    job_list_row,
+    job_values,
     map_index_param,
     run_view,
+    state_text,
 )
 
-RETURN_VALUE = "return_value"
 # dag_id comes from the query string; with none, the check is "may this user read XComs at all".
 READ_XCOM = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.XCOM))
 READ_TI = Depends(requires_access_dag(method="GET", access_entity=DagAccessEntity.TASK_INSTANCE))
@@ -70,20 +71,24 @@ def page_html(page: str) -> str:
     )
 
 
-def _state(state: Any) -> str | None:
-    """A TaskInstanceState (a str Enum) or None, as plain text."""
-    return str(getattr(state, "value", state)) if state else None
-
-
 def _return_values(session: Session, dag_id: str, run_id: str) -> list[XComRow]:
+    """The run's return values; a task whose wait did not succeed stands for its job by how it ended."""
     rows = session.execute(
-        select(XComModel.task_id, XComModel.map_index, XComModel.value)
-        .where(XComModel.dag_id == dag_id, XComModel.run_id == run_id, XComModel.key == RETURN_VALUE)
+        select(XComModel.task_id, XComModel.map_index, XComModel.key, XComModel.value)
+        .where(
+            XComModel.dag_id == dag_id,
+            XComModel.run_id == run_id,
+            XComModel.key.in_([RETURN_VALUE, ENDED_JOB_XCOM_KEY]),
+        )
         .order_by(XComModel.task_id, XComModel.map_index)
     ).all()
     # The raw DB value, as core's XCom endpoint reads it: a custom XCom backend may have stored a
     # reference there, which then simply is not a job summary (no remote fetch in the API server).
-    return [(r.task_id, r.map_index, XComModel.deserialize_value(r)) for r in rows]
+    values = {
+        key: [(r.task_id, r.map_index, XComModel.deserialize_value(r)) for r in rows if r.key == key]
+        for key in (RETURN_VALUE, ENDED_JOB_XCOM_KEY)
+    }
+    return job_values(values[RETURN_VALUE], values[ENDED_JOB_XCOM_KEY])
 
 
 TiKey = tuple[str, str, str, int]  # dag_id, run_id, task_id, map_index
@@ -105,7 +110,7 @@ def _ti_xcoms(session: Session, ti: TiKey, keys: list[str]) -> dict[str, Any]:
 
 def _task_state(session: Session, ti: TiKey) -> str | None:
     dag_id, run_id, task_id, map_index = ti
-    return _state(
+    return state_text(
         session.scalar(
             select(TaskInstance.state).where(
                 TaskInstance.dag_id == dag_id,
@@ -120,12 +125,20 @@ def _task_state(session: Session, ti: TiKey) -> str | None:
 def _live_fields(
     ti: TiKey, state: str | None, job: dict[str, Any] | None, api: dict[str, Any] | None, reads: LiveReads
 ) -> dict[str, Any]:
-    """The job read live while the task waits and has no summary yet; else what XCom holds."""
-    if job is not None or api is None or state not in WAITING_TASK_STATES:
-        return {"job": job, "live": False, "waiting": None, "read_error": None}
+    """What XCom holds of the job; else the job read live while the task waits, or read once more
+    when the task ended without leaving a word of it (killed, or marked failed, while it waited)."""
+    if job is not None or api is None:
+        return {"job": job, "live": False, "read_now": False, "waiting": None, "read_error": None}
+    waits = state in WAITING_TASK_STATES
     read = reads.read(api)
     runs = run_view([(ti[2], ti[3], read.summary)]) if read.summary else []
-    return {"job": runs[0] if runs else None, "live": True, "waiting": read.waiting, "read_error": read.error}
+    return {
+        "job": runs[0] if runs else None,
+        "live": waits,
+        "read_now": not waits,
+        "waiting": read.waiting if waits else None,
+        "read_error": read.error,
+    }
 
 
 def task_payload(
@@ -145,11 +158,12 @@ def task_payload(
     """
     reads = reads or live.LIVE_READS  # read at call time: one process-wide cache
     ti = (dag_id, run_id, task_id, map_index)
-    stored = _ti_xcoms(session, ti, [RETURN_VALUE, JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY])
+    stored = _ti_xcoms(session, ti, [JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY])
     state = _task_state(session, ti)
     run_values = _return_values(session, dag_id, run_id)
+    own = [row for row in run_values if row[:2] == (task_id, map_index)]
     exports = [row for row in run_values if is_export_result(row[2])]  # the job's metric, if it exported
-    runs = run_view([(task_id, map_index, stored.get(RETURN_VALUE)), *exports])
+    runs = run_view([*own, *exports])
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
     fields = _live_fields(ti, state, runs[0] if runs else None, api, reads)
     job_state = fields["job"]["state"] if fields["job"] else None
@@ -163,7 +177,7 @@ def task_payload(
         "refresh_s": reads.ttl if refresh else None,
         "can_cancel": may_edit and api is not None and refresh and fields["live"],
         "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
-        "champion": _champion_of_task(stored.get(RETURN_VALUE), fields["job"], run_values),
+        "champion": _champion_of_task(own[0][2] if own else None, fields["job"], run_values),
     }
 
 
@@ -237,66 +251,6 @@ def cancel_job(
     return {"cancel_requested": requested, "cancelled_by": record if requested else None}
 
 
-def jobs_payload(
-    session: Session, readable: set[str], dag_id: str | None, state: str | None, limit: int
-) -> dict[str, Any]:
-    """Recent jobs from readable Dags, newest first; filtered by Dag and by job state.
-
-    The job state lives in the summary's JSON, so that filter applies to the ``limit`` most recent
-    jobs (the Dag filter is SQL): "the failed ones among the last 100", which is what the page says.
-    """
-    dags = sorted(readable)
-    if dag_id is not None:
-        readable = readable & {dag_id}
-    same_ti = and_(
-        TaskInstance.dag_id == XComModel.dag_id,
-        TaskInstance.run_id == XComModel.run_id,
-        TaskInstance.task_id == XComModel.task_id,
-        TaskInstance.map_index == XComModel.map_index,
-    )
-    submitted = session.execute(
-        select(
-            XComModel.dag_id,
-            XComModel.run_id,
-            XComModel.task_id,
-            XComModel.map_index,
-            XComModel.value,
-            XComModel.timestamp,
-            TaskInstance.state,
-        )
-        .join(TaskInstance, same_ti, isouter=True)
-        .where(XComModel.key == JOB_ID_XCOM_KEY, XComModel.dag_id.in_(readable))
-        .order_by(XComModel.timestamp.desc())
-        .limit(limit)
-    ).all()
-    runs = {(r.dag_id, r.run_id) for r in submitted}
-    values: dict[tuple[str, str, str, int], Any] = {}
-    if runs:
-        for r in session.execute(
-            select(
-                XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.map_index, XComModel.value
-            ).where(XComModel.key == RETURN_VALUE, tuple_(XComModel.dag_id, XComModel.run_id).in_(runs))
-        ).all():
-            values[(r.dag_id, r.run_id, r.task_id, r.map_index)] = XComModel.deserialize_value(r)
-    exports = {(d, run, str(v["job_id"])): v for (d, run, _, _), v in values.items() if is_export_result(v)}
-    rows = []
-    for r in submitted:
-        job_id = str(XComModel.deserialize_value(r))
-        summary = values.get((r.dag_id, r.run_id, r.task_id, r.map_index))
-        ident = {
-            "job_id": job_id,
-            "dag_id": r.dag_id,
-            "run_id": r.run_id,
-            "task_id": r.task_id,
-            "map_index": r.map_index,
-            "submitted": r.timestamp.isoformat() if r.timestamp else None,
-        }
-        rows.append(job_list_row(ident, summary, _state(r.state), exports.get((r.dag_id, r.run_id, job_id))))
-    if state is not None:
-        rows = [row for row in rows if (row["state"] or "") == state]
-    return {"dags": dags, "jobs": rows}
-
-
 def same_site(x_requested_with: str | None = Header(None)) -> None:
     """403 unless the page's own script sent the request (see ``CSRF_HEADER``)."""
     if x_requested_with != CSRF_VALUE:
@@ -361,6 +315,6 @@ def create_app() -> FastAPI:
     ) -> dict[str, Any]:
         """Only Dags this user may read, as core's list endpoints filter them."""
         readable = get_auth_manager().get_authorized_dag_ids(user=user, method="GET", session=session)
-        return jobs_payload(session, set(readable), dag_id, state, limit)
+        return jobs_payload(session, set(readable), dag_id, state, limit, reads=live.LIVE_READS)
 
     return app

@@ -5,11 +5,12 @@ the job (:data:`airflow_aip.links.JOB_API_XCOM_KEY`) next to its id; from that t
 the same hook the task uses (connection, endpoint, impersonation, project, region) and reads the
 job. Pages poll every :data:`REFRESH_SECONDS`; however many pages are open on a job, and however
 many users, one process-wide :class:`LiveReads` makes at most one read per job per interval:
-a cache entry per job lives that long, and a lock per job lets one request read while the others
-wait for its answer (single-flight). A failed read is cached too, so a broken connection is not
-hammered, and shown on the page as one line.
+a cache entry per job lives that long (an ended job's, an hour), and a lock per job lets one
+request read while the others wait for its answer (single-flight). A failed read is cached
+too, so a broken connection is not hammered, and shown on the page as one line.
 
-Once the task has ended its summary is in XCom and no read is made (see ``app.task_payload``).
+Once the task has ended its summary (or how its wait ended) is in XCom and no read is made (see
+``app.task_payload``); only a task killed while it waited left none, and its job is read once.
 """
 
 from __future__ import annotations
@@ -33,9 +34,14 @@ REFRESH_SECONDS = 5.0
 WAITING_TASK_STATES = frozenset(
     {"scheduled", "queued", "running", "deferred", "up_for_retry", "up_for_reschedule", "restarting"}
 )
-# Only these may see a job that ended before the task did: it is about to finish, or to climb a rung.
-ACTIVE_TASK_STATES = frozenset({"running", "deferred"})
+# Only these may see a job that ended before the task did: it is about to finish, or to climb a
+# rung (a deferred task whose trigger fired goes back through scheduled and queued to resume).
+# Not up_for_retry: its job's end is the try's, and the next try submits anew.
+ACTIVE_TASK_STATES = WAITING_TASK_STATES - {"up_for_retry"}
 API_FIELDS = ("backend", "gcp_conn_id", "api_endpoint", "impersonation_chain", "project_id", "region")
+# An ended job no longer changes: its read is kept this long (a page of a killed task's job, or
+# Browse listing it, reads it once, not every interval).
+ENDED_TTL = 3600.0
 # Past this many entries, expired ones are dropped on the next miss (one per open job is expected).
 PRUNE_ABOVE = 256
 
@@ -142,8 +148,9 @@ class LiveReads:
             if fresh is not None:
                 return fresh
             result = self._read(api)
+            ended = result.summary is not None and JobState.parse(result.summary.get("state")).is_terminal
             with self._guard:
-                self._entries[key] = (self._clock() + self.ttl, result)
+                self._entries[key] = (self._clock() + (ENDED_TTL if ended else self.ttl), result)
             return result
 
     def forget(self, api: Mapping[str, Any]) -> None:
@@ -192,8 +199,8 @@ LIVE_READS = LiveReads()
 def keeps_refreshing(task_state: str | None, job_state: Any) -> bool:
     """Whether the page should fetch again: the task still waits, and its job is not over.
 
-    A job that ended while its task is running or deferred is still refreshed: the task is about
-    to store its summary (or, on a capacity ladder, to climb to the next rung's job).
+    A job that ended while its task still waits (but for a retry) is still refreshed: the task is
+    about to store its summary, or how it ended (or, on a capacity ladder, to climb a rung).
     """
     if task_state not in WAITING_TASK_STATES:
         return False

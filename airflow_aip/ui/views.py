@@ -22,6 +22,11 @@ GOOGLE_CONSOLE = "https://console.cloud.google.com/"
 LOG_SCALES = frozenset({"UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"})
 
 
+def state_text(state: Any) -> str | None:
+    """A TaskInstanceState (a str Enum) or None, as plain text."""
+    return str(getattr(state, "value", state)) if state else None
+
+
 def map_index_param(raw: str | None) -> int:
     """The UI leaves ``{MAP_INDEX}`` literal on an unmapped task instance's page: that is -1."""
     try:
@@ -33,6 +38,36 @@ def map_index_param(raw: str | None) -> int:
 def is_job_summary(value: Any) -> bool:
     """True for what the submit operator and the sensor return; other tasks return other things."""
     return isinstance(value, Mapping) and {"job_id", "state", "trials", "backend"} <= value.keys()
+
+
+def ended_job(record: Any) -> dict[str, Any] | None:
+    """A wait that did not succeed (the ``aip_job_ended`` XCom) as a job summary the pages draw:
+    the job as last read, or its id and state alone, with ``ended_because`` saying why it ended."""
+    if not isinstance(record, Mapping) or not record.get("job_id"):
+        return None
+    summary = record.get("summary")
+    if isinstance(summary, Mapping) and is_job_summary(summary):
+        job = dict(summary)
+    else:
+        job = {"job_id": record["job_id"], "name": record.get("name"), "state": record.get("state")}
+        job.update(trials=[], backend=None)
+    job["ended_because"] = record.get("message")
+    return job
+
+
+def job_values(returned: Iterable[XComRow], endings: Iterable[XComRow]) -> list[XComRow]:
+    """Each task's return value and, for a task whose wait did not succeed, how it ended as its job.
+
+    ``endings`` are the ``aip_job_ended`` XComs; a job summary the task returned wins over its
+    ending (a retry that succeeded).
+    """
+    out = list(returned)
+    summarized = {(t, m) for t, m, v in out if is_job_summary(v)}
+    for task_id, map_index, record in endings:
+        job = ended_job(record) if (task_id, map_index) not in summarized else None
+        if job is not None:
+            out.append((task_id, map_index, job))
+    return sorted(out, key=lambda row: (row[0], row[1]))
 
 
 def is_export_result(value: Any) -> bool:
@@ -184,6 +219,7 @@ def job_view(
         "project_id": summary.get("project_id"),
         "state": summary.get("state"),
         "error_message": summary.get("error_message"),
+        "ended_because": summary.get("ended_because"),
         "create_time": summary.get("create_time"),
         "start_time": summary.get("start_time"),
         "end_time": summary.get("end_time"),

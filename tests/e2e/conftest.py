@@ -41,6 +41,25 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs a real Airflow (airflow standalone) on the local services")
 
 
+class RetryWhenBusy(httpx.HTTPTransport):
+    """Send a request again when Airflow answers 5xx: under the tier's load its SQLite database is
+    busy past the 5 s lock timeout now and then ("database is locked"), and the request rolled back.
+
+    Only the tests' own REST calls (triggers, task states, marking a task failed) go through it.
+    """
+
+    ATTEMPTS = 5
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        for _ in range(self.ATTEMPTS - 1):
+            response = super().handle_request(request)
+            if response.status_code < 500:
+                return response
+            response.close()
+            time.sleep(1)
+        return super().handle_request(request)
+
+
 @dataclass
 class AirflowStack:
     """The running stack: Airflow's REST API, the training service, the staged test trainer."""
@@ -190,7 +209,7 @@ def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowS
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
-        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2/", timeout=30)
+        api = httpx.Client(base_url=f"http://127.0.0.1:{port}/api/v2/", timeout=30, transport=RetryWhenBusy())
         try:
             dag_ids = ["aip_training_pipeline", "aip_e2e_kill", "aip_e2e_secrets", "aip_e2e_tuning"]
             _wait_until_ready(api, dag_ids, proc, log, passwords["admin"])

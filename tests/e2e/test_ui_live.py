@@ -5,6 +5,10 @@ a viewer reads the job live (RUNNING) over HTTP, but is offered no "Cancel job" 
 from the cancel endpoint; an admin opens the tab in Chromium, sees the job RUNNING, and cancels
 it from the tab (after the page's own confirmation). The job ends CANCELLED, the task fails, its
 log says who cancelled it, and the open tab follows the task to its end without a reload.
+
+``aip_e2e_tuning``'s slow study (6 trials, 2 at a time) shows its trials on the tab as they
+finish, while the task is deferred; cancelled from the tab, the job and its finished trials
+stay on it after the task failed, and Browse's state filter follows the job's state.
 """
 
 from __future__ import annotations
@@ -138,6 +142,8 @@ def test_an_admin_cancels_the_job_from_the_tab(
         expect(frame.locator("p.cancelled-by")).to_contain_text("by admin", timeout=60_000)
         expect(frame.locator("p.live")).to_have_count(0, timeout=120_000)  # the task ended: no more refreshes
         expect(frame.get_by_role("button", name="Cancel job")).to_have_count(0)
+        expect(frame.locator("section.job .state")).to_have_text("CANCELLED")  # as the task left it
+        expect(frame.locator("p.ended-because")).to_contain_text("ended CANCELLED")
     finally:
         context.close()
 
@@ -150,10 +156,15 @@ def test_an_admin_cancels_the_job_from_the_tab(
     assert errors == []
 
 
-def test_the_tab_shows_trials_as_they_finish_while_the_task_is_deferred(
+def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
     browser: Any, airflow_stack: AirflowStack
 ) -> None:
-    """6 trials, 2 at a time, 8 s each: RUNNING, then finished trials, before the task ends; no reload."""
+    """6 trials, 2 at a time, 8 s each: RUNNING, then finished trials, before the task ends; no reload.
+
+    Browse's RUNNING filter lists the job while it runs. Then the job is cancelled from the tab:
+    the task fails, and the tab, opened anew, still shows the cancelled job, its finished trials
+    and why the wait ended; Browse's CANCELLED filter lists it.
+    """
     from playwright.sync_api import expect
 
     stack, dag_id = airflow_stack, "aip_e2e_tuning"
@@ -162,6 +173,12 @@ def test_the_tab_shows_trials_as_they_finish_while_the_task_is_deferred(
     run_id = stack.trigger(dag_id, conf)
     context = browser.new_context(base_url=stack.base_url, viewport={"width": 1400, "height": 1300})
     page = context.new_page()
+    viewer = httpx.Client(base_url=stack.base_url, timeout=30, cookies={"_token": stack.token("viewer")})
+
+    def browse(state: str) -> list[str]:
+        listed = viewer.get("/aip/api/jobs", params={"dag_id": dag_id, "state": state}).raise_for_status()
+        return [job["run_id"] for job in listed.json()["jobs"]]
+
     try:
         frame = open_tab(page, stack, dag_id, run_id, "tune")
         expect(frame.locator("section.job .state")).to_have_text("RUNNING", timeout=120_000)
@@ -176,13 +193,28 @@ def test_the_tab_shows_trials_as_they_finish_while_the_task_is_deferred(
             timeout=180,
         )
         assert stack.task_states(dag_id, run_id)["tune"] == "deferred"  # seen before the task ended
-        _wait(
-            lambda: stack.task_states(dag_id, run_id)["tune"] == "success",
-            "the tuning task's success",
-            state=lambda: stack.task_states(dag_id, run_id),
-            timeout=240,
-        )
-        expect(frame.locator("table.trials tbody tr", has_text="SUCCEEDED")).to_have_count(6, timeout=60_000)
         assert document.evaluate("window.aipLoadedOnce") is True  # the page grew in place
+        assert run_id in browse("RUNNING")  # the job's state now, though its task has no summary yet
+        assert run_id not in browse("QUEUED")
+
+        frame.get_by_role("button", name="Cancel job").click()
+        frame.get_by_role("button", name="Yes, cancel the job").click()
+        _wait(
+            lambda: stack.task_states(dag_id, run_id)["tune"] == "failed",
+            "the cancelled job's task to fail",
+            state=lambda: stack.task_states(dag_id, run_id),
+        )
+
+        frame = open_tab(page, stack, dag_id, run_id, "tune")  # anew: what the ended task left
+        expect(frame.locator("section.job .state")).to_have_text("CANCELLED", timeout=60_000)
+        expect(frame.locator("p.ended-because")).to_contain_text("ended CANCELLED")
+        expect(frame.locator("p.live")).to_have_count(0)
+        rows = frame.locator("table.trials tbody tr", has_text="SUCCEEDED")
+        expect(rows.first).to_be_visible()
+        assert rows.count() >= 2
+        expect(frame.locator("table.trials tr.best")).to_have_count(1)
+        assert run_id in browse("CANCELLED")
+        assert run_id not in browse("RUNNING")
     finally:
+        viewer.close()
         context.close()

@@ -207,13 +207,16 @@ def leftovers() -> Iterator[list[psutil.Process]]:
 def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
     ui_env: dict[str, str], tmp_path: Path, leftovers: list[psutil.Process]
 ) -> None:
-    port = int(ui_env["AIP_UI_PORT"])
+    port, link = int(ui_env["AIP_UI_PORT"]), ""
     for attempt, stage in enumerate(STAGES, 1):
         ui = MakeUi(ui_env, tmp_path / f"make-ui-{attempt}.out")
         try:
             ui.wait_for(stage, _at(ui, stage))
             if attempt == 1:  # the fresh home: the example Dags are created now, unpaused
                 assert _is_paused(ui_env, CHAIN) == dict.fromkeys(CHAIN, False)
+            if stage == "ready":  # a job's stored link, made at the first start, opens at each
+                link = link or _create_job(ui)
+                assert _opens(link), (attempt, link, ui.output())
             running = len(ui.alive())
         finally:
             ui.stop()
@@ -222,6 +225,33 @@ def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
         assert running > 2, (attempt, stage)  # make, the UI script and what it started were seen
         assert (attempt, stage, [_describe(p) for p in left]) == (attempt, stage, []), ui.output()
         assert _port_free(port), (attempt, stage, ui.output())
+
+
+def _service_url(ui: MakeUi) -> str:
+    """The local training service's URL, from its command line (``--port N``)."""
+    (serve,) = ui.running("aip-local", "serve")
+    argv = serve.cmdline()
+    return f"http://127.0.0.1:{argv[argv.index('--port') + 1]}/"
+
+
+def _create_job(ui: MakeUi) -> str:
+    """A Vertex AI job on the UI's local service; its page's URL, as the task stores the link."""
+    from tests.fixtures.vertex import LOCATION, WORKER_POOL, aiplatform
+
+    url = _service_url(ui)
+    body = {"displayName": "link_kept", "jobSpec": {"workerPoolSpecs": [WORKER_POOL]}}
+    jobs = aiplatform(url).projects().locations().customJobs()
+    job = jobs.create(parent=f"projects/local-project/locations/{LOCATION}", body=body).execute()
+    return f"{url}console/{job['name']}"
+
+
+def _opens(link: str) -> bool:
+    """The job's page answers, and is that job's (after ``make ui`` started again, too)."""
+    try:
+        page = httpx.get(link, timeout=30)
+    except httpx.HTTPError:
+        return False
+    return page.status_code == 200 and link.rsplit("/", 1)[-1] in page.text
 
 
 def _lasting(p: psutil.Process) -> bool:

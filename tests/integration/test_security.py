@@ -98,11 +98,12 @@ def test_job_id_with_a_path_is_refused_on_create(
 ) -> None:
     from googleapiclient.errors import HttpError
 
-    body = {"jobId": "../../escape", "trainingInput": staged_trainer.training_input("succeed")}
+    # a name no package ships (the runtime environments under the data dir hold files like escape.h)
+    body = {"jobId": "../../aip_escape_probe", "trainingInput": staged_trainer.training_input("succeed")}
     with pytest.raises(HttpError) as refused:
         local_service.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
     assert refused.value.resp.status == 400
-    assert not list(local_service.data_dir.parent.rglob("escape*"))
+    assert not list(local_service.data_dir.parent.rglob("aip_escape_probe*"))
 
 
 def test_each_job_runs_in_a_work_dir_of_its_own(

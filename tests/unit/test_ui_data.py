@@ -213,6 +213,7 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
         "job_id": None,
         "job": None,
         "live": False,
+        "read_now": False,
         "waiting": None,
         "read_error": None,
         "refresh_s": None,

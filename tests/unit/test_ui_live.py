@@ -19,7 +19,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
 from airflow_aip.jobs.vertex.view import view_from_vertex
-from airflow_aip.links import CANCELLED_BY_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of, keeps_refreshing, why_it_waits
 from tests.fixtures.tuning_job import SUMMARY
 
@@ -201,6 +201,7 @@ def test_refreshing_stops_when_the_task_or_its_job_ended() -> None:
     assert keeps_refreshing("deferred", "RUNNING")
     assert keeps_refreshing("queued", None)
     assert keeps_refreshing("running", "SUCCEEDED")  # the task is about to store its summary
+    assert keeps_refreshing("queued", "CANCELLED")  # resuming from its trigger, to fail as the job did
     assert not keeps_refreshing("up_for_retry", "CANCELLED")
     assert not keeps_refreshing("failed", "RUNNING")
     assert not keeps_refreshing(None, None)
@@ -259,6 +260,9 @@ class Auth:
 
     def is_authorized_dag(self, **_: Any) -> bool:
         return self.editor
+
+    def get_authorized_dag_ids(self, **_: Any) -> set[str]:
+        return {DAG}
 
 
 class User:
@@ -348,6 +352,133 @@ def test_an_ended_task_reads_xcom_only(
     assert (data["job"]["job_id"], data["job"]["state"]) == ("iris_tuning_1", "SUCCEEDED")
 
 
+def test_a_failed_wait_still_shows_its_job_its_trials_and_why_it_ended(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    from airflow_aip.jobs.summary import summarize_job
+
+    cancelled = summarize_job(running_job("JOB_STATE_CANCELLED"))
+    message = "Training job iris_tuning_live ended CANCELLED"
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
+    _push(session, JOB_API_XCOM_KEY, API)
+    _push(
+        session,
+        ENDED_JOB_XCOM_KEY,
+        {
+            "job_id": "iris_tuning_live",
+            "name": NAME,
+            "status": "cancelled",
+            "state": "CANCELLED",
+            "message": message,
+            "summary": cancelled,
+        },
+    )
+    state["task"] = "failed"
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    task = client.get("/api/task", params=QUERY).raise_for_status().json()
+    run = client.get("/api/run", params={"dag_id": DAG, "run_id": RUN}).json()["jobs"]
+    browse = client.get("/api/jobs", params={"state": "CANCELLED"}).json()["jobs"]
+
+    assert jobs.reads == 0  # XCom holds how it ended: the job is not read
+    assert (task["live"], task["read_now"], task["refresh_s"], task["can_cancel"]) == (
+        False,
+        False,
+        None,
+        False,
+    )
+    job = task["job"]
+    assert (job["state"], job["ended_because"], job["best_trial_id"]) == ("CANCELLED", message, "2")
+    assert [(t["id"], t["state"]) for t in job["trials"]] == [
+        ("1", "SUCCEEDED"),
+        ("2", "SUCCEEDED"),
+        ("3", "RUNNING"),
+    ]
+    assert [(j["job_id"], j["state"], len(j["trials"])) for j in run] == [
+        ("iris_tuning_live", "CANCELLED", 3)
+    ]
+    assert [(j["job_id"], j["trials"], j["best_trial_id"]) for j in browse] == [("iris_tuning_live", 3, "2")]
+
+
+def test_a_wait_that_timed_out_shows_the_job_as_last_read(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    message = "Stopped waiting for training job iris_tuning_live: still RUNNING"
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
+    _push(
+        session,
+        ENDED_JOB_XCOM_KEY,
+        {
+            "job_id": "iris_tuning_live",
+            "name": NAME,
+            "status": "timeout",
+            "state": "RUNNING",
+            "message": message,
+            "summary": None,
+        },
+    )
+    state["task"] = "failed"
+    client = _client(session, monkeypatch, jobs, state, editor=False)
+
+    job = client.get("/api/task", params=QUERY).raise_for_status().json()["job"]
+
+    assert (job["job_id"], job["name"], job["state"], job["ended_because"], job["trials"]) == (
+        "iris_tuning_live",
+        NAME,
+        "RUNNING",
+        message,
+        [],
+    )
+
+
+def test_a_task_killed_while_it_waited_reads_its_ended_job_once(
+    session: Session, monkeypatch: pytest.MonkeyPatch, state: dict[str, Any]
+) -> None:
+    """Marked failed while deferred: the trigger cancelled the job, the task stored nothing of it."""
+    jobs = FakeJobs(running_job("JOB_STATE_CANCELLED"))
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
+    _push(session, JOB_API_XCOM_KEY, API)
+    state["task"] = "failed"
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+    from airflow_aip.ui import live
+
+    first = client.get("/api/task", params=QUERY).raise_for_status().json()
+    live.LIVE_READS._clock.now += 600  # type: ignore[attr-defined]  # past the refresh interval
+    again = client.get("/api/task", params=QUERY).json()
+    browse = client.get("/api/jobs", params={"state": "CANCELLED"}).json()["jobs"]
+
+    assert jobs.reads == 1  # an ended job does not change: one read serves the tab and Browse
+    assert (first["live"], first["read_now"], first["refresh_s"], first["can_cancel"]) == (
+        False,
+        True,
+        None,
+        False,
+    )
+    assert first["job"]["state"] == again["job"]["state"] == "CANCELLED"
+    assert [t["id"] for t in first["job"]["trials"]] == ["1", "2", "3"]
+    assert [(j["job_id"], j["state"], j["read_now"]) for j in browse] == [
+        ("iris_tuning_live", "CANCELLED", True)
+    ]
+
+
+def test_browse_gives_a_waiting_jobs_state_now_so_running_and_queued_filter_it(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
+    _push(session, JOB_API_XCOM_KEY, API)
+    client = _client(session, monkeypatch, jobs, state, editor=False)
+
+    running = [client.get("/api/jobs", params={"state": "RUNNING"}).json()["jobs"] for _ in range(3)]
+    queued = client.get("/api/jobs", params={"state": "QUEUED"}).json()["jobs"]
+
+    assert jobs.reads == 1  # shared with the live tab, one read per interval
+    assert [(j["job_id"], j["state"], j["trials"], j["read_now"]) for j in running[0]] == [
+        ("iris_tuning_live", "RUNNING", 3, True)
+    ]
+    assert running[0] == running[2]
+    assert queued == []
+
+
 def test_an_editor_cancels_and_the_task_can_say_who(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
@@ -435,6 +566,9 @@ def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it
         submit.LOCAL,
     )
     assert isinstance(build_hook(api), TrainingJobHook)  # the backend's own hook, as the task's
+    ended = ti.xcom[ENDED_JOB_XCOM_KEY]  # what the tab shows once the task has failed
+    assert (ended["job_id"], ended["status"], ended["state"]) == (submit.JOB_ID, "cancelled", "CANCELLED")
+    assert ended["summary"]["state"] == "CANCELLED"
     assert (
         f"Job {submit.JOB_ID} was cancelled from the Training job tab by ada at 2026-11-25T10:05:00+00:00"
         in capsys.readouterr().out  # the task log (structlog writes it to stdout here)

@@ -5,6 +5,7 @@ function jobHeader(job) {
   const head = el("section", { class: "job", "data-job": job.job_id });
   head.append(el("h1", {}, `Training job ${job.job_id}`),
               el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
+  if (job.ended_because) head.append(el("p", { class: "ended-because" }, `The task's wait ended: ${job.ended_because}`));
   const dl = el("dl", { class: "timeline" });
   for (const [label, at] of [["Created", job.create_time], ["Started", job.start_time], ["Ended", job.end_time]]) {
     dl.append(el("dt", {}, label), el("dd", {}, when(at)));
@@ -112,6 +113,7 @@ function liveLines(data) {
   const lines = [];
   if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
   if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
+  if (data.read_now) lines.push(el("p", { class: "read-now muted" }, `Read from the job's API now: task ${data.task_state} ended without storing the job (killed, or marked failed, while it waited).`));
   if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
   if (data.cancelled_by) lines.push(el("p", { class: "cancelled-by" }, `Cancel requested from this tab by ${data.cancelled_by.user} at ${when(data.cancelled_by.at)}.`));
   return lines;
