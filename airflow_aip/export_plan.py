@@ -23,6 +23,7 @@ from airflow_aip.export import (
     relative_names,
     same_export,
 )
+from airflow_aip.jobs.trials import metrics_apart
 from airflow_aip.uris import GcsUri
 
 
@@ -191,4 +192,5 @@ def _package_entries(packages: Mapping[str, ListedObject | None]) -> list[dict[s
 
 def _verdict(subject: str, source: ExportSource, champion: float | None, relation: str) -> str:
     metric = source.metric_tag or "metric"
-    return f"{subject}: {metric} {source.metric} {relation} the champion's {champion} (goal {source.goal})"
+    new, held = metrics_apart(source.metric, champion)
+    return f"{subject}: {metric} {new} {relation} the champion's {held} (goal {source.goal})"

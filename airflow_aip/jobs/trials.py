@@ -76,3 +76,16 @@ def best_trial_report(summary: Mapping[str, Any]) -> str | None:
     if len(tied) > 1:
         line += f". {len(tied)} trials tied at {value} ({', '.join(tied)}): the earliest in the list won"
     return line
+
+
+def metrics_apart(first: float | None, second: float | None) -> tuple[str, str]:
+    """Two metrics as text, with as many significant digits as it takes to tell them apart (at
+    least 4): a verdict reads "accuracy 0.8444 does not beat the champion's 0.8889", never
+    0.8444444444444444, nor two equal-looking numbers for two different ones."""
+    if first is None or second is None:
+        return str(first), str(second)
+    for digits in range(4, 18):
+        shown = f"{first:.{digits}g}", f"{second:.{digits}g}"
+        if shown[0] != shown[1] or first == second:
+            return shown
+    return repr(first), repr(second)

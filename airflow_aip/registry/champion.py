@@ -25,6 +25,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.export import beats
+from airflow_aip.jobs.trials import metrics_apart
 
 LEDGER_VERSION = 1
 MAX_HISTORY = 50
@@ -93,14 +94,11 @@ def judge(candidate: Contender, champion: Contender | None) -> Verdict:
             f"{candidate.metric_tag} ({candidate.goal}): they cannot be compared",
         )
     tag = candidate.metric_tag or "metric"
+    new, held = metrics_apart(candidate.metric, champion.metric)
     if beats(candidate.metric, champion.metric, candidate.goal):
-        return Verdict(
-            True, f"{tag} {candidate.metric} beats the champion's {champion.metric} ({candidate.goal})"
-        )
+        return Verdict(True, f"{tag} {new} beats the champion's {held} ({candidate.goal})")
     return Verdict(
-        False,
-        f"{tag} {candidate.metric} does not beat the champion's {champion.metric} ({candidate.goal}; "
-        "a tie keeps the champion)",
+        False, f"{tag} {new} does not beat the champion's {held} ({candidate.goal}; a tie keeps the champion)"
     )
 
 

@@ -41,6 +41,17 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs a real Airflow (airflow standalone) on the local services")
 
 
+def wait_until(condition: Any, what: str, state: Any = None, timeout: float = 240) -> Any:
+    """``condition()``'s first truthy answer, polled every 0.5 s; the test fails after ``timeout``
+    naming ``what`` and, if given, ``state()`` (what the stack looked like then)."""
+    deadline = time.monotonic() + timeout
+    while not (found := condition()):
+        if time.monotonic() > deadline:
+            pytest.fail(f"no {what} within {timeout}s" + (f": {state()}" if state else ""))
+        time.sleep(0.5)
+    return found
+
+
 class RetryWhenBusy(httpx.HTTPTransport):
     """Send a request again when Airflow answers 5xx: under the tier's load its SQLite database is
     busy past the 5 s lock timeout now and then ("database is locked"), and the request rolled back.

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import AirflowStack
+from tests.e2e.conftest import AirflowStack, wait_until
 from tests.fixtures.local_service import log_entries
 from tests.fixtures.vertex import cancel_vertex, vertex_jobs
 
@@ -32,15 +32,6 @@ DAG_ID = "aip_e2e_ladder_kill"
 TASK_ID = "wait_deferred"
 TRIGGER_LOGGER = "airflow_aip.triggers.training.TrainingJobTrigger"
 STOCKOUTS = ["us-central1:NVIDIA_TESLA_A100"]  # no other e2e test asks for an A100
-
-
-def _wait(condition: Any, what: str, state: Any, timeout: float = 240) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s: {state()}")
-        time.sleep(0.5)
-    return found
 
 
 @pytest.fixture
@@ -52,7 +43,9 @@ def ladder_project(airflow_stack: AirflowStack) -> Iterator[str]:
         json={"stockouts": STOCKOUTS, "flexStartCapacityAfter": None},
         timeout=30,
     ).raise_for_status()
-    _wait(lambda: stack.api.get(f"dags/{DAG_ID}").status_code == 200, f"{DAG_ID} parsed", lambda: stack.log)
+    wait_until(
+        lambda: stack.api.get(f"dags/{DAG_ID}").status_code == 200, f"{DAG_ID} parsed", lambda: stack.log
+    )
     project = f"e2e-ladder-{uuid.uuid4().hex[:6]}"
     yield project
     for job in vertex_jobs(stack.ml_url, project):
@@ -82,10 +75,10 @@ def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(
         labels = [job["job"]["labels"]["aip_rung"] for job in jobs]
         return jobs[1] if labels == ["a100", "cpu"] and jobs[1]["state"] == "RUNNING" else None
 
-    rung_two = _wait(deferred_on_running_rung_two, "task deferred on rung 2's RUNNING job", progress)
+    rung_two = wait_until(deferred_on_running_rung_two, "task deferred on rung 2's RUNNING job", progress)
     # Killed only once the triggerer watches rung 2's job (the known gap: a trigger not yet started
     # is never told), which it says in the task's log.
-    _wait(
+    wait_until(
         lambda: any(
             r.get("logger") == TRIGGER_LOGGER
             and f"Training job {rung_two['jobId']} is RUNNING" in r.get("event", "")
@@ -102,7 +95,7 @@ def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(
         job = next(j for j in vertex_jobs(stack.ml_url, project) if j["jobId"] == rung_two["jobId"])
         return job if job["state"] not in ("RUNNING", "CANCELLING") else None
 
-    ended = _wait(rung_two_ended, "end of rung 2's job after the kill", progress)
+    ended = wait_until(rung_two_ended, "end of rung 2's job after the kill", progress)
     cancelled_after = round(time.monotonic() - killed_at, 2)
     assert stack.wait_for_run(DAG_ID, run_id) == "failed"
 

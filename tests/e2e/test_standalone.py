@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack, TuningRun
+from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack, TuningRun, wait_until
 from tests.fixtures.local_service import log_entries, storage_client
 from tests.fixtures.vertex import cancel_vertex, job_args, vertex_jobs
 
@@ -28,15 +28,6 @@ def _job(stack: AirflowStack, project: str, job_id_prefix: str) -> dict[str, Any
     jobs = vertex_jobs(stack.ml_url, project, job_id_prefix)  # Vertex AI: the default backend
     assert len(jobs) <= 1, jobs
     return jobs[0] if jobs else None
-
-
-def _wait(condition: Any, what: str, timeout: float = 240, state: Any = None) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s" + (f": {state()}" if state else ""))
-        time.sleep(0.5)
-    return found
 
 
 def test_pipeline_defers_to_the_installed_trigger_and_exports(
@@ -110,16 +101,16 @@ def test_user_kill_cancels_the_job_in_every_waiting_mode(
         jobs = {p: (_job(stack, project, p) or {}).get("state") for p in prefixes.values()}
         return stack.task_states("aip_e2e_kill", run_id), jobs
 
-    _wait(all_waiting, "running jobs with each waiting task in its waiting state", state=progress)
+    wait_until(all_waiting, "running jobs with each waiting task in its waiting state", state=progress)
     killed_at = {}
     for task_id, (state, _) in KILLED.items():
         # the reschedule sensor is killed between two pokes: no process of it exists then
-        _wait(
+        wait_until(
             lambda t=task_id, s=state: stack.task_states("aip_e2e_kill", run_id)[t] == s,
             f"{task_id} {state}",
         )
         if state == "deferred":  # a trigger the triggerer has not started yet is never told: see
-            _wait(  # RELIABILITY.md, "Known gaps"
+            wait_until(  # RELIABILITY.md, "Known gaps"
                 lambda t=task_id: _trigger_is_running(stack, run_id, t), f"{task_id}'s trigger running"
             )
         path = f"dags/aip_e2e_kill/dagRuns/{run_id}/taskInstances/{task_id}"

@@ -14,7 +14,6 @@ stay on it after the task failed, and Browse's state filter follows the job's st
 from __future__ import annotations
 
 import contextlib
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -23,22 +22,13 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.e2e.conftest import AirflowStack
+from tests.e2e.conftest import AirflowStack, wait_until
 from tests.fixtures.vertex import cancel_vertex, vertex_jobs
 
 pytestmark = pytest.mark.e2e
 DAG_ID, TASK_ID = "aip_e2e_kill", "wait_deferred"
 TRIGGER_LOGGER = "airflow_aip.triggers.training.TrainingJobTrigger"
 SAME_SITE = {"X-Requested-With": "aip"}
-
-
-def _wait(condition: Any, what: str, state: Any, timeout: float = 240) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s: {state()}")
-        time.sleep(0.5)
-    return found
 
 
 @pytest.fixture
@@ -66,7 +56,7 @@ def waiting_run(airflow_stack: AirflowStack) -> Iterator[tuple[str, str]]:
         )
 
     try:
-        _wait(
+        wait_until(
             waiting,
             f"{TASK_ID} deferred on a RUNNING job",
             state=lambda: (stack.task_states(DAG_ID, run_id), job()),
@@ -186,7 +176,7 @@ def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
         assert document is not None
         document.evaluate("window.aipLoadedOnce = true")  # gone if the frame reloads
         finished = frame.locator("table.trials tbody tr", has_text="SUCCEEDED")
-        _wait(
+        wait_until(
             lambda: finished.count() >= 2,
             "two finished trials on the tab",
             state=lambda: (stack.task_states(dag_id, run_id), finished.count()),
@@ -199,7 +189,7 @@ def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
 
         frame.get_by_role("button", name="Cancel job").click()
         frame.get_by_role("button", name="Yes, cancel the job").click()
-        _wait(
+        wait_until(
             lambda: stack.task_states(dag_id, run_id)["tune"] == "failed",
             "the cancelled job's task to fail",
             state=lambda: stack.task_states(dag_id, run_id),

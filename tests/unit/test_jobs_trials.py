@@ -9,7 +9,7 @@ import pytest
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial, console_url, diff_training_input
-from airflow_aip.jobs.trials import best_trial_report
+from airflow_aip.jobs.trials import best_trial_report, metrics_apart
 from tests.fixtures.views import ml_summary
 
 TRIALS: list[dict[str, Any]] = [
@@ -182,3 +182,19 @@ def test_best_trial_report_names_the_winner_and_how_a_tie_was_broken() -> None:
     alone = {**summary, "trials": trials[:2], "best_trial": trials[1]}
     assert "tied" not in str(best_trial_report(alone))
     assert best_trial_report({**summary, "is_hyperparameter_tuning_job": False}) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "shown"),
+    [
+        (0.8444444444444444, 0.8888888888888888, ("0.8444", "0.8889")),
+        (0.9, 0.9, ("0.9", "0.9")),  # a tie reads as one
+        (0.91234561, 0.91234569, ("0.9123456", "0.9123457")),  # as many digits as tell them apart
+        (1234.5678, 0.5, ("1235", "0.5")),
+        (None, 0.5, ("None", "0.5")),
+    ],
+)
+def test_metrics_apart_shows_what_the_comparison_needs(
+    first: float | None, second: float | None, shown: tuple[str, str]
+) -> None:
+    assert metrics_apart(first, second) == shown
