@@ -229,9 +229,13 @@ def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
 
 def _service_url(ui: MakeUi) -> str:
     """The local training service's URL, from its command line (``--port N``)."""
-    (serve,) = ui.running("aip-local", "serve")
-    argv = serve.cmdline()
-    return f"http://127.0.0.1:{argv[argv.index('--port') + 1]}/"
+    ports = set()
+    for serve in ui.running("aip-local", "serve", "--port"):  # the service (and what it forked)
+        with suppress(psutil.Error, ValueError, IndexError):
+            argv = serve.cmdline()
+            ports.add(argv[argv.index("--port") + 1])
+    (port,) = ports
+    return f"http://127.0.0.1:{port}/"
 
 
 def _create_job(ui: MakeUi) -> str:
