@@ -39,7 +39,8 @@ def main() -> int:
     log = home / "demo.log"
     started = time.monotonic()
     print(f"Starting the local training service and fake GCS (log: {log.relative_to(REPO)})")
-    with local_service(home / "aip-local", log, keep_ports=True) as service_env:  # `make ui DEMO=1`: same pages
+    # the ports are kept: `make ui DEMO=1` serves this run's job pages where its links point
+    with local_service(home / "aip-local", log, keep_ports=True) as service_env:
         env = {**airflow_env(home), **service_env}
         os.environ.update(service_env)
         # This process's hooks (progress, report) get a connection, so none of them says it found

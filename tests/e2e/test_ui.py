@@ -129,6 +129,19 @@ def test_training_job_tab_shows_the_jobs_trials(
     objectives = [float(p.get_attribute("data-objective")) for p in points.all()]
     assert objectives == [t["finalMetric"]["objectiveValue"] for t in trials]
     expect(frame.locator("svg.metric-vs-param[data-param='C']")).to_have_attribute("data-log", "true")
+    # the job's page opens in a new browser tab (Airflow's frame sandbox allows no popups of its own)
+    link = frame.get_by_role("link", name="Local training service: job page")
+    expect(link).to_have_attribute("href", summary["console_url"])
+    tab_url = page.url
+    with page.context.expect_page(timeout=30_000) as opened:
+        link.click()
+    job_page = opened.value
+    job_page.wait_for_load_state()
+    assert job_page.url == summary["console_url"]
+    assert summary["name"] in job_page.content()
+    job_page.close()
+    assert page.url == tab_url
+    expect(frame.locator("h1")).to_have_text(f"Training job {summary['job_id']}")  # the frame stayed
 
     screenshot = DOCS / "training-job-tab.png" if os.environ.get("AIP_WRITE_SCREENSHOTS") else None
     if screenshot is not None:

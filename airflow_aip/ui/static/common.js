@@ -52,8 +52,30 @@ async function getJson(path, query) {
 // The task tab's URL for a job, inside this iframe (its sandbox allows no top-level navigation).
 const taskPage = (j) => "task?" + new URLSearchParams({ dag_id: j.dag_id, run_id: j.run_id, task_id: j.task_id, map_index: j.map_index });
 
+// Airflow frames the pages in an iframe whose sandbox has no allow-popups: there a target="_blank"
+// link opens nothing at all. The frame is same-origin with Airflow's page, so the link is clicked
+// from that page instead: a new tab, on the user's own click. Outside a frame it works as it is.
+function openInNewTab(event) {
+  if (window.top === window) return;
+  try {
+    const host = window.top.document;
+    const a = host.createElement("a");
+    Object.assign(a, { href: event.currentTarget.href, target: "_blank", rel: "noopener" });
+    host.body.append(a);
+    a.click();
+    a.remove();
+    event.preventDefault();
+  } catch {
+    // Airflow's page is out of reach (another origin): the link is left to the browser
+  }
+}
+
 // A link out of the plugin: always a new browser tab, never inside the plugin's frame; the URL is shown too.
-const outLink = (url, label) => el("a", { href: url, target: "_blank", rel: "noopener" }, label);
+const outLink = (url, label) => {
+  const a = el("a", { href: url, target: "_blank", rel: "noopener" }, label);
+  a.addEventListener("click", openInNewTab);
+  return a;
+};
 const external = (label, url) => (url ? el("li", {}, outLink(url, label), " ", el("span", { class: "muted" }, url)) : null);
 
 // Airflow's own page of a task instance (Airflow 3 UI URLs), from inside /aip/ui/<page>.
