@@ -204,6 +204,7 @@ def leftovers() -> Iterator[list[psutil.Process]]:
             p.kill()
 
 
+@pytest.mark.timeout(1500)  # 10 starts of the whole stack: 270 s alone, 600 s beside the suite
 def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
     ui_env: dict[str, str], tmp_path: Path, leftovers: list[psutil.Process]
 ) -> None:

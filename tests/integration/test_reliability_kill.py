@@ -99,7 +99,9 @@ def job_of(service: LocalService, prefix: str) -> dict[str, Any] | None:
     }
 
 
-def wait_for(condition: Any, what: str, process: subprocess.Popen[bytes], timeout: float = 180) -> Any:
+def wait_for(condition: Any, what: str, process: subprocess.Popen[bytes], timeout: float = 300) -> Any:
+    """A bound to fail on rather than hang, never a timing assertion: beside the whole suite, the
+    task's start and its job's environment took over 180 s."""
     deadline = time.monotonic() + timeout
     while not (found := condition()):
         if process.poll() is not None:
