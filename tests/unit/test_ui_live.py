@@ -352,6 +352,18 @@ def test_an_ended_task_reads_xcom_only(
     assert (data["job"]["job_id"], data["job"]["state"]) == ("iris_tuning_1", "SUCCEEDED")
 
 
+def _ending(status: str, state: str, message: str, summary: dict[str, Any] | None) -> dict[str, Any]:
+    """What ``record_ending`` pushes for the job ``NAME`` when its wait did not succeed."""
+    return {
+        "job_id": "iris_tuning_live",
+        "name": NAME,
+        "status": status,
+        "state": state,
+        "message": message,
+        "summary": summary,
+    }
+
+
 def test_a_failed_wait_still_shows_its_job_its_trials_and_why_it_ended(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
@@ -361,18 +373,7 @@ def test_a_failed_wait_still_shows_its_job_its_trials_and_why_it_ended(
     message = "Training job iris_tuning_live ended CANCELLED"
     _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
     _push(session, JOB_API_XCOM_KEY, API)
-    _push(
-        session,
-        ENDED_JOB_XCOM_KEY,
-        {
-            "job_id": "iris_tuning_live",
-            "name": NAME,
-            "status": "cancelled",
-            "state": "CANCELLED",
-            "message": message,
-            "summary": cancelled,
-        },
-    )
+    _push(session, ENDED_JOB_XCOM_KEY, _ending("cancelled", "CANCELLED", message, cancelled))
     state["task"] = "failed"
     client = _client(session, monkeypatch, jobs, state, editor=True)
 
@@ -405,18 +406,7 @@ def test_a_wait_that_timed_out_shows_the_job_as_last_read(
 ) -> None:
     message = "Stopped waiting for training job iris_tuning_live: still RUNNING"
     _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
-    _push(
-        session,
-        ENDED_JOB_XCOM_KEY,
-        {
-            "job_id": "iris_tuning_live",
-            "name": NAME,
-            "status": "timeout",
-            "state": "RUNNING",
-            "message": message,
-            "summary": None,
-        },
-    )
+    _push(session, ENDED_JOB_XCOM_KEY, _ending("timeout", "RUNNING", message, None))
     state["task"] = "failed"
     client = _client(session, monkeypatch, jobs, state, editor=False)
 
