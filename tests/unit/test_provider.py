@@ -28,7 +28,7 @@ def test_entry_point_is_registered() -> None:
     assert [ep.load()()["package-name"] for ep in eps] == ["airflow-aip"]
 
 
-# What a DAG file imports: every module of the DAG-facing packages, and the lineage builders.
+# What a DAG file imports: every module of the DAG-facing packages and of the lineage builders.
 _IMPORT_DAG_FACING = (
     "import sys, json, importlib, pkgutil\n"
     "import airflow.sdk\n"
@@ -37,7 +37,9 @@ _IMPORT_DAG_FACING = (
     "before = set(sys.modules)\n"
     "import airflow_aip, airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers\n"
     "import airflow_aip.hooks, airflow_aip.hooks.base, airflow_aip.lineage\n"
-    "for pkg in (airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers, airflow_aip.hooks):\n"
+    "pkgs = (airflow_aip.operators, airflow_aip.sensors, airflow_aip.triggers, airflow_aip.hooks,\n"
+    "        airflow_aip.lineage)\n"
+    "for pkg in pkgs:\n"
     "    for m in pkgutil.iter_modules(pkg.__path__):\n"
     "        importlib.import_module(f'{pkg.__name__}.{m.name}')\n"
 )
