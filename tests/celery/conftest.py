@@ -31,7 +31,7 @@ import pytest
 
 from airflow_aip.local.storage.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
-from tests.celery import servers
+from tests.fixtures import servers
 from tests.fixtures.local_service import stage_trainer, storage_client
 
 CELERY_DAGS = Path(__file__).resolve().parent / "dags"
