@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator browser celery-servers gcs-fuse screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install lint compose-validator browser test-servers gcs-fuse screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -50,13 +50,14 @@ browser:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; \
 	else echo "note: no chromium; the browser tests will skip"; fi
 
-# The Celery tier runs Debian's PostgreSQL and Redis as its own processes (own data dirs, loopback,
-# stopped by PID). Installed when missing and we are root; otherwise that tier skips.
-celery-servers:
+# The e2e and Celery tiers run Debian's PostgreSQL (and the Celery tier Redis) as their own
+# processes (own data dirs, loopback, stopped by PID). Installed when missing and we are root;
+# otherwise the Celery tier skips and the e2e tier keeps Airflow's metadata in SQLite.
+test-servers:
 	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; \
-	else echo "note: no postgresql or redis-server; the Celery tier will skip"; fi
+	else echo "note: no postgresql or redis-server; the Celery tier will skip, the e2e tier runs on SQLite"; fi
 
 # The local service mounts Cloud Storage at /gcs/ in each Vertex AI replica, as Vertex does, with
 # Debian's rclone (FUSE) in a mount namespace of the replica's own. Installed when missing and we
@@ -75,9 +76,9 @@ screenshot: install browser
 # celery: CeleryExecutor with two workers that share no disk). Most tests wait on servers and
 # training processes rather than the CPU, so TEST_WORKERS pytest-xdist workers share the two
 # cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
-# The longest groups are named first, so they start first and the short ones fill in around them.
+# The longest scopes start first, by the seconds measured in tests/conftest.py; the short ones fill in.
 TEST_WORKERS ?= 4
-test: lint compose-validator browser celery-servers gcs-fuse
+test: lint compose-validator browser test-servers gcs-fuse
 	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/e2e tests/celery tests/dags tests/integration tests/unit
 
 test-unit: install
@@ -89,7 +90,7 @@ test-integration: install
 test-dags: install
 	$(BIN)/pytest tests/dags
 
-test-celery: install celery-servers
+test-celery: install test-servers
 	$(BIN)/pytest tests/celery
 
 demo: install gcs-fuse

@@ -47,9 +47,13 @@ def test_pipeline_defers_to_the_installed_trigger_and_exports(
     from_trigger = [
         r["event"] for r in records if r.get("logger") == "airflow_aip.triggers.training.TrainingJobTrigger"
     ]
-    assert f"Training job {jobs[0]['jobId']} is SUCCEEDED" in from_trigger
-    assert "Trigger fired event" in events[events.index("Pausing task as DEFERRED. ") :]
-    assert "Pushing xcom" in events[events.index("Trigger fired event") :]
+    ended = f"Training job {jobs[0]['jobId']} is SUCCEEDED"
+    assert ended in from_trigger
+    # The task resumed after the trigger's last word (Airflow's "Trigger fired event" is not
+    # asserted: under load the triggerer now and then closes the trigger's log before writing it).
+    resumed = events[events.index(ended) :]
+    assert [e for e in resumed if e.startswith("Best trial: ")], resumed
+    assert "Pushing xcom" in resumed
     assert [job["state"] for job in jobs] == ["SUCCEEDED"]
     bucket = storage_client(stack.gcs_url).bucket(stack.bucket)
     manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
