@@ -41,6 +41,10 @@ def airflow_env(home: Path) -> dict[str, str]:
         "AIRFLOW__AIP__POLL_INTERVAL": "2",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__CORE__PARALLELISM": "4",
+        # A task's supervisor gives up on the api-server after 5 tries of 5 s each by default, and
+        # fails the task. On 2 cores that start Airflow, train and serve at once, the api-server
+        # answered later than that now and then (Airflow's own advice: raise it under load).
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
         "NO_GCE_CHECK": "True",
     }
 

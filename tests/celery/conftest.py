@@ -1,7 +1,8 @@
 """The Celery tier: the example pipeline on a real CeleryExecutor, with workers that share no disk.
 
-One stack per session: Debian's PostgreSQL (metadata DB, Celery results) and Redis (broker) as
-our own processes; ``airflow scheduler``, ``dag-processor``, ``triggerer`` and ``api-server``;
+One stack for the tier, stopped once its last test ran (idle, it still takes CPU): Debian's
+PostgreSQL (metadata DB, Celery results) and Redis (broker) as our own processes; ``airflow
+scheduler``, ``dag-processor``, ``triggerer`` and ``api-server``;
 two ``airflow celery worker``s, each with its own HOME, AIRFLOW_HOME (its task logs) and queue,
 and its own TMPDIR on a tmpfs mounted in a mount namespace of its own: what one worker writes
 there, the other worker (and this test) cannot see, as on two machines. Both also serve the
@@ -272,7 +273,7 @@ def _airflow_env(root: Path, db_url: str, broker_url: str, service_env: dict[str
     }
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryStack]:
     if reason := servers.missing():
         pytest.skip(reason)

@@ -3,8 +3,9 @@ api-server) on the local training service, driven through Airflow's REST API.
 
 What ``dag.test()`` cannot prove is proved here: the trigger loads from the installed package in
 the real triggerer, a user's kill reaches the job through the supervisor and the triggerer, and
-the task logs Airflow stores are masked. One stack per session, in a temporary AIRFLOW_HOME,
-on 127.0.0.1 and free ports; stopped by PID (whole process groups) at the end.
+the task logs Airflow stores are masked. One stack for the tier, in a temporary AIRFLOW_HOME,
+on 127.0.0.1 and free ports; stopped by PID (whole process groups) once the tier's last test
+ran (package scope: an idle scheduler and dag-processor still take CPU from the rest of the suite).
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def metadata_db(home: Path) -> Iterator[str]:
             yield url
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def airflow_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AirflowStack]:
     home = tmp_path_factory.mktemp("airflow-e2e")
     log = home / "stack.log"
@@ -278,9 +279,9 @@ class TuningRun:
     progress: list[str]
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def tuning_run(airflow_stack: AirflowStack) -> TuningRun:
-    """One pipeline run (6 trials, 3 at a time) for the session, shared by the pipeline and UI tests."""
+    """One pipeline run (6 trials, 3 at a time) for the tier, shared by the pipeline and UI tests."""
     from scripts.progress import ProgressTracker, Snapshot
 
     stack, dag_id = airflow_stack, "aip_training_pipeline"
