@@ -44,7 +44,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "e2e: runs a real Airflow (airflow standalone) on the local services")
 
 
-def wait_until(condition: Any, what: str, state: Any = None, timeout: float = 240) -> Any:
+def wait_until(condition: Any, what: str, state: Any = None, timeout: float = 360) -> Any:
     """``condition()``'s first truthy answer, polled every 0.5 s; the test fails after ``timeout``
     naming ``what`` and, if given, ``state()`` (what the stack looked like then)."""
     deadline = time.monotonic() + timeout

@@ -9,7 +9,10 @@ task must ride it out and succeed, with no retry (``retries=0``), its job never 
 job per run.
 
 The runs are processes of their own, started together, so the five waits share one outage
-and the test takes about one outage plus a job, not five. Each has its own copy of the
+and the test takes about one outage plus a job, not five. Each job waits at a gate (a file) until
+the outage starts, then runs for ``JOB_SECONDS`` and ends while the API is still out: however
+long the five runs took to start, every job is still running when the last waiter is ready (a
+fixed 75 s job ended before the slowest of them was, beside the whole suite). Each has its own copy of the
 migrated metadata DB: five writers on one SQLite file would meet "database is locked".
 
 ``AIP_RELIABILITY_REPORT`` (a JSON file) receives, per mode, the outage as the task logged it
@@ -41,7 +44,8 @@ pytestmark = pytest.mark.integration
 PROJECT = "outage-project"
 OUTAGE_SECONDS = 60
 POLL_INTERVAL = 2
-JOB_SECONDS = 75  # still running when the last waiter is ready, ended before the outage is over
+JOB_SECONDS = 15  # from the gate's opening, with the outage: ended before the outage is over
+READY_BOUND = 420  # seconds for five Airflow processes to start and see their jobs: a bound, never a measure
 MODES = ("worker", "deferred", "sensor_poke", "sensor_reschedule", "sensor_deferrable")
 DEFERRED = {"deferred", "sensor_deferrable"}
 
@@ -102,13 +106,16 @@ def jobs_of(service: LocalService, prefix: str) -> list[dict[str, Any]]:
 class Waiter:
     """One mode's ``dag.test()`` process and everything it printed."""
 
-    def __init__(self, mode: str, tmp_path: Path, trainer: StagedTrainer, env: dict[str, str]) -> None:
+    def __init__(
+        self, mode: str, tmp_path: Path, trainer: StagedTrainer, env: dict[str, str], gate: Path
+    ) -> None:
         self.mode = mode
         self.name = f"aip_outage_{mode}_{uuid.uuid4().hex[:6]}"
         home = tmp_path / mode
         bundle = home / "bundle"
         bundle.mkdir(parents=True)
-        training_input = trainer.training_input("sleep", ["--seconds", str(JOB_SECONDS)])
+        job_args = ["--gate", str(gate), "--lines", "3", "--seconds", str(JOB_SECONDS)]
+        training_input = trainer.training_input("gated", job_args)
         source = DAG.format(
             mode=mode, name=self.name, project=PROJECT, training_input=training_input, poll=POLL_INTERVAL
         )
@@ -149,6 +156,7 @@ def wait_until(condition: Any, what: str, waiters: list[Waiter], timeout: float)
         time.sleep(0.5)
 
 
+@pytest.mark.timeout(1200)  # five Airflow starts beside the suite, the outage, the jobs' ends: bounds
 def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
     outage_service: LocalService, staged_trainer: StagedTrainer, airflow_db: Path, tmp_path: Path
 ) -> None:
@@ -159,17 +167,19 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
         "CLOUDSDK_API_ENDPOINT_OVERRIDES_ML": outage_service.url,
     }
     started = time.monotonic()
-    waiters = [Waiter(mode, tmp_path, staged_trainer, env) for mode in MODES]
+    gate = tmp_path / "gate"
+    waiters = [Waiter(mode, tmp_path, staged_trainer, env, gate) for mode in MODES]
     try:
         wait_until(
             lambda: all(w.waiting(outage_service) for w in waiters),
             "waiter seeing its job RUNNING",
             waiters,
-            240,
+            READY_BOUND,
         )
         for method in ("jobs.get", "jobs.list"):
             admin(outage_service, "_faults", {"method": method, "kind": 503, "for_seconds": OUTAGE_SECONDS})
         outage_started = time.monotonic()
+        gate.touch()  # the jobs go on, and end while the API is out
         ready_seconds = round(outage_started - started, 1)
 
         def all_ended() -> bool:
