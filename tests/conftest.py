@@ -64,7 +64,7 @@ _OWN_SCOPE = frozenset({"tests/e2e/test_ui_stop.py"})
 # Seconds the long scopes took in a whole `make test` (2026-11-27, this 2-core machine, 4 workers).
 # The longest start first and the short ones fill in around them at the end (longest processing
 # time first). xdist's own order, by number of tests, started the e2e tier after 100 s of unit
-# tests and the make-ui stop test 11 minutes in, and the run ended 5 minutes after the rest.
+# tests and the make-ui stop test 11 minutes in, leaving the run's end to the longest test.
 # Only the order depends on these: a stale figure makes the run slower, never wrong.
 _SCOPE_SECONDS = {
     "e2e": 1215,
