@@ -37,6 +37,7 @@ pytest_plugins = [
     "tests.fixtures.local_service",
     "tests.fixtures.dags",
     "tests.fixtures.browser",
+    "tests.fixtures.cpu",
 ]
 
 
