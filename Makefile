@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint compose-validator browser test-servers gcs-fuse screenshot test test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install lint deps prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -33,64 +33,56 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
 
-# The compose file is validated without an engine (there is none here): Debian's docker-compose
-# runs `config` offline. Installed when missing and we are root; otherwise that one test skips.
-compose-validator:
-	@if command -v docker-compose >/dev/null 2>&1 || docker compose version >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker-compose >/dev/null; \
-	else echo "note: no docker compose CLI; the compose schema test will skip"; fi
+# Debian packages, each installed when missing and we are root (else the tests that need it skip):
+# chromium (UI tests, through playwright: never `playwright install`), postgresql and redis-server
+# (the e2e and Celery tiers' own servers), rclone and fuse3 (/gcs/ in each training replica), and
+# docker-compose (validates docker-compose.yaml offline). One `apt-get update` for all of them.
+deps:
+	@bash scripts/debian_deps.sh browser servers fuse compose
 
-# The UI tests drive Debian's chromium through the playwright package (a dev dependency). Never
-# `playwright install`: it downloads browsers from a CDN. Installed when missing and we are root;
-# otherwise the browser tests skip.
-browser:
-	@if command -v chromium >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-dejavu-core >/dev/null; \
-	else echo "note: no chromium; the browser tests will skip"; fi
-
-# The e2e and Celery tiers run Debian's PostgreSQL (and the Celery tier Redis) as their own
-# processes (own data dirs, loopback, stopped by PID). Installed when missing and we are root;
-# otherwise the Celery tier skips and the e2e tier keeps Airflow's metadata in SQLite.
-test-servers:
-	@if ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 && command -v redis-server >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql redis-server >/dev/null; \
-	else echo "note: no postgresql or redis-server; the Celery tier will skip, the e2e tier runs on SQLite"; fi
-
-# The local service mounts Cloud Storage at /gcs/ in each Vertex AI replica, as Vertex does, with
-# Debian's rclone (FUSE) in a mount namespace of the replica's own. Installed when missing and we
-# are root; otherwise jobs run without /gcs/ and their log says so.
 gcs-fuse:
-	@if command -v rclone >/dev/null 2>&1 && command -v fusermount3 >/dev/null 2>&1; then :; \
-	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
-		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rclone fuse3 >/dev/null; \
-	else echo "note: no rclone/fuse3; trainers will not see /gcs/"; fi
+	@bash scripts/debian_deps.sh fuse
+
+browser:
+	@bash scripts/debian_deps.sh browser
 
 # Rewrites docs/training-job-tab.png (the README's screenshot) from a real Airflow and pipeline run.
 screenshot: install browser
 	AIP_WRITE_SCREENSHOTS=1 $(BIN)/pytest tests/e2e/test_ui.py -k training_job_tab
 
-# One pytest run over the five tiers, so its closing line counts them all (e2e: airflow standalone;
-# celery: CeleryExecutor with two workers that share no disk). Most tests wait on servers and
-# training processes rather than the CPU, so TEST_WORKERS pytest-xdist workers share the two
-# cores; a module, the e2e tier and the Celery tier each stay whole on one worker (tests/conftest.py).
-# The longest scopes start first, by the seconds measured in tests/conftest.py; the short ones fill in.
+# `make test` proves every behaviour once; `make test-soak` holds the repeats and the load (the
+# `soak` marker): CI runs both. Most tests wait on servers and training processes rather than the
+# CPU, so TEST_WORKERS pytest-xdist workers share the two cores; a module stays whole on one
+# worker (its module fixtures start once). The e2e tier's one Airflow is shared by every worker
+# (tests/e2e/stack.py), so its modules come first, in collection order, and spread over the
+# workers. Each run prints and keeps its CPU-seconds per module (.pytest_cache/v/aip/cpu-seconds).
 TEST_WORKERS ?= 4
-test: lint compose-validator browser test-servers gcs-fuse
-	$(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --durations=20 tests/e2e tests/celery tests/dags tests/integration tests/unit
+TESTS := tests/e2e tests/dags tests/integration tests/celery tests/unit
+PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=20
+
+# install and the Debian packages side by side (network beside CPU), then lint, then the tests
+prepare:
+	@$(MAKE) --no-print-directory -j2 install deps
+
+test: prepare lint
+	$(PYTEST) -m "not soak" $(TESTS)
+
+test-soak: prepare
+	$(PYTEST) -m soak $(TESTS)
+
+test-e2e: prepare
+	$(PYTEST) -m "not soak" tests/e2e
 
 test-unit: install
 	$(BIN)/pytest tests/unit
 
 test-integration: install
-	$(BIN)/pytest tests/integration
+	$(BIN)/pytest -m "not soak" tests/integration
 
 test-dags: install
-	$(BIN)/pytest tests/dags
+	$(BIN)/pytest -m "not soak" tests/dags
 
-test-celery: install test-servers
+test-celery: prepare
 	$(BIN)/pytest tests/celery
 
 demo: install gcs-fuse

@@ -33,11 +33,11 @@ import pytest
 from airflow_aip.local.storage.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
 from tests.fixtures import servers
+from tests.fixtures.airflow_stack import AirflowApi, dag_bundles
 from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.waiting import wait_until
 
-CELERY_DAGS = Path(__file__).resolve().parent / "dags"
 QUEUES = {"worker_a": "aip_a", "worker_b": "aip_b"}  # worker -> its own queue
-TERMINAL_RUN_STATES = {"success", "failed"}
 HEARTBEAT_TIMEOUT = 30  # seconds without a task heartbeat before the scheduler fails the try
 STOCKOUTS = ["us-central1:NVIDIA_TESLA_A100"]  # what the tier's region lacks (a ladder's first rung)
 DAG_IDS = ["aip_training_pipeline", "aip_celery_kill", "aip_celery_ladder_kill"]
@@ -104,63 +104,30 @@ class Worker:
 
     def wait_until_ready(self, timeout: float = 240) -> None:
         """Until the (re)started worker logs that it is ready to take tasks."""
+        wait_until(self.ready, timeout, f"{self.name} ready", every=0.5, state=lambda: f"see {self.log}")
+
+    def ready(self) -> bool:
+        """Whether this start of the worker has logged that it is ready; raises if it exited."""
         assert self.log is not None
-        deadline = time.monotonic() + timeout
-        while True:
-            with self.log.open("rb") as out:
-                out.seek(self.started_at)
-                if b" ready." in out.read():
-                    return
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log}")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{self.name} was not ready within {timeout}s; see {self.log}")
-            time.sleep(0.5)
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"{self.name} exited ({self.proc.returncode}); see {self.log}")
+        with self.log.open("rb") as out:
+            out.seek(self.started_at)
+            return b" ready." in out.read()
 
 
-@dataclass
-class CeleryStack:
+class CeleryStack(AirflowApi):
     """The running stack: Airflow's REST API (all-admins: no login), the workers, the local services."""
 
-    api: httpx.Client
-    workers: dict[str, Worker]
-    ml_url: str
-    gcs_url: str
-    bucket: str
-    package_uri: str
-    log: Path
-    started_in: float
-    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
-
-    def get(self, path: str, **params: Any) -> Any:
-        return self.api.get(path, params=params).raise_for_status().json()
-
-    def trigger(self, dag_id: str, conf: dict[str, Any]) -> str:
-        self.api.patch(f"dags/{dag_id}", json={"is_paused": False}).raise_for_status()
-        body = {"logical_date": None, "conf": conf}
-        return str(self.api.post(f"dags/{dag_id}/dagRuns", json=body).raise_for_status().json()["dag_run_id"])
-
-    def task_instance(self, dag_id: str, run_id: str, task_id: str) -> dict[str, Any]:
-        found: dict[str, Any] = self.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}")
-        return found
-
-    def task_states(self, dag_id: str, run_id: str) -> dict[str, str | None]:
-        listed = self.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances")
-        return {ti["task_id"]: ti["state"] for ti in listed["task_instances"]}
-
-    def xcom(self, dag_id: str, run_id: str, task_id: str) -> Any:
-        path = f"dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value"
-        return self.get(path, deserialize=True)["value"]
-
-    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 240) -> str:
-        deadline = time.monotonic() + timeout
-        while (state := self.get(f"dags/{dag_id}/dagRuns/{run_id}")["state"]) not in TERMINAL_RUN_STATES:
-            if time.monotonic() > deadline:
-                pytest.fail(
-                    f"{dag_id} {run_id} still {state} after {timeout}s: {self.task_states(dag_id, run_id)}"
-                )
-            time.sleep(1)
-        return str(state)
+    def __init__(self, base_url: str, workers: dict[str, Worker], service_env: dict[str, str]) -> None:
+        super().__init__(base_url)
+        self.workers = workers
+        self.ml_url = service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"]
+        self.gcs_url = service_env["STORAGE_EMULATOR_HOST"]
+        self.bucket = ""
+        self.package_uri = ""
+        self.started_in = 0.0
+        self.procs: list[subprocess.Popen[bytes]] = []
 
     def ran_on(self, dag_id: str, run_id: str, task_id: str, attempt: int = 1) -> list[str]:
         """The workers holding that try's log: the one that ran it (logs stay on the worker)."""
@@ -214,42 +181,17 @@ def _start_worker(name: str, root: Path, env: dict[str, str]) -> Worker:
 
 
 def _wait_until_ready(stack: CeleryStack, dag_ids: list[str], root: Path) -> None:
-    deadline = time.monotonic() + 240
-    while True:
+    def ready() -> bool:
         for proc in stack.procs:
             if proc.poll() is not None:
                 raise RuntimeError(f"{proc.args!r} exited ({proc.returncode}); logs in {root}")
-        try:
-            health = stack.api.get("monitor/health").json()
-            healthy = all(
-                (health.get(part) or {}).get("status") == "healthy"
-                for part in ("metadatabase", "scheduler", "triggerer", "dag_processor")
-            )
-            parsed = all(stack.api.get(f"dags/{dag_id}").status_code == 200 for dag_id in dag_ids)
-            workers = all(b" ready." in (root / f"{name}.log").read_bytes() for name in stack.workers)
-            if healthy and parsed and workers:
-                return
-        except (httpx.HTTPError, OSError, ValueError):
-            pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"the Celery stack was not ready within 240s; logs in {root}")
-        time.sleep(1)
+        return stack.ready(dag_ids) and all(worker.ready() for worker in stack.workers.values())
+
+    wait_until(ready, 240, "the Celery stack ready", every=1, state=lambda: f"logs in {root}")
 
 
 def _airflow_env(root: Path, db_url: str, broker_url: str, service_env: dict[str, str]) -> dict[str, str]:
     port = free_port()
-    bundles = [
-        {
-            "name": "dags-folder",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {},
-        },
-        {
-            "name": "aip-celery",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(CELERY_DAGS)},
-        },
-    ]
     return {
         **airflow_env(root / "control"),
         **service_env,
@@ -267,7 +209,7 @@ def _airflow_env(root: Path, db_url: str, broker_url: str, service_env: dict[str
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT": str(HEARTBEAT_TIMEOUT),
         "AIRFLOW__SCHEDULER__TASK_INSTANCE_HEARTBEAT_TIMEOUT_DETECTION_INTERVAL": "5",
-        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(bundles),
+        "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": dag_bundles(),
         "AIP_EXAMPLE_QUEUE_BUILD": QUEUES["worker_a"],
         "AIP_EXAMPLE_QUEUE_STAGE": QUEUES["worker_b"],
     }
@@ -310,19 +252,9 @@ def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CelerySta
         for worker in workers.values():
             cleanup.callback(worker.stop)
         procs += [worker.proc for worker in workers.values()]
-        api = httpx.Client(base_url=f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}/api/v2/", timeout=30)
-        cleanup.callback(api.close)
-        stack = CeleryStack(
-            api=api,
-            workers=workers,
-            ml_url=service_env["CLOUDSDK_API_ENDPOINT_OVERRIDES_ML"],
-            gcs_url=gcs_url,
-            bucket=bucket.name,
-            package_uri=trainer.package_uri,
-            log=log,
-            started_in=0.0,
-            procs=procs,
-        )
+        stack = CeleryStack(f"http://127.0.0.1:{env['AIRFLOW__API__PORT']}", workers, service_env)
+        cleanup.callback(stack.close)
+        stack.bucket, stack.package_uri, stack.procs = bucket.name, trainer.package_uri, procs
         _wait_until_ready(stack, DAG_IDS, root)
         stack.started_in = time.monotonic() - started
         yield stack

@@ -26,8 +26,9 @@ import pytest
 from tests.celery.conftest import CeleryStack
 from tests.fixtures.local_service import storage_client
 from tests.fixtures.vertex import aiplatform, vertex_jobs
+from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.celery
+pytestmark = [pytest.mark.celery, pytest.mark.soak]
 PIPELINE = "aip_training_pipeline"
 KILL = "aip_celery_kill"
 LADDER = "aip_celery_ladder_kill"
@@ -43,15 +44,6 @@ def _report(**figures: Any) -> None:
 def _jobs(stack: CeleryStack, project: str) -> list[dict[str, Any]]:
     """The project's Vertex AI training jobs (the default backend), oldest first."""
     return vertex_jobs(stack.ml_url, project)
-
-
-def _wait(condition: Any, what: str, timeout: float = 180) -> Any:
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s")
-        time.sleep(0.5)
-    return found
 
 
 def test_build_and_stage_on_workers_that_share_no_disk(celery_stack: CeleryStack) -> None:
@@ -112,10 +104,12 @@ def test_a_worker_killed_while_its_job_trains_the_retry_adopts_the_job(celery_st
             stack.ran_on(KILL, run_id, "train") if running and jobs and jobs[0]["state"] == "RUNNING" else []
         )
 
-    (first,) = _wait(training_under_a_worker, "running job under a running task")
+    (first,) = wait_until(training_under_a_worker, 180, "running job under a running task", every=0.5)
     # The task has logged its wait on the job: it holds the job, and nothing else will cancel it.
     log = stack.workers[first].task_log(KILL, run_id, "train")
-    _wait(lambda: "RUNNING" in log.read_text(), "log of the task waiting on the running job", 60)
+    wait_until(
+        lambda: "RUNNING" in log.read_text(), 60, "log of the task waiting on the running job", every=0.5
+    )
     (job,) = _jobs(stack, project)
     killed_at = time.monotonic()
     killed = stack.workers[first].kill()
@@ -166,11 +160,16 @@ def test_a_worker_lost_mid_ladder_the_retry_resumes_at_the_rung_reached(celery_s
         running = stack.task_states(LADDER, run_id).get("train") == "running"
         return stack.ran_on(LADDER, run_id, "train") if running and cpu else []
 
-    (first,) = _wait(rung_two_held_by_a_worker, "rung 2's job under a running task")
+    (first,) = wait_until(rung_two_held_by_a_worker, 180, "rung 2's job under a running task", every=0.5)
     (rung_two,) = _rung_jobs(stack, project, "cpu")
     # The task has announced rung 2's job: it climbed, and it holds that job now.
     log = stack.workers[first].task_log(LADDER, run_id, "train")
-    _wait(lambda: f"{rung_two['displayName']} on rung cpu" in log.read_text(), "rung 2 in the task log", 60)
+    wait_until(
+        lambda: f"{rung_two['displayName']} on rung cpu" in log.read_text(),
+        60,
+        "rung 2 in the task log",
+        every=0.5,
+    )
     killed_at = time.monotonic()
     killed = stack.workers[first].kill()
     for worker in stack.workers.values():  # the retry's worker: ready long before the heartbeat timeout

@@ -1,10 +1,10 @@
 """A user kills a capacity ladder's task while it is deferred on its second rung.
 
-``aip_e2e_ladder_kill`` (tests/e2e/dags): rung 1 a Flex-Start A100 that never comes (set here
-through ``POST /_capacity``), so after its 15 s wait its job fails with code 8 and the task climbs
-and defers again on rung 2's long job. Once the triggerer watches rung 2's job, a user marks the task
-failed through the REST API: the trigger's ``on_kill`` cancels rung 2's job; rung 1's job stays
-FAILED and no third job is created.
+``aip_e2e_ladder_kill`` (tests/stack_dags/aip_ladder_kill.py): rung 1 a Flex-Start A100 that
+never comes (set here through ``POST /_capacity``), so after its 15 s wait its job fails with
+code 8 and the task climbs and defers again on rung 2's long job. Once the triggerer watches rung
+2's job, a user marks the task failed through the REST API: the trigger's ``on_kill`` cancels
+rung 2's job; rung 1's job stays FAILED and no third job is created.
 
 ``AIP_RELIABILITY_REPORT`` (a JSON file) receives the kill-to-CANCELLED time, a figure for
 RELIABILITY.md, never an assertion.
@@ -23,9 +23,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.conftest import AirflowStack, wait_until
+from tests.e2e.conftest import AirflowStack
 from tests.fixtures.local_service import log_entries
 from tests.fixtures.vertex import cancel_vertex, vertex_jobs
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 DAG_ID = "aip_e2e_ladder_kill"
@@ -44,7 +45,10 @@ def ladder_project(airflow_stack: AirflowStack) -> Iterator[str]:
         timeout=30,
     ).raise_for_status()
     wait_until(
-        lambda: stack.api.get(f"dags/{DAG_ID}").status_code == 200, f"{DAG_ID} parsed", lambda: stack.log
+        lambda: stack.api.get(f"dags/{DAG_ID}").status_code == 200,
+        360,
+        f"{DAG_ID} parsed",
+        state=lambda: stack.log,
     )
     project = f"e2e-ladder-{uuid.uuid4().hex[:6]}"
     yield project
@@ -75,7 +79,9 @@ def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(
         labels = [job["job"]["labels"]["aip_rung"] for job in jobs]
         return jobs[1] if labels == ["a100", "cpu"] and jobs[1]["state"] == "RUNNING" else None
 
-    rung_two = wait_until(deferred_on_running_rung_two, "task deferred on rung 2's RUNNING job", progress)
+    rung_two = wait_until(
+        deferred_on_running_rung_two, 360, "task deferred on rung 2's RUNNING job", every=0.5, state=progress
+    )
     # Killed only once the triggerer watches rung 2's job (the known gap: a trigger not yet started
     # is never told), which it says in the task's log.
     wait_until(
@@ -84,8 +90,10 @@ def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(
             and f"Training job {rung_two['jobId']} is RUNNING" in r.get("event", "")
             for r in stack.task_records(DAG_ID, run_id, TASK_ID)
         ),
+        360,
         "trigger watching rung 2's RUNNING job",
-        progress,
+        every=0.5,
+        state=progress,
     )
     path = f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/{TASK_ID}"
     stack.api.patch(path, json={"new_state": "failed"}).raise_for_status()
@@ -95,7 +103,7 @@ def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(
         job = next(j for j in vertex_jobs(stack.ml_url, project) if j["jobId"] == rung_two["jobId"])
         return job if job["state"] not in ("RUNNING", "CANCELLING") else None
 
-    ended = wait_until(rung_two_ended, "end of rung 2's job after the kill", progress)
+    ended = wait_until(rung_two_ended, 360, "end of rung 2's job after the kill", every=0.5, state=progress)
     cancelled_after = round(time.monotonic() - killed_at, 2)
     assert stack.wait_for_run(DAG_ID, run_id) == "failed"
 

@@ -1,22 +1,24 @@
-"""Fifty deferred tasks under a real triggerer cost one list call per poll round, not fifty gets.
+"""Many deferred tasks under a real triggerer cost one list call per poll round, not one get each.
 
 The acceptance test of the shared poller: the ``TrainingJobTrigger``s of one triggerer process
 that watch jobs of the same project, region, endpoint and identity share one poller, which
 reads all their jobs with one filtered list call per round (per 100 jobs), gets a job only when
 the list did not answer for it, and reads their log lines with one shared ``entries.list``.
 
-One run of ``aip_e2e_many`` (tests/e2e/dags): 50 mapped tasks, each deferring on its own Vertex
-AI job; three of the jobs fail on purpose. The jobs wait at a gate (a file) until the test opens
-it, so all fifty are watched at once however long submitting them took. The local service
-counts every API request by method (``GET /_stats``), read before the run, at both ends of
-a steady window, and after the run:
+One run of ``aip_e2e_many`` (tests/stack_dags/aip_e2e_many.py): 10 mapped tasks in ``make test``
+(the rule is per round: a list call answers for up to 100 jobs), 50 in ``make test-soak``
+(``aip_e2e_many_soak``), each deferring on its own Vertex AI job; some of the jobs fail on
+purpose. The jobs wait at a gate (a file) until the test opens it, so all are watched at once
+however long submitting them took. The local service counts every API request about the run's
+project by method (``GET /_stats?project=``: other tests share the stack meanwhile), read
+before the run, at both ends of a steady window, and after the run:
 
 - the steady window, from when every task is deferred and its trigger has read its job, for
   three poll intervals, before the gate opens: nothing is submitted, nothing ends, nobody
   registers; only the poller calls. It may make at most one ``customJobs.list`` and one
   ``entries.list`` per round (``Calls.rounds``: wall seconds bound how many rounds fit, they
-  are never a measure of speed) and no get at all; triggers polling on their own make 50 gets
-  and 50 ``entries.list`` a round;
+  are never a measure of speed) and no get at all; triggers polling on their own make one get
+  and one ``entries.list`` a task and a round;
 - the whole run: one create per task, and at most one get per job (one a list missed);
 - every task ends as its job did, and its log (the task try's part and the triggerer's
   ``.trigger.*.log`` part, read through Airflow's REST API) holds each of the job's numbered
@@ -33,7 +35,6 @@ import math
 import os
 import re
 import time
-import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -43,20 +44,20 @@ from typing import Any
 
 import httpx
 import pytest
+from aip_e2e_many import LAST_BURST, LINES, POLL_INTERVAL, SIZES, failing
 
 from airflow_aip.jobs.labels import MAP_INDEX_LABEL
 from airflow_aip.jobs.vertex.view import job_state
-from tests.e2e.conftest import TERMINAL_RUN_STATES, AirflowStack
-from tests.e2e.dags.aip_e2e_many import FAILING, JOBS, LAST_BURST, LINES, POLL_INTERVAL
+from tests.e2e.conftest import AirflowStack
+from tests.fixtures.airflow_stack import TERMINAL_RUN_STATES
 from tests.fixtures.vertex import LOCATION, cancel_vertex
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
-DAG_ID = "aip_e2e_many"
 TIMEOUT = 300  # seconds for each phase: every task watched, then the run's end
 STEADY_POLLS = 3  # poll intervals the steady window lasts
 EXTRA_GETS = 5  # beyond one per job, over the whole run
-ACTIVE_TI_STATES = ["scheduled", "queued", "running", "deferred", "up_for_reschedule", "restarting"]
 # A job's line as a task relays it: "[<replica>] <message>", the logger adding time and level.
 JOB_LINE = re.compile(r"^\[workerpool0-0\] (chatty line \d{4})$")
 EXPECTED_LINES = Counter(f"chatty line {n:04d}" for n in range(1, LINES + LAST_BURST + 1))
@@ -90,6 +91,8 @@ class Calls:
 class ManyRun:
     """The finished run: its task states by map index, its jobs, what the waits cost."""
 
+    dag_id: str
+    jobs_expected: int
     run_id: str
     state: str
     task_states: dict[int, str | None]
@@ -99,17 +102,18 @@ class ManyRun:
 
 
 class Counters:
-    """The service's request counters (its fault middleware's ``GET /_stats``), looked at in turn."""
+    """The service's request counters for one project (its fault middleware's ``GET /_stats``),
+    looked at in turn."""
 
-    def __init__(self, stack: AirflowStack) -> None:
+    def __init__(self, stack: AirflowStack, project: str) -> None:
         self.url = stack.ml_url + "_stats"
+        self.project = project
         self.looks: list[tuple[float, float, Counter[str]]] = []  # (asked, answered, counts)
 
     def look(self) -> None:
         asked = time.monotonic()
-        with urllib.request.urlopen(self.url, timeout=30) as answer:
-            counts = Counter(json.loads(answer.read())["requests"])
-        self.looks.append((asked, time.monotonic(), counts))
+        answer = httpx.get(self.url, params={"project": self.project}, timeout=30).raise_for_status()
+        self.looks.append((asked, time.monotonic(), Counter(answer.json()["requests"])))
 
     def between(self, first: int, last: int) -> Calls:
         """From the ``first`` look to the ``last``; its seconds from asking the one to the other's answer."""
@@ -135,87 +139,68 @@ def by_map_index(jobs: list[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {int(job["labels"][MAP_INDEX_LABEL]): job for job in jobs}
 
 
-def task_states(stack: AirflowStack, run_id: str) -> dict[int, str | None]:
-    listed = stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances", limit=JOBS + 10)
+def task_states(stack: AirflowStack, dag_id: str, run_id: str) -> dict[int, str | None]:
+    listed = stack.get(f"dags/{dag_id}/dagRuns/{run_id}/taskInstances", limit=max(SIZES.values()) + 10)
     return {int(ti["map_index"]): ti["state"] for ti in listed["task_instances"] if ti["task_id"] == "train"}
 
 
-def task_records(stack: AirflowStack, run_id: str, map_index: int) -> list[dict[str, Any]]:
+def task_records(stack: AirflowStack, run: ManyRun | tuple[str, str], map_index: int) -> list[dict[str, Any]]:
     """One mapped task's log as Airflow stored it, the triggerer's part included."""
-    path = f"dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/train/logs/1"
-    answer = stack.api.get(
-        path,
-        params={"full_content": True, "map_index": map_index},
-        headers={"Accept": "application/json"},
-    )
-    content = answer.raise_for_status().json()["content"]
-    return [item if isinstance(item, dict) else {"event": str(item)} for item in content]
+    dag_id, run_id = (run.dag_id, run.run_id) if isinstance(run, ManyRun) else run
+    return stack.task_records(dag_id, run_id, "train", map_index=map_index)
 
 
-def wait_for_dag(stack: AirflowStack) -> None:
-    deadline = time.monotonic() + 120
-    while stack.api.get(f"dags/{DAG_ID}").status_code != 200:
-        if time.monotonic() > deadline:
-            pytest.fail(f"{DAG_ID} not parsed within 120 s; see {stack.log}")
-        time.sleep(1)
-
-
-def wait_until_alone(stack: AirflowStack) -> None:
-    """No other run's task is active: the service's counters then count this run's calls alone."""
-    deadline = time.monotonic() + 240
-    while True:
-        active = stack.get("dags/~/dagRuns/~/taskInstances", state=ACTIVE_TI_STATES, limit=20)
-        if not active["total_entries"]:
-            return
-        if time.monotonic() > deadline:
-            found = [(ti["dag_id"], ti["task_id"], ti["state"]) for ti in active["task_instances"]]
-            pytest.fail(f"other tasks still active after 240 s: {found}")
-        time.sleep(1)
-
-
-def wait_until_all_watched(stack: AirflowStack, run_id: str) -> None:
+def wait_until_all_watched(stack: AirflowStack, dag_id: str, run_id: str, jobs: int) -> None:
     """Every task deferred, and its trigger (in the triggerer) has read its job and logged."""
     watched: set[int] = set()
-    deadline = time.monotonic() + TIMEOUT
-    while len(watched) < JOBS:
-        states = task_states(stack, run_id)
-        if len(states) == JOBS and all(state == "deferred" for state in states.values()):
-            for map_index in sorted(set(range(JOBS)) - watched):
-                records = task_records(stack, run_id, map_index)
+    states: dict[int, str | None] = {}
+
+    def all_watched() -> bool:
+        states.update(task_states(stack, dag_id, run_id))
+        if len(states) == jobs and all(state == "deferred" for state in states.values()):
+            for map_index in sorted(set(range(jobs)) - watched):
+                records = task_records(stack, (dag_id, run_id), map_index)
                 if any(r.get("logger") == TRIGGER_LOGGER for r in records):
                     watched.add(map_index)
         elif any(state in ("success", "failed", "upstream_failed") for state in states.values()):
             pytest.fail(f"a task ended before the gate opened: {states}")
-        if time.monotonic() > deadline:
-            pytest.fail(
-                f"not every task watched after {TIMEOUT}s: {Counter(states.values())}, {len(watched)}"
-            )
-        time.sleep(1)
+        return len(watched) == jobs
+
+    wait_until(
+        all_watched,
+        TIMEOUT,
+        "every task watched",
+        every=1,
+        state=lambda: (Counter(states.values()), len(watched)),
+    )
 
 
-@pytest.fixture(scope="module")
-def many_run(airflow_stack: AirflowStack) -> Iterator[ManyRun]:
-    stack = airflow_stack
+@pytest.fixture(
+    scope="module",
+    params=[pytest.param("aip_e2e_many"), pytest.param("aip_e2e_many_soak", marks=pytest.mark.soak)],
+)
+def many_run(airflow_stack: AirflowStack, request: pytest.FixtureRequest) -> Iterator[ManyRun]:
+    stack, dag_id = airflow_stack, str(request.param)
+    jobs = SIZES[dag_id]
     project = f"e2e-many-{uuid.uuid4().hex[:6]}"
     gate = stack.home / f"gate-{project}"
-    wait_for_dag(stack)
-    wait_until_alone(stack)
+    wait_until(lambda: stack.api.get(f"dags/{dag_id}").status_code == 200, 120, f"{dag_id} parsed", every=1)
     conf = {
         "project_id": project,
         "package_uri": stack.package_uri,
         "job_dir": f"gs://{stack.bucket}/many",
         "gate": str(gate),
     }
-    counters = Counters(stack)
+    counters = Counters(stack, project)
     counters.look()
-    run_id = stack.trigger(DAG_ID, conf)
+    run_id = stack.trigger(dag_id, conf)
     try:
-        wait_until_all_watched(stack, run_id)
+        wait_until_all_watched(stack, dag_id, run_id, jobs)
         counters.look()
         time.sleep(STEADY_POLLS * POLL_INTERVAL)  # the poller's rounds happen meanwhile
         counters.look()
         gate.touch()
-        state = stack.wait_for_run(DAG_ID, run_id, timeout=TIMEOUT)
+        state = stack.wait_for_run(dag_id, run_id, timeout=TIMEOUT)
         counters.look()
         whole, steady = counters.between(0, 3), counters.between(1, 2)
         if os.environ.get("AIP_MANY_DEFERRED_REPORT"):
@@ -224,30 +209,30 @@ def many_run(airflow_stack: AirflowStack) -> Iterator[ManyRun]:
                 for name, calls in (("whole", whole), ("steady", steady))
             }
             Path(os.environ["AIP_MANY_DEFERRED_REPORT"]).write_text(json.dumps(figures, indent=2))
-        jobs = project_jobs(stack, project)  # after the last look: the test's own list is not counted
-        yield ManyRun(run_id, state, task_states(stack, run_id), jobs, whole, steady)
+        listed = project_jobs(stack, project)  # after the last look: the test's own list is not counted
+        yield ManyRun(dag_id, jobs, run_id, state, task_states(stack, dag_id, run_id), listed, whole, steady)
     finally:  # a run that did not end is failed, its jobs cancelled: they would slow the next tests
-        if stack.get(f"dags/{DAG_ID}/dagRuns/{run_id}")["state"] not in TERMINAL_RUN_STATES:
-            stack.api.patch(f"dags/{DAG_ID}/dagRuns/{run_id}", json={"state": "failed"}).raise_for_status()
+        if stack.run_state(dag_id, run_id) not in TERMINAL_RUN_STATES:
+            stack.api.patch(f"dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"}).raise_for_status()
         for job in project_jobs(stack, project):
             if job_state(job["state"]).value in ("QUEUED", "PREPARING", "RUNNING"):
                 cancel_vertex(stack.ml_url, job["name"])
 
 
 def test_every_task_ends_as_its_job_did(many_run: ManyRun) -> None:
-    run = many_run
-    expected_jobs = {i: "FAILED" if i in FAILING else "SUCCEEDED" for i in range(JOBS)}
-    assert len(run.jobs) == JOBS  # one job per task
+    run, count = many_run, many_run.jobs_expected
+    expected_jobs = {i: "FAILED" if i in failing(count) else "SUCCEEDED" for i in range(count)}
+    assert len(run.jobs) == count  # one job per task
     assert {i: job_state(job["state"]).value for i, job in by_map_index(run.jobs).items()} == expected_jobs
-    expected_tasks = {i: "failed" if i in FAILING else "success" for i in range(JOBS)}
+    expected_tasks = {i: "failed" if i in failing(count) else "success" for i in range(count)}
     assert run.task_states == expected_tasks
-    assert run.state == "failed"  # the three failed tasks fail the run
+    assert run.state == "failed"  # the failed tasks fail the run
 
 
-def test_fifty_waits_make_one_list_call_per_poll_round(many_run: ManyRun) -> None:
+def test_many_waits_make_one_list_call_per_poll_round(many_run: ManyRun) -> None:
     steady = many_run.steady
     assert steady["customJobs.create"] == 0, steady  # the window held nothing but the waits
-    # Each trigger reading its own job makes 50 gets a round: the poller makes none while its
+    # Each trigger reading its own job makes one get a task a round: the poller makes none while its
     # list answers for every job.
     assert steady["customJobs.get"] == 0, f"jobs read one by one, not by one list per round: {steady}"
     assert 1 <= steady["customJobs.list"] <= steady.rounds(), steady
@@ -256,20 +241,21 @@ def test_fifty_waits_make_one_list_call_per_poll_round(many_run: ManyRun) -> Non
 
 def test_the_whole_run_reads_no_job_one_by_one(many_run: ManyRun) -> None:
     whole = many_run.whole
-    assert whole["customJobs.create"] == JOBS, whole  # and one lookup list before each create
-    assert whole["customJobs.get"] <= JOBS + EXTRA_GETS, f"jobs read one by one: {whole}"
+    count = many_run.jobs_expected
+    assert whole["customJobs.create"] == count, whole  # and one lookup list before each create
+    assert whole["customJobs.get"] <= count + EXTRA_GETS, f"jobs read one by one: {whole}"
 
 
 def test_each_task_log_holds_every_job_line_exactly_once(
     airflow_stack: AirflowStack, many_run: ManyRun
 ) -> None:
-    for map_index in range(JOBS):
-        records = task_records(airflow_stack, many_run.run_id, map_index)
+    for map_index in range(many_run.jobs_expected):
+        records = task_records(airflow_stack, many_run, map_index)
         events = [str(r.get("event", "")) for r in records]
         assert "Pausing task as DEFERRED. " in events, map_index  # the trigger watched the job
         lines = Counter(m[1] for m in map(JOB_LINE.match, events) if m)
         assert lines == EXPECTED_LINES, (map_index, sorted(lines.items()))
-        if map_index in FAILING:  # failed with the job's own error
+        if map_index in failing(many_run.jobs_expected):  # failed with the job's own error
             job_id = by_map_index(many_run.jobs)[map_index]["displayName"]  # our job ID
             error = f"Training job {job_id} ended FAILED: {JOB_ERROR}"
             assert error in json.dumps(records), (map_index, events[-20:])

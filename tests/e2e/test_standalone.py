@@ -12,14 +12,17 @@ import os
 import time
 import uuid
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.e2e.conftest import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET, AirflowStack, TuningRun, wait_until
+from tests.e2e.conftest import AirflowStack, TuningRun
+from tests.e2e.stack import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET
 from tests.fixtures.local_service import log_entries, storage_client
 from tests.fixtures.vertex import cancel_vertex, job_args, vertex_jobs
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -70,6 +73,10 @@ KILLED = {
 }
 
 
+def _in_state(stack: AirflowStack, run_id: str, task_id: str, state: str) -> bool:
+    return stack.task_states("aip_e2e_kill", run_id)[task_id] == state
+
+
 def _trigger_is_running(stack: AirflowStack, run_id: str, task_id: str) -> bool:
     records = stack.task_records("aip_e2e_kill", run_id, task_id)
     return any(r.get("logger") == "airflow_aip.triggers.training.TrainingJobTrigger" for r in records)
@@ -105,32 +112,45 @@ def test_user_kill_cancels_the_job_in_every_waiting_mode(
         jobs = {p: (_job(stack, project, p) or {}).get("state") for p in prefixes.values()}
         return stack.task_states("aip_e2e_kill", run_id), jobs
 
-    wait_until(all_waiting, "running jobs with each waiting task in its waiting state", state=progress)
+    wait_until(
+        all_waiting,
+        360,
+        "running jobs with each waiting task in its waiting state",
+        every=0.5,
+        state=progress,
+    )
     killed_at = {}
     for task_id, (state, _) in KILLED.items():
         # the reschedule sensor is killed between two pokes: no process of it exists then
         wait_until(
-            lambda t=task_id, s=state: stack.task_states("aip_e2e_kill", run_id)[t] == s,
+            partial(_in_state, stack, run_id, task_id, state),
+            360,
             f"{task_id} {state}",
+            every=0.5,
         )
         if state == "deferred":  # a trigger the triggerer has not started yet is never told: see
             wait_until(  # RELIABILITY.md, "Known gaps"
-                lambda t=task_id: _trigger_is_running(stack, run_id, t), f"{task_id}'s trigger running"
+                partial(_trigger_is_running, stack, run_id, task_id),
+                360,
+                f"{task_id}'s trigger running",
+                every=0.5,
             )
         path = f"dags/aip_e2e_kill/dagRuns/{run_id}/taskInstances/{task_id}"
         stack.api.patch(path, json={"new_state": "failed"}).raise_for_status()  # resent on a 5xx
         killed_at[task_id] = time.monotonic()
 
     ended: dict[str, tuple[dict[str, Any], float]] = {}
-    deadline = time.monotonic() + 240
-    while len(ended) < len(prefixes):  # every job watched at once, so each time is its own
+
+    def all_ended() -> bool:  # every job watched at once, so each time is its own
         for task_id, prefix in prefixes.items():
             job = _job(stack, project, prefix)
             if task_id not in ended and job and job["state"] not in ("RUNNING", "CANCELLING"):
                 ended[task_id] = job, round(time.monotonic() - killed_at[task_id], 2)
-        if time.monotonic() > deadline:
-            pytest.fail(f"jobs still running 240 s after the kill: {sorted(set(prefixes) - set(ended))}")
-        time.sleep(0.2)
+        return len(ended) == len(prefixes)
+
+    wait_until(
+        all_ended, 240, "end of every killed task's job", state=lambda: sorted(set(prefixes) - set(ended))
+    )
     for task_id, (job, _) in ended.items():
         assert job["state"] == "CANCELLED", (task_id, job)
         lines = [

@@ -20,7 +20,7 @@ from scripts.stack import REPO
 from tests.e2e.conftest import AirflowStack
 from tests.e2e.test_ui_live import open_tab
 
-pytestmark = pytest.mark.e2e
+pytestmark = [pytest.mark.e2e, pytest.mark.soak]  # make test: the drawing in tests/unit/test_ui_data.py
 DAG_ID = "aip_retraining"
 CHAMPION = 0.95  # the champion's accuracy: the fixed split's model reaches 0.8889
 

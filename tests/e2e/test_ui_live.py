@@ -22,8 +22,9 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.e2e.conftest import AirflowStack, wait_until
+from tests.e2e.conftest import AirflowStack
 from tests.fixtures.vertex import cancel_vertex, vertex_jobs
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
 DAG_ID, TASK_ID = "aip_e2e_kill", "wait_deferred"
@@ -58,7 +59,9 @@ def waiting_run(airflow_stack: AirflowStack) -> Iterator[tuple[str, str]]:
     try:
         wait_until(
             waiting,
+            360,
             f"{TASK_ID} deferred on a RUNNING job",
+            every=0.5,
             state=lambda: (stack.task_states(DAG_ID, run_id), job()),
         )
         yield run_id, project
@@ -146,6 +149,7 @@ def test_an_admin_cancels_the_job_from_the_tab(
     assert errors == []
 
 
+@pytest.mark.soak  # a slow tuning job of its own; make test: the viewer and admin tests above
 def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
     browser: Any, airflow_stack: AirflowStack
 ) -> None:
@@ -178,9 +182,10 @@ def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
         finished = frame.locator("table.trials tbody tr", has_text="SUCCEEDED")
         wait_until(
             lambda: finished.count() >= 2,
+            180,
             "two finished trials on the tab",
+            every=0.5,
             state=lambda: (stack.task_states(dag_id, run_id), finished.count()),
-            timeout=180,
         )
         assert stack.task_states(dag_id, run_id)["tune"] == "deferred"  # seen before the task ended
         assert document.evaluate("window.aipLoadedOnce") is True  # the page grew in place
@@ -191,7 +196,9 @@ def test_the_tab_shows_trials_as_they_finish_and_keeps_them_once_cancelled(
         frame.get_by_role("button", name="Yes, cancel the job").click()
         wait_until(
             lambda: stack.task_states(dag_id, run_id)["tune"] == "failed",
+            360,
             "the cancelled job's task to fail",
+            every=0.5,
             state=lambda: stack.task_states(dag_id, run_id),
         )
 

@@ -7,6 +7,7 @@ Reading is always allowed while faults are on; adding or clearing rules only wit
 from __future__ import annotations
 
 import json
+from urllib.parse import parse_qs
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.local.faults.asgi import Receive, Send, read_body, send_error, send_json
@@ -17,11 +18,12 @@ ADMIN_PATHS = ("/_faults", "/_stats")
 
 
 async def serve_admin(
-    plan: FaultPlan, verb: str, path: str, receive: Receive, send: Send, *, admin: bool
+    plan: FaultPlan, verb: str, path: str, receive: Receive, send: Send, *, admin: bool, query: str = ""
 ) -> None:
-    """Answer one request to :data:`ADMIN_PATHS`."""
+    """Answer one request to :data:`ADMIN_PATHS` (``GET /_stats?project=P``: P's requests alone)."""
     if path == "/_stats" and verb == "GET":
-        await send_json(send, 200, plan.stats())
+        project = parse_qs(query).get("project", [None])[-1]
+        await send_json(send, 200, plan.stats(project))
         return
     if path == "/_faults" and verb == "GET":
         await send_json(send, 200, {"rules": plan.rules()})

@@ -8,6 +8,8 @@ its answer, and replaces it, so the client cannot tell a lost request from a los
 from __future__ import annotations
 
 import asyncio
+import json
+import re
 import socket
 import struct
 
@@ -39,14 +41,19 @@ class FaultInjection:
             await self.app(scope, receive, send)
             return
         verb, path = scope["method"], scope["path"]
+        query = scope.get("query_string", b"").decode("latin-1")
         if path in ADMIN_PATHS:
-            await serve_admin(self.plan, verb, path, receive, send, admin=self.admin)
+            await serve_admin(self.plan, verb, path, receive, send, admin=self.admin, query=query)
             return
-        method = api_method(verb, path, scope.get("query_string", b"").decode("latin-1"))
+        method = api_method(verb, path, query)
         if method is None:
             await self.app(scope, receive, send)
             return
         fault = self.plan.decide(method)
+        if project := _PROJECT_IN_PATH.search(path):
+            self.plan.count_for_project(project[1], method)
+        elif method in _PROJECTS_IN_BODY:
+            receive = self._counting_body_projects(receive, method)
         if fault is not None and fault.when == "before":
             if fault.kind != "delay":
                 await _inject(fault, send)
@@ -54,6 +61,21 @@ class FaultInjection:
             await asyncio.sleep(fault.seconds)
             fault = None
         await self._serve(scope, receive, send, method, fault)
+
+    def _counting_body_projects(self, receive: Receive, method: str) -> Receive:
+        """``receive``, counting the request for each project its JSON body names
+        (``entries.list``: ``resourceNames``) once the app has read the whole body."""
+        chunks: list[bytes] = []
+
+        async def counting() -> Message:
+            message = await receive()
+            chunks.append(message.get("body", b""))
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                for project in _projects_in(b"".join(chunks)):
+                    self.plan.count_for_project(project, method)
+            return message
+
+        return counting
 
     async def _serve(
         self, scope: Scope, receive: Receive, send: Send, method: str, fault: Fault | None
@@ -78,6 +100,18 @@ class FaultInjection:
                     await send(message)
             return
         await _inject(fault, send)
+
+
+_PROJECT_IN_PATH = re.compile(r"/projects/([^/:]+)")
+_PROJECTS_IN_BODY = frozenset({"entries.list"})
+
+
+def _projects_in(body: bytes) -> set[str]:
+    try:
+        names = json.loads(body or b"{}").get("resourceNames", [])
+    except (ValueError, AttributeError):
+        return set()
+    return {m[1] for name in names if isinstance(name, str) and (m := _PROJECT_IN_PATH.search("/" + name))}
 
 
 async def _client_left(receive: Receive, seconds: float) -> bool:

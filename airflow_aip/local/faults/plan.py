@@ -17,6 +17,7 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.local.faults.routes import ANY_METHOD, CREATE_METHODS
 from airflow_aip.local.faults.rules import RANDOM_KINDS, WHEN, Fault, FaultRule
+from airflow_aip.local.store import project_number
 
 
 class FaultPlan:
@@ -38,6 +39,7 @@ class FaultPlan:
         self._lock = threading.Lock()
         self._rules: list[FaultRule] = []
         self._requests: Counter[str] = Counter()
+        self._requests_by_project: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._answers: defaultdict[str, Counter[str]] = defaultdict(Counter)
         self._faults: defaultdict[str, Counter[str]] = defaultdict(Counter)
 
@@ -91,14 +93,28 @@ class FaultPlan:
             return None
         return Fault(self._random.choice(RANDOM_KINDS), self._random.choice(WHEN))
 
+    def count_for_project(self, project: str, method: str) -> None:
+        """One more ``method`` request about ``project``: what ``/_stats?project=`` counts, so a
+        test can count its own calls while other tests use the same service."""
+        with self._lock:
+            self._requests_by_project[project][method] += 1
+
     def record_answer(self, method: str, status: int) -> None:
         """The status the service itself answered (before any fault replaced the answer)."""
         with self._lock:
             self._answers[method][str(status)] += 1
 
-    def stats(self) -> dict[str, Any]:
-        """Counters since start; ``created`` is the number of creates the service applied (both APIs)."""
+    def stats(self, project: str | None = None) -> dict[str, Any]:
+        """Counters since start; ``created`` is the number of creates the service applied (both APIs).
+
+        With ``project``, ``requests`` counts only the requests about that project (by its ID or
+        its number, as Vertex AI's resource names give it).
+        """
         with self._lock:
+            if project is not None:  # a request may name the project by its ID or by its number
+                named = {project, project_number(project)}
+                counts = sum((self._requests_by_project[name] for name in named), Counter[str]())
+                return {"project": project, "requests": dict(counts)}
             created = sum(
                 n
                 for method in CREATE_METHODS

@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from airflow.sdk import DAG
+from stack_dag_parts import training_input
 
 from airflow_aip.operators import SubmitTrainingJobOperator
 
@@ -16,14 +17,7 @@ with DAG("aip_celery_kill", schedule=None, start_date=datetime(2026, 1, 1), catc
     SubmitTrainingJobOperator(
         task_id="train",
         project_id="{{ dag_run.conf['project_id'] }}",
-        training_input={
-            "region": "us-central1",
-            "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
-            "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
-            "pythonModule": "aip_test_trainer.sleep",
-            "args": ["--seconds", "{{ dag_run.conf['seconds'] }}"],
-            "jobDir": "{{ dag_run.conf['job_dir'] }}",
-        },
+        training_input=training_input("sleep", ["--seconds", "{{ dag_run.conf['seconds'] }}"]),
         poll_interval=2,
         deferrable=False,
         retries=1,

@@ -11,6 +11,7 @@ from datetime import datetime
 
 from airflow.sdk import DAG
 from airflow.sdk.log import mask_secret
+from stack_dag_parts import JOB_DIR, training_input
 
 from airflow_aip.operators import ExportArtifactsOperator, SubmitTrainingJobOperator
 
@@ -23,14 +24,9 @@ with DAG("aip_e2e_secrets", schedule=None, start_date=datetime(2026, 1, 1), catc
             task_id=task_id,
             project_id="{{ dag_run.conf['project_id'] }}",
             gcp_conn_id="aip_secret_conn",
-            training_input={
-                "region": "us-central1",
-                "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
-                "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
-                "pythonModule": "aip_test_trainer.succeed",
-                "args": ["--message", "{{ var.value.aip_api_token }} " + FLAGGED],
-                "jobDir": "{{ dag_run.conf['job_dir'] }}/" + task_id,
-            },
+            training_input=training_input(
+                "succeed", ["--message", "{{ var.value.aip_api_token }} " + FLAGGED], f"{JOB_DIR}/{task_id}"
+            ),
             deferrable=deferrable,
             poll_interval=1,
             retries=0,

@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from airflow.sdk import DAG
+from stack_dag_parts import JOB_DIR, training_input
 
 from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
 from airflow_aip.sensors import TrainingJobSensor
@@ -23,14 +24,7 @@ def submit(task_id: str, **kwargs: Any) -> SubmitTrainingJobOperator:
     return SubmitTrainingJobOperator(
         task_id=task_id,
         project_id="{{ dag_run.conf['project_id'] }}",
-        training_input={
-            "region": "us-central1",
-            "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
-            "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
-            "pythonModule": "aip_test_trainer.sleep",
-            "args": ["--seconds", "600"],
-            "jobDir": "{{ dag_run.conf['job_dir'] }}/" + task_id,
-        },
+        training_input=training_input("sleep", ["--seconds", "600"], f"{JOB_DIR}/{task_id}"),
         poll_interval=2,
         retries=0,
         **kwargs,

@@ -9,20 +9,18 @@ from __future__ import annotations
 from datetime import datetime
 
 from airflow.sdk import DAG
+from stack_dag_parts import training_input
 
 from airflow_aip.operators import SubmitTrainingJobOperator
+
+HOLD = "{{ dag_run.conf.get('hold', 8) }}"
 
 with DAG("aip_e2e_tuning", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     SubmitTrainingJobOperator(
         task_id="tune",
         project_id="{{ dag_run.conf['project_id'] }}",
         training_input={
-            "region": "us-central1",
-            "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
-            "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
-            "pythonModule": "aip_test_trainer.tune",
-            "args": ["--hold", "{{ dag_run.conf.get('hold', 8) }}", "--metric-tag", "score"],
-            "jobDir": "{{ dag_run.conf['job_dir'] }}",
+            **training_input("tune", ["--hold", HOLD, "--metric-tag", "score"]),
             "hyperparameters": {
                 "goal": "MAXIMIZE",
                 "hyperparameterMetricTag": "score",

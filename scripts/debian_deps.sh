@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The Debian packages behind the needs named (browser, servers, fuse, compose) that this machine
+# does not meet yet, installed with ONE `apt-get update` and one `apt-get install`. As root with
+# apt-get only; elsewhere it says what is missing, and the tests that need it skip.
+#   browser  Debian's chromium, which the UI tests drive through playwright (never `playwright install`)
+#   servers  PostgreSQL (the e2e and Celery tiers' metadata) and Redis (the Celery broker)
+#   fuse     rclone and fuse3: the local service mounts Cloud Storage at /gcs/ in each replica
+#   compose  docker-compose's CLI, to validate docker-compose.yaml offline (no engine here)
+set -euo pipefail
+have() { command -v "$1" >/dev/null 2>&1; }
+missing=()
+for need in "$@"; do
+  case "$need" in
+    browser) have chromium || missing+=(chromium fonts-dejavu-core) ;;
+    servers) { compgen -G "/usr/lib/postgresql/*/bin/postgres" >/dev/null && have redis-server; } \
+               || missing+=(postgresql redis-server) ;;
+    fuse) { have rclone && have fusermount3; } || missing+=(rclone fuse3) ;;
+    compose) { have docker-compose || docker compose version >/dev/null 2>&1; } || missing+=(docker-compose) ;;
+    *) echo "debian_deps.sh: unknown need '$need'" >&2; exit 2 ;;
+  esac
+done
+[ "${#missing[@]}" -eq 0 ] && exit 0
+if [ "$(id -u)" = 0 ] && have apt-get; then
+  echo "apt-get install ${missing[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+else
+  echo "note: not installed (needs root and apt-get): ${missing[*]}; the tests that need them skip"
+fi
