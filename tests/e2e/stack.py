@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from types import FrameType
 
+import httpx
 import psutil
 
 from airflow_aip.local.storage.gcs import free_port
@@ -33,6 +34,7 @@ from tests.fixtures import servers
 from tests.fixtures.airflow_stack import AirflowApi, dag_bundles, login
 from tests.fixtures.cpu import book_shared, tree_cpu_seconds
 from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.waiting import wait_until
 
 TOKEN_SECRET = "token-marker-e2e-41d7a2"
 FLAGGED_SECRET = "flagged-marker-e2e-93c0b5"
@@ -136,22 +138,28 @@ def serve(home: Path, publish: Path) -> None:
 
 
 def _wait_until_ready(base_url: str, password: str, proc: subprocess.Popen[bytes], log: Path) -> None:
-    """Every component healthy and the Dags parsed; raises if standalone exits or at the bound."""
-    deadline, api = time.monotonic() + READY_BOUND, None
+    """Every component healthy and the Dags parsed; fails if standalone exits or at the bound."""
+    api: list[AirflowApi] = []
+
+    def ready() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"airflow standalone exited ({proc.returncode}); see {log}")
+        if not api:
+            api.append(AirflowApi(base_url, login(base_url, "admin", password)))
+        return api[0].ready(DAG_IDS)
+
     try:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"airflow standalone exited ({proc.returncode}); see {log}")
-            with contextlib.suppress(Exception):
-                api = api or AirflowApi(base_url, login(base_url, "admin", password))
-                if api.ready(DAG_IDS):
-                    return
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"airflow standalone not ready within {READY_BOUND}s; see {log}")
-            time.sleep(1)
+        wait_until(
+            ready,
+            READY_BOUND,
+            "ready airflow standalone",
+            every=1,
+            state=lambda: f"see {log}",
+            ignoring=(httpx.HTTPError,),
+        )
     finally:
-        if api is not None:
-            api.close()
+        for client in api:
+            client.close()
 
 
 _CPU_AT_STOP: list[float] = []

@@ -9,11 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import urllib.parse
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +20,10 @@ import yaml
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
-from tests.fixtures.local_service import LocalService, StagedTrainer, serving
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
+from tests.fixtures.operators import task_instance
+from tests.fixtures.vertex import aiplatform
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 PROJECT = "ladder-ops"
@@ -60,10 +60,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 """
 
 
-@pytest.fixture(scope="module")
-def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    with serving(fake_gcs, tmp_path_factory, "aip-ladder", FLAGS, jobs=4) as started:
-        yield started
+service = own_service("service", FLAGS, jobs=4)
 
 
 @pytest.fixture
@@ -74,9 +71,7 @@ def env(service: LocalService, fake_gcs: FakeGcsServer, monkeypatch: pytest.Monk
 
 
 def capacity(service: LocalService, body: dict[str, Any]) -> None:
-    request = urllib.request.Request(service.url + "_capacity", json.dumps(body).encode(), method="POST")
-    request.add_header("content-type", "application/json")
-    urllib.request.urlopen(request, timeout=30).close()
+    service.admin("_capacity", body, "POST")
 
 
 def run_dag(loader: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> tuple[Any, str]:
@@ -101,14 +96,13 @@ def states(run: Any) -> dict[str, str]:
 
 
 def summary_of(run: Any, task_id: str = "submit") -> dict[str, Any]:
-    ti = next(t for t in run.get_task_instances() if t.task_id == task_id)
-    result: dict[str, Any] = ti.xcom_pull(task_ids=task_id)
+    result: dict[str, Any] = task_instance(run, task_id).xcom_pull(task_ids=task_id)
     return result
 
 
 def jobs_of(service: LocalService, dag_id: str, kind: str = "customJobs") -> list[dict[str, Any]]:
     """Every job the DAG's runs created, oldest first (by the dag-id label), trials included."""
-    collection = getattr(aiplatform_client(service.url).projects().locations(), kind)()
+    collection = getattr(aiplatform(service.url).projects().locations(), kind)()
     listed = collection.list(parent=PARENT, filter=f'labels.airflow-dag-id="{dag_id}"').execute()
     jobs = [collection.get(name=job["name"]).execute() for job in listed.get(kind, [])]
     return sorted(jobs, key=lambda job: job["createTime"])
@@ -257,15 +251,15 @@ def _stock_out_after_first_trial(service: LocalService, dag_id: str, machine: st
     query = urllib.parse.urlencode({"filter": f'labels.airflow-dag-id="{dag_id}"'})
     url = f"{service.url}v1/{PARENT}/hyperparameterTuningJobs?{query}"
 
-    def watch() -> None:
-        for _ in range(600):
-            with urllib.request.urlopen(url, timeout=30) as answer:
-                listed = json.loads(answer.read()).get("hyperparameterTuningJobs", [])
-            jobs = [_get(f"{service.url}v1/{job['name']}") for job in listed]  # a list leaves trials out
-            if any(t.get("state") == "SUCCEEDED" for j in jobs for t in j.get("trials", [])):
-                capacity(service, {"stockouts": [f"{REGION}:NVIDIA_TESLA_A100", f"{REGION}:{machine}"]})
-                return
-            time.sleep(0.2)
+    def a_trial_succeeded() -> bool:
+        with urllib.request.urlopen(url, timeout=30) as answer:
+            listed = json.loads(answer.read()).get("hyperparameterTuningJobs", [])
+        jobs = [_get(f"{service.url}v1/{job['name']}") for job in listed]  # a list leaves trials out
+        return any(t.get("state") == "SUCCEEDED" for j in jobs for t in j.get("trials", []))
+
+    def watch() -> None:  # a failure here is the thread's: pytest reports it, the test fails on its own
+        wait_until(a_trial_succeeded, 240, f"SUCCEEDED trial of {dag_id}'s tuning job to stock out after")
+        capacity(service, {"stockouts": [f"{REGION}:NVIDIA_TESLA_A100", f"{REGION}:{machine}"]})
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()

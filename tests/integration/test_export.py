@@ -133,16 +133,7 @@ def test_failed_job_is_refused(local_env: LocalService, staged_trainer: StagedTr
     ],
 )
 def test_bad_input_fails_before_any_request(kwargs: dict[str, Any], field: str) -> None:
-    args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", **kwargs}
-    op = ExportArtifactsOperator(
-        task_id="export",
-        project_id=PROJECT,
-        api_endpoint="http://127.0.0.1:9/",
-        backend="ai_platform",
-        **args,
-    )
-    with pytest.raises(ValidationError, match=field):
-        op.execute(_context())
+    _refused_before_any_request(field, **kwargs)
 
 
 def test_impersonation_chain_reaches_both_hooks() -> None:
@@ -157,11 +148,13 @@ def test_impersonation_chain_reaches_both_hooks() -> None:
 
 @pytest.mark.parametrize("field", ["source_subdir", "metrics_file"])
 def test_escaping_paths_fail_before_any_request(field: str) -> None:
-    args: dict[str, Any] = {
-        "job_id": "some_job",
-        "destination_uri": "gs://bucket-ok/models",
-        field: "../elsewhere",
-    }
+    _refused_before_any_request(field, **{field: "../elsewhere"})
+
+
+def _refused_before_any_request(field: str, **kwargs: Any) -> None:
+    """An export of ``kwargs`` over a good job and destination fails on ``field``; the endpoint
+    is one nothing answers on (port 9), so it fails before any request."""
+    args = {"job_id": "some_job", "destination_uri": "gs://bucket-ok/models", **kwargs}
     op = ExportArtifactsOperator(
         task_id="export",
         project_id=PROJECT,

@@ -8,8 +8,6 @@ Nothing is timed: states are polled with a generous deadline.
 
 from __future__ import annotations
 
-import json
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -18,18 +16,17 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.local.store import project_number
-from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, serving
-from tests.fixtures.vertex import vertex_sdk
-from tests.integration.test_local_service_vertex import IMAGE, LOCATION
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
+from tests.fixtures.waiting import wait_until
+from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
 
 T4 = "custom_model_training_nvidia_t4_gpus"
 L4 = "custom_model_training_nvidia_l4_gpus"
-ENDED = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
 FLAGS = [
     "--fault-admin",
     f"--quota={LOCATION}:{T4}=0",
@@ -39,10 +36,7 @@ FLAGS = [
 ]
 
 
-@pytest.fixture(scope="module")
-def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    with serving(fake_gcs, tmp_path_factory, "aip-capacity", FLAGS, jobs=4) as started:
-        yield started
+service = own_service("service", FLAGS, jobs=4)
 
 
 @pytest.fixture
@@ -60,11 +54,7 @@ def sdk(
 
 
 def capacity(service: LocalService, body: Any = None, method: str = "POST") -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(service.url + "_capacity", data=data, method=method)
-    request.add_header("content-type", "application/json")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read())
+    return service.admin("_capacity", body, method)
 
 
 def job(
@@ -84,23 +74,14 @@ def job(
     return sdk.CustomJob(display_name=name, worker_pool_specs=[pool])
 
 
-def wait_for(custom_job: Any, states: set[str], timeout: float = 180.0) -> str:
-    deadline = time.monotonic() + timeout
-    while (state := custom_job.state.name) not in states:
-        assert time.monotonic() < deadline, (
-            f"{custom_job.resource_name} still {state}, wanted {sorted(states)}"
-        )
-        time.sleep(0.2)
-    return str(state)
-
-
 def wait_for_line(
     service: LocalService, project: str, custom_job: Any, text: str, timeout: float = 120.0, count: int = 1
 ) -> None:
-    deadline = time.monotonic() + timeout
-    while len([line for line in lines(service, project, custom_job) if text in line]) < count:
-        assert time.monotonic() < deadline, f"fewer than {count} log lines with {text!r}"
-        time.sleep(0.2)
+    wait_until(
+        lambda: len([line for line in lines(service, project, custom_job) if text in line]) >= count,
+        timeout,
+        f"{count} log lines with {text!r}",
+    )
 
 
 def lines(service: LocalService, project: str, custom_job: Any) -> list[str]:
@@ -125,14 +106,16 @@ def test_a_job_over_quota_stays_queued_until_the_quota_is_raised(
     gpu.submit()
     cpu = job(sdk, staged_trainer, CPU_MACHINE, name="cpu-only")
     cpu.submit()
-    assert wait_for(cpu, ENDED) == "JOB_STATE_SUCCEEDED"  # the job behind it that fits is not blocked
+    assert (
+        wait_for_sdk_state(cpu, VERTEX_TERMINAL) == "JOB_STATE_SUCCEEDED"
+    )  # the job behind it that fits is not blocked
     waiting = f"QUEUED for quota {T4} in {LOCATION}: needs 1, 0 of 0 free"
     wait_for_line(service, project, gpu, waiting)
     assert gpu.state.name == "JOB_STATE_QUEUED"
     assert "Waiting for" in console(service, gpu)
     capacity(service, {"quotas": {f"{LOCATION}:{T4}": 1}})
     try:
-        assert wait_for(gpu, ENDED) == "JOB_STATE_SUCCEEDED"
+        assert wait_for_sdk_state(gpu, VERTEX_TERMINAL) == "JOB_STATE_SUCCEEDED"
     finally:
         capacity(service, {"quotas": {f"{LOCATION}:{T4}": 0}})
     said = lines(service, project, gpu)
@@ -168,15 +151,15 @@ def test_flex_start_waits_pending_then_fails_at_max_wait_or_runs_when_capacity_c
     short.submit(scheduling_strategy=flex, max_wait_duration=2)
     patient = job(sdk, staged_trainer, L4_MACHINE, name="flex-patient")
     patient.submit(scheduling_strategy=flex, max_wait_duration=600)
-    assert wait_for(short, ENDED | {"JOB_STATE_PENDING"}) == "JOB_STATE_PENDING"
-    assert wait_for(short, ENDED) == "JOB_STATE_FAILED"
+    assert wait_for_sdk_state(short, VERTEX_TERMINAL | {"JOB_STATE_PENDING"}) == "JOB_STATE_PENDING"
+    assert wait_for_sdk_state(short, VERTEX_TERMINAL) == "JOB_STATE_FAILED"
     assert short.error.code == 8
     assert "within scheduling.maxWaitDuration (2s)" in short.error.message
-    assert wait_for(patient, ENDED | {"JOB_STATE_PENDING"}) == "JOB_STATE_PENDING"
+    assert wait_for_sdk_state(patient, VERTEX_TERMINAL | {"JOB_STATE_PENDING"}) == "JOB_STATE_PENDING"
     wait_for_line(service, project, patient, "PENDING: waiting for Flex-Start")
     assert "Flex-Start (Dynamic Workload Scheduler) capacity" in console(service, patient)
     capacity(service, {"flexStartCapacityNow": True})
-    assert wait_for(patient, ENDED) == "JOB_STATE_SUCCEEDED"
+    assert wait_for_sdk_state(patient, VERTEX_TERMINAL) == "JOB_STATE_SUCCEEDED"
     assert any("Flex-Start capacity arrived" in line for line in lines(service, project, patient))
 
 
@@ -194,7 +177,7 @@ def test_a_preempted_spot_job_restarts_and_then_succeeds(
     job_id = custom_job.resource_name.rsplit("/", 1)[-1]
     wait_for_line(service, project, custom_job, "sleeping", count=2)  # the restarted attempt runs
     capacity(service, {"preempt": [job_id]})  # and once more, now
-    assert wait_for(custom_job, ENDED) == "JOB_STATE_SUCCEEDED"
+    assert wait_for_sdk_state(custom_job, VERTEX_TERMINAL) == "JOB_STATE_SUCCEEDED"
     said = lines(service, project, custom_job)
     assert [line for line in said if "was preempted" in line][-1].endswith("(restart 2 of at most 6)")
     assert said.count("sleeping") == 3  # three attempts, the last one to the end
@@ -227,5 +210,5 @@ def test_create_gets_429_for_quota_and_for_rate(
         capacity(service, {"quotaMode": "queue", "quotas": {f"{LOCATION}:{L4}": None}})
     accepted = job(sdk, staged_trainer, CPU_MACHINE)
     accepted.submit()
-    assert wait_for(accepted, ENDED) == "JOB_STATE_SUCCEEDED"
+    assert wait_for_sdk_state(accepted, VERTEX_TERMINAL) == "JOB_STATE_SUCCEEDED"
     assert capacity(service, method="GET")["create429"] == []

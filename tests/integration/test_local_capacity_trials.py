@@ -9,18 +9,18 @@ timed: states are polled with a generous deadline.
 
 from __future__ import annotations
 
-import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import httpx
 import pytest
 
 from airflow_aip.local.capacity import STOCKOUT_MESSAGE
-from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, serving
-from tests.integration.test_local_service_vertex import LOCATION, VERTEX_TERMINAL, worker_pool
+from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, grid_tuning_job
+from tests.fixtures.waiting import wait_until
+from tests.integration.test_local_service_vertex import worker_pool
 
 pytestmark = pytest.mark.integration
 
@@ -29,10 +29,7 @@ FLAGS = ["--fault-admin", f"--stockout={LOCATION}:{RESERVED_OUT}"]
 MACHINE_OUT = f"{LOCATION}:n1-standard-4"
 
 
-@pytest.fixture(scope="module")
-def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    with serving(fake_gcs, tmp_path_factory, "aip-capacity-trials", FLAGS, jobs=2) as started:
-        yield started
+service = own_service("service", FLAGS)
 
 
 @pytest.fixture
@@ -45,8 +42,7 @@ def api(service: LocalService) -> Iterator[httpx.Client]:
 
 
 def stockouts(service: LocalService, *names: str) -> None:
-    answer = httpx.post(f"{service.url}_capacity", json={"stockouts": list(names)}, timeout=30)
-    answer.raise_for_status()
+    service.admin("_capacity", {"stockouts": list(names)}, "POST")
 
 
 def create(api: httpx.Client, kind: str, body: dict[str, Any]) -> str:
@@ -60,33 +56,34 @@ def first_trial_ended(job: dict[str, Any]) -> bool:
     return job["state"] in VERTEX_TERMINAL or (job.get("trials") or [{}])[0].get("state") == "SUCCEEDED"
 
 
-def wait_until(api: httpx.Client, name: str, done: Any, timeout: float = 180.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while not done(job := api.get(name).json()):
-        assert time.monotonic() < deadline, f"{name} still {job.get('state')}"
-        time.sleep(0.2)
-    return dict(job)
+def job_once(
+    api: httpx.Client, name: str, done: Callable[[dict[str, Any]], bool], timeout: float = 180.0
+) -> dict[str, Any]:
+    """The job at ``name`` (under ``api``'s base) once ``done(job)``."""
+    seen: list[dict[str, Any]] = []
+
+    def arrived() -> dict[str, Any] | None:
+        seen.append(api.get(name).json())
+        return seen[-1] if done(seen[-1]) else None
+
+    what = f"{name} with {done.__name__.replace('_', ' ')}"  # "... with first trial ended"
+    return wait_until(arrived, timeout, what, state=lambda: f"still {seen[-1].get('state')}")
+
+
+def ended(job: dict[str, Any]) -> bool:
+    return job["state"] in VERTEX_TERMINAL
 
 
 def test_a_stockout_after_the_first_trial_fails_the_tuning_job_keeping_its_trials(
     api: httpx.Client, service: LocalService, staged_trainer: StagedTrainer
 ) -> None:
-    body = {
-        "displayName": "ladder-rung",
-        "maxTrialCount": 4,
-        "parallelTrialCount": 1,
-        "studySpec": {
-            "metrics": [{"metricId": "training/hptuning/metric", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "integerValueSpec": {"minValue": "1", "maxValue": "4"}}],
-            "algorithm": "GRID_SEARCH",
-        },
-        "trialJobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--hold=2", "--steps=1"])]},
-    }
+    pool = worker_pool(staged_trainer, "tune", ["--hold=2", "--steps=1"])
+    body = grid_tuning_job(pool, 4, display_name="ladder-rung")
     name = create(api, "hyperparameterTuningJobs", body)
-    wait_until(api, name, first_trial_ended)
+    job_once(api, name, first_trial_ended)
     stockouts(service, MACHINE_OUT, f"{LOCATION}:{RESERVED_OUT}")
     try:
-        job = wait_until(api, name, lambda j: j["state"] in VERTEX_TERMINAL)
+        job = job_once(api, name, ended)
     finally:
         stockouts(service, f"{LOCATION}:{RESERVED_OUT}")
     assert job["state"] == "JOB_STATE_FAILED"
@@ -112,8 +109,8 @@ def test_a_job_on_a_reservation_out_of_stock_fails_pending_and_one_on_another_ru
 
     out = create(api, "customJobs", on(f"projects/p/zones/{LOCATION}-a/reservations/{RESERVED_OUT}"))
     free = create(api, "customJobs", on("reserved-free"))
-    job = wait_until(api, out, lambda j: j["state"] in VERTEX_TERMINAL)
+    job = job_once(api, out, ended)
     assert job["state"] == "JOB_STATE_FAILED"
     assert job["error"] == {"code": 8, "message": STOCKOUT_MESSAGE.format(region=LOCATION)}
     assert "startTime" not in job  # it never ran
-    assert wait_until(api, free, lambda j: j["state"] in VERTEX_TERMINAL)["state"] == "JOB_STATE_SUCCEEDED"
+    assert job_once(api, free, ended)["state"] == "JOB_STATE_SUCCEEDED"

@@ -7,14 +7,9 @@ import uuid
 import pytest
 
 from airflow_aip.local.cli import main
-from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_state
-from tests.integration.test_local_service_vertex import (
-    LOCATION,
-    VERTEX_TERMINAL,
-    aiplatform_client,
-    wait_for,
-    worker_pool,
-)
+from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_job, wait_for_state
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform
+from tests.integration.test_local_service_vertex import worker_pool
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +58,7 @@ def test_jobs_commands_on_vertex_jobs(
     local_env: LocalService, staged_trainer: StagedTrainer, capsys: pytest.CaptureFixture[str]
 ) -> None:
     project = f"cli-{uuid.uuid4().hex[:8]}"
-    jobs = aiplatform_client(local_env.url).projects().locations().customJobs()
+    jobs = aiplatform(local_env.url).projects().locations().customJobs()
     parent = f"projects/{project}/locations/{LOCATION}"
     done = {
         "displayName": "cli-ok",
@@ -80,9 +75,9 @@ def test_jobs_commands_on_vertex_jobs(
 
     assert main([*common, "logs", done_id, "--follow"]) == 0
     logs = capsys.readouterr().out
-    wait_for(jobs, sleep_name, {"JOB_STATE_RUNNING"})
+    wait_for_job(jobs, sleep_name, {"JOB_STATE_RUNNING"})
     assert main([*common, "cancel", sleep_id]) == 0
-    wait_for(jobs, sleep_name, VERTEX_TERMINAL)
+    wait_for_job(jobs, sleep_name, VERTEX_TERMINAL)
     capsys.readouterr()
     assert main([*common, "describe", sleep_id]) == 0
     described = capsys.readouterr().out

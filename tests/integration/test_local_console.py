@@ -7,13 +7,9 @@ import uuid
 import httpx
 import pytest
 
-from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_state
-from tests.integration.test_local_service_vertex import (
-    VERTEX_TERMINAL,
-    aiplatform_client,
-    wait_for,
-    worker_pool,
-)
+from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_job, wait_for_state
+from tests.fixtures.vertex import VERTEX_TERMINAL, aiplatform
+from tests.integration.test_local_service_vertex import worker_pool
 
 pytestmark = pytest.mark.integration
 
@@ -50,7 +46,7 @@ def test_vertex_tuning_job_page_shows_trials(
     local_service: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     project = f"console-{uuid.uuid4().hex[:8]}"
-    tuning = aiplatform_client(local_service.url).projects().locations().hyperparameterTuningJobs()
+    tuning = aiplatform(local_service.url).projects().locations().hyperparameterTuningJobs()
     body = {
         "displayName": "console",
         "maxTrialCount": 2,
@@ -63,7 +59,7 @@ def test_vertex_tuning_job_page_shows_trials(
         "trialJobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "tune", ["--metric-tag=score"])]},
     }
     created = tuning.create(parent=f"projects/{project}/locations/us-central1", body=body).execute()
-    job = wait_for(tuning, created["name"], VERTEX_TERMINAL, timeout=180)
+    job = wait_for_job(tuning, created["name"], VERTEX_TERMINAL, timeout=180)
     assert job["state"] == "JOB_STATE_SUCCEEDED"
 
     by_number = page(local_service, created["name"])  # projects/<number>/locations/...

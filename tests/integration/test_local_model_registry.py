@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import json
 import re
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +23,7 @@ from googleapiclient.errors import HttpError
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.local.store import project_number
-from tests.fixtures.local_service import LocalService, serving, storage_client
+from tests.fixtures.local_service import LocalService, Restarts, own_service, storage_client
 from tests.fixtures.vertex import LOCATION, aiplatform
 
 pytestmark = pytest.mark.integration
@@ -33,11 +32,7 @@ CUSTOM_IMAGE = "us-central1-docker.pkg.dev/my-project/serving/server:1"
 ENUMS_AS_NUMBERS = {"$alt": "json;enum-encoding=int"}
 
 
-@pytest.fixture(scope="module")
-def registry(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
-    flags = ["--model-upload-seconds", "0", "--fault-admin"]
-    with serving(fake_gcs, tmp_path_factory, "aip-models", flags) as started:
-        yield started
+registry = own_service("registry", ["--model-upload-seconds", "0", "--fault-admin"])
 
 
 @pytest.fixture(scope="module")
@@ -419,24 +414,17 @@ def test_delete_version_keeps_the_default_and_the_last_version(
     assert again["response"]["modelVersionId"] == "3"  # a version ID is never given twice
 
 
-def _admin(service: LocalService, path: str, body: Any = None, method: str = "GET") -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(service.url + path, data=data, method=method)
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read())
-
-
 def test_an_upload_whose_answer_is_lost_made_one_version(
     registry: LocalService, artifacts: str, project: str
 ) -> None:
     rule = {"method": "models.upload", "when": "after", "kind": 500}
-    _admin(registry, "_faults", rule, "POST")
+    registry.admin("_faults", rule, "POST")
 
     with pytest.raises(HttpError) as lost:
         _upload(registry, project, _model(artifacts), modelId="lost")
 
     assert lost.value.resp.status == 500
-    assert _admin(registry, "_stats")["rules"] == []  # the fault was injected
+    assert registry.admin("_stats")["rules"] == []  # the fault was injected
     assert _versions(registry, _name(project, "lost")) == [("1", ["default"])]
     # Sending it again cannot make a second model: its ID is taken.
     assert _error(lambda: _upload(registry, project, _model(artifacts), modelId="lost"))[0] == 409
@@ -465,34 +453,22 @@ def test_the_console_lists_models_and_their_versions(
     assert missing.status_code == 404
 
 
-@pytest.fixture
-def restarted() -> Iterator[list[LocalService]]:
-    """Services a test starts one after another on one data dir; all stopped by PID at the end."""
-    started: list[LocalService] = []
-    yield started
-    for service in started:
-        service.stop()
-
-
-def _start(
-    started: list[LocalService], data_dir: Path, fake_gcs: FakeGcsServer, seconds: str
-) -> LocalService:
-    service = LocalService(data_dir, fake_gcs.url, extra_args=["--model-upload-seconds", seconds]).start()
-    started.append(service)
-    return service
+def _start(restarts: Restarts, data_dir: Path, fake_gcs: FakeGcsServer, seconds: str) -> LocalService:
+    """A service on ``data_dir`` whose model imports take ``seconds``."""
+    return restarts.start(data_dir, fake_gcs.url, extra_args=["--model-upload-seconds", seconds])
 
 
 def test_models_and_an_importing_upload_outlive_a_restart(
-    restarted: list[LocalService], fake_gcs: FakeGcsServer, artifacts: str, project: str, tmp_path: Path
+    restarts: Restarts, fake_gcs: FakeGcsServer, artifacts: str, project: str, tmp_path: Path
 ) -> None:
     name = _name(project, "kept")
-    first = _start(restarted, tmp_path / "data", fake_gcs, "0")
+    first = _start(restarts, tmp_path / "data", fake_gcs, "0")
     _upload(first, project, _model(artifacts), modelId="kept")
     _upload(first, project, _model(artifacts, versionAliases=["champion"]), parentModel=name)
     first.stop()
 
     # An import that takes an hour: its version and its new model stay invisible until it is done.
-    slow = _start(restarted, tmp_path / "data", fake_gcs, "3600")
+    slow = _start(restarts, tmp_path / "data", fake_gcs, "3600")
     assert _versions(slow, name) == [("1", ["default"]), ("2", ["champion"])]
     third = _upload(slow, project, _model(artifacts, versionAliases=["champion"]), parentModel=name)
     fresh = _upload(slow, project, _model(artifacts), modelId="fresh")
@@ -504,7 +480,7 @@ def test_models_and_an_importing_upload_outlive_a_restart(
     slow.stop()
 
     # Restarted with no import time: the first read completes both.
-    quick = _start(restarted, tmp_path / "data", fake_gcs, "0")
+    quick = _start(restarts, tmp_path / "data", fake_gcs, "0")
     done = _models(quick).operations().get(name=third["name"]).execute()
     assert done["done"] is True
     assert done["response"]["modelVersionId"] == "3"

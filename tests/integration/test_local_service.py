@@ -21,6 +21,7 @@ from tests.fixtures.local_service import (
     LocalService,
     StagedTrainer,
     log_entries,
+    process_gone,
     wait_for_state,
 )
 
@@ -43,14 +44,6 @@ def _create(
 def _error(exc: HttpError) -> dict[str, Any]:
     error: dict[str, Any] = json.loads(exc.content)["error"]
     return error
-
-
-def _process_gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2 :].startswith("Z")
 
 
 def test_job_succeeds_with_the_environment_the_real_service_sets(
@@ -117,7 +110,7 @@ def test_cancel_stops_the_running_process(
     job = wait_for_state(ml, name, TERMINAL)
 
     assert job["state"] == "CANCELLED"
-    assert _process_gone(sleeper["pid"])
+    assert process_gone(sleeper["pid"])
     with pytest.raises(HttpError) as finished:
         ml.projects().jobs().cancel(name=name, body={}).execute()
     assert finished.value.resp.status == 400

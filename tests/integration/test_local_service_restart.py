@@ -2,39 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_state
+from tests.fixtures.local_service import (
+    TERMINAL,
+    LocalService,
+    Restarts,
+    StagedTrainer,
+    process_gone,
+    wait_for_job,
+    wait_for_state,
+)
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform
 
 pytestmark = pytest.mark.integration
 PROJECT = "restart-project"
 
 
-def _gone(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2 :].startswith("Z")
-
-
-@pytest.fixture
-def services() -> Iterator[list[LocalService]]:
-    """Services a test starts on one data dir (one job at a time); all stopped by PID at the end."""
-    started: list[LocalService] = []
-    yield started
-    for service in started:
-        service.stop()
-
-
-def _start(services: list[LocalService], data_dir: Path, gcs_url: str) -> LocalService:
-    service = LocalService(data_dir, gcs_url, max_running_jobs=1).start()
-    services.append(service)
-    return service
+def _start(restarts: Restarts, data_dir: Path, gcs_url: str) -> LocalService:
+    """A service on ``data_dir`` running one job at a time."""
+    return restarts.start(data_dir, gcs_url, max_running_jobs=1)
 
 
 def _create(ml: Any, job_id: str, training_input: dict[str, Any]) -> dict[str, Any]:
@@ -44,10 +34,10 @@ def _create(ml: Any, job_id: str, training_input: dict[str, Any]) -> dict[str, A
 
 
 def test_crash_fails_running_jobs_and_requeues_queued_ones(
-    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+    restarts: Restarts, staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    first = _start(services, data_dir, fake_gcs.url)
+    first = _start(restarts, data_dir, fake_gcs.url)
     ml = first.ml()
     done_ti = staged_trainer.training_input("succeed")
     _create(ml, "finished_before", done_ti)
@@ -61,13 +51,13 @@ def test_crash_fails_running_jobs_and_requeues_queued_ones(
     assert queued["jobPosition"] == "1"
 
     first.crash()
-    second = _start(services, data_dir, fake_gcs.url)
+    second = _start(restarts, data_dir, fake_gcs.url)
     ml = second.ml()
 
     crashed = ml.projects().jobs().get(name=f"projects/{PROJECT}/jobs/running_at_crash").execute()
     assert crashed["state"] == "FAILED"
     assert "stopped while this job was RUNNING" in crashed["errorMessage"]
-    assert _gone(sleeper["pid"])
+    assert process_gone(sleeper["pid"])
     before = ml.projects().jobs().get(name=f"projects/{PROJECT}/jobs/finished_before").execute()
     assert before["state"] == "SUCCEEDED"
     resumed = wait_for_state(ml, f"projects/{PROJECT}/jobs/queued_at_crash", TERMINAL)
@@ -76,44 +66,38 @@ def test_crash_fails_running_jobs_and_requeues_queued_ones(
 
 
 def test_clean_stop_records_why_the_running_job_ended(
-    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+    restarts: Restarts, staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
 ) -> None:
     data_dir = tmp_path / "data"
-    first = _start(services, data_dir, fake_gcs.url)
+    first = _start(restarts, data_dir, fake_gcs.url)
     ti = staged_trainer.training_input("sleep")
     _create(first.ml(), "running_at_stop", ti)
     wait_for_state(first.ml(), f"projects/{PROJECT}/jobs/running_at_stop", {"RUNNING"})
     sleeper = staged_trainer.wait_for_json(ti["jobDir"] + "/sleeper.json")
 
     first.stop()
-    second = _start(services, data_dir, fake_gcs.url)
+    second = _start(restarts, data_dir, fake_gcs.url)
 
     job = second.ml().projects().jobs().get(name=f"projects/{PROJECT}/jobs/running_at_stop").execute()
     assert job["state"] == "FAILED"
     assert "service was stopped while this job was running" in job["errorMessage"]
-    assert _gone(sleeper["pid"])
+    assert process_gone(sleeper["pid"])
 
 
 def test_vertex_jobs_outlive_a_crash_too(
-    services: list[LocalService], staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
+    restarts: Restarts, staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
 ) -> None:
-    from tests.integration.test_local_service_vertex import (
-        LOCATION,
-        VERTEX_TERMINAL,
-        aiplatform_client,
-        wait_for,
-        worker_pool,
-    )
+    from tests.integration.test_local_service_vertex import worker_pool
 
     data_dir = tmp_path / "data"
-    first = _start(services, data_dir, fake_gcs.url)
-    jobs = aiplatform_client(first.url).projects().locations().customJobs()
+    first = _start(restarts, data_dir, fake_gcs.url)
+    jobs = aiplatform(first.url).projects().locations().customJobs()
     parent = f"projects/{PROJECT}/locations/{LOCATION}"
     running = jobs.create(
         parent=parent,
         body={"displayName": "r", "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "sleep", [])]}},
     ).execute()
-    wait_for(jobs, running["name"], {"JOB_STATE_RUNNING"})
+    wait_for_job(jobs, running["name"], {"JOB_STATE_RUNNING"})
     queued = jobs.create(
         parent=parent,
         body={
@@ -124,13 +108,13 @@ def test_vertex_jobs_outlive_a_crash_too(
     assert queued["state"] == "JOB_STATE_QUEUED"
 
     first.crash()
-    second = _start(services, data_dir, fake_gcs.url)
-    jobs = aiplatform_client(second.url).projects().locations().customJobs()
+    second = _start(restarts, data_dir, fake_gcs.url)
+    jobs = aiplatform(second.url).projects().locations().customJobs()
 
     crashed = jobs.get(name=running["name"]).execute()
     assert crashed["state"] == "JOB_STATE_FAILED"
     assert crashed["error"]["code"] == 3
     assert "stopped while this job was RUNNING" in crashed["error"]["message"]
-    resumed = wait_for(jobs, queued["name"], VERTEX_TERMINAL)
+    resumed = wait_for_job(jobs, queued["name"], VERTEX_TERMINAL)
     assert resumed["state"] == "JOB_STATE_SUCCEEDED"
     assert resumed["createTime"] == queued["createTime"]

@@ -8,7 +8,6 @@ each test uses its own project, so lists and logs see only its jobs.
 from __future__ import annotations
 
 import json
-import time
 import uuid
 from typing import Any
 
@@ -16,25 +15,12 @@ import pytest
 from googleapiclient.errors import HttpError
 
 from airflow_aip.local.store import project_number
-from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, wait_for_job
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, grid_tuning_job
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-LOCATION = "us-central1"
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
-VERTEX_TERMINAL = {"JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"}
-
-
-def aiplatform_client(url: str) -> Any:
-    from google.auth.credentials import AnonymousCredentials
-    from googleapiclient.discovery import build_from_document
-
-    from airflow_aip.jobs import discovery_document_path
-
-    return build_from_document(
-        discovery_document_path("aiplatform.v1.json").read_text(),
-        client_options={"api_endpoint": url},
-        credentials=AnonymousCredentials(),
-    )
 
 
 def worker_pool(trainer: StagedTrainer, module: str, args: list[str], **extra: Any) -> dict[str, Any]:
@@ -58,23 +44,12 @@ def project() -> str:
 
 @pytest.fixture
 def jobs(local_service: LocalService) -> Any:
-    return aiplatform_client(local_service.url).projects().locations().customJobs()
+    return aiplatform(local_service.url).projects().locations().customJobs()
 
 
 @pytest.fixture
 def tuning(local_service: LocalService) -> Any:
-    return aiplatform_client(local_service.url).projects().locations().hyperparameterTuningJobs()
-
-
-def wait_for(resource: Any, name: str, states: set[str], timeout: float = 120.0) -> dict[str, Any]:
-    deadline = time.monotonic() + timeout
-    while True:
-        job: dict[str, Any] = resource.get(name=name).execute()
-        if job["state"] in states:
-            return job
-        if time.monotonic() > deadline:
-            pytest.fail(f"{name} still {job['state']} after {timeout}s, wanted {sorted(states)}")
-        time.sleep(0.2)
+    return aiplatform(local_service.url).projects().locations().hyperparameterTuningJobs()
 
 
 def _error(exc: HttpError) -> dict[str, Any]:
@@ -110,7 +85,7 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
     assert created["state"] in {"JOB_STATE_QUEUED", "JOB_STATE_PENDING"}
     assert created["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] == "1"
 
-    job = wait_for(jobs, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
     assert job["createTime"] <= job["startTime"] <= job["endTime"] <= job["updateTime"]
     # the project ID addresses the same job as the number
@@ -139,7 +114,7 @@ def test_failed_job_names_replica_status_and_stderr(
 ) -> None:
     body = {"displayName": "bad", "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "fail", [])]}}
     created = jobs.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
-    job = wait_for(jobs, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_FAILED"
     assert job["error"]["code"] == 3
     assert job["error"]["message"].startswith("The replica workerpool0-0 exited with a non-zero status of 3.")
@@ -158,7 +133,7 @@ def test_cancel_then_delete_and_the_preconditions(
     assert running.value.resp.status == 400
     assert _error(running.value)["status"] == "FAILED_PRECONDITION"
     assert jobs.cancel(name=name, body={}).execute() == {}
-    job = wait_for(jobs, name, VERTEX_TERMINAL)
+    job = wait_for_job(jobs, name, VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_CANCELLED"
     assert job["error"]["code"] == 1
     with pytest.raises(HttpError) as finished:
@@ -178,7 +153,7 @@ def test_timeout_fails_the_job(jobs: Any, staged_trainer: StagedTrainer, project
     created = jobs.create(
         parent=f"projects/{project}/locations/{LOCATION}", body={"displayName": "slow", "jobSpec": spec}
     ).execute()
-    job = wait_for(jobs, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_FAILED"
     assert "scheduling.timeout (1s)" in job["error"]["message"]
 
@@ -211,7 +186,7 @@ def test_tuning_job_runs_trials_with_their_own_output(
     }
     created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
     assert created["studySpec"]["metrics"][0]["goal"] == "MAXIMIZE"
-    job = wait_for(tuning, created["name"], VERTEX_TERMINAL, timeout=180)
+    job = wait_for_job(tuning, created["name"], VERTEX_TERMINAL, timeout=180)
     assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
     trials = job["trials"]
     assert [t["id"] for t in trials] == ["1", "2", "3"]
@@ -270,7 +245,7 @@ def test_worker_pools_become_replicas_with_vertex_cluster_names(
     evaluator = worker_pool(staged_trainer, "sleep", [])
     body = {"displayName": "pools", "jobSpec": {"workerPoolSpecs": [primary, workers, {}, evaluator]}}
     created = jobs.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
-    job = wait_for(jobs, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
     worker = staged_trainer.read_json(base + "/report-worker-1.json")
     cluster_spec = json.loads(worker["CLUSTER_SPEC"])
@@ -284,18 +259,7 @@ def test_worker_pools_become_replicas_with_vertex_cluster_names(
 
 
 def _hpt_body(trainer: StagedTrainer, args: list[str], **extra: Any) -> dict[str, Any]:
-    return {
-        "displayName": "hpt",
-        "maxTrialCount": 2,
-        "parallelTrialCount": 1,
-        "studySpec": {
-            "metrics": [{"metricId": "training/hptuning/metric", "goal": "MAXIMIZE"}],
-            "parameters": [{"parameterId": "x", "integerValueSpec": {"minValue": "1", "maxValue": "2"}}],
-            "algorithm": "GRID_SEARCH",
-        },
-        "trialJobSpec": {"workerPoolSpecs": [worker_pool(trainer, "tune", args)]},
-        **extra,
-    }
+    return grid_tuning_job(worker_pool(trainer, "tune", args), 2, **extra)
 
 
 def test_failed_trials_are_infeasible_and_max_failed_fails_the_job(
@@ -303,7 +267,7 @@ def test_failed_trials_are_infeasible_and_max_failed_fails_the_job(
 ) -> None:
     body = _hpt_body(staged_trainer, ["--fail-when-x=1"], maxFailedTrialCount=1)
     created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
-    job = wait_for(tuning, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(tuning, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_FAILED"
     assert "reaching maxFailedTrials (1)" in job["error"]["message"]
     failed = [t for t in job["trials"] if t["parameters"] == [{"parameterId": "x", "value": 1}]]
@@ -316,10 +280,14 @@ def test_cancelling_a_tuning_job_stops_its_trials(
 ) -> None:
     body = _hpt_body(staged_trainer, ["--hold=60", "--steps=1"])
     created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
-    deadline = time.monotonic() + 60
-    while not (job := tuning.get(name=created["name"]).execute()).get("trials"):
-        assert time.monotonic() < deadline, job["state"]
-        time.sleep(0.2)
+    seen: list[str] = []
+
+    def with_trials() -> dict[str, Any] | None:
+        job: dict[str, Any] = tuning.get(name=created["name"]).execute()
+        seen.append(job["state"])
+        return job if job.get("trials") else None
+
+    job = wait_until(with_trials, 60, "trial of the tuning job", state=lambda: f"job {seen[-1]}")
     assert job["trials"][0]["state"] == "ACTIVE"
     job_id = created["name"].rsplit("/", 1)[1]
 
@@ -327,11 +295,13 @@ def test_cancelling_a_tuning_job_stops_its_trials(
         return log_entries(local_service.url, project, job_id, 'labels."ml.googleapis.com/trial_id"="1"')
 
     # The trial's replica has started printing (its runtime takes a moment to start).
-    while not any(e["resource"]["labels"]["task_name"] == "workerpool0-0" for e in trial_lines()):
-        assert time.monotonic() < deadline, "the trial's replica never printed"
-        time.sleep(0.2)
+    wait_until(
+        lambda: any(e["resource"]["labels"]["task_name"] == "workerpool0-0" for e in trial_lines()),
+        60,
+        "line of the trial's replica",
+    )
     tuning.cancel(name=created["name"], body={}).execute()
-    job = wait_for(tuning, created["name"], VERTEX_TERMINAL)
+    job = wait_for_job(tuning, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_CANCELLED"
     assert job["error"]["code"] == 1
     assert [t["state"] for t in job["trials"]] == ["INFEASIBLE"]

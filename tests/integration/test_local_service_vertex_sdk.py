@@ -10,7 +10,6 @@ tests shorten that module setting so they do not sleep, nothing else of the SDK 
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -18,7 +17,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import vertex_sdk
+from tests.fixtures.vertex import VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
 from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
@@ -87,10 +86,7 @@ def test_sdk_cancels_and_lists_by_label(sdk: Any, staged_trainer: StagedTrainer)
     listed = sdk.CustomJob.list(filter=f'labels.run="{label}"')
     assert [j.resource_name for j in listed] == [job.resource_name]
     job.cancel()
-    deadline = time.monotonic() + 60
-    while job.state.name not in {"JOB_STATE_CANCELLED", "JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"}:
-        assert time.monotonic() < deadline, f"still {job.state.name}"
-        time.sleep(0.2)
+    wait_for_sdk_state(job, VERTEX_TERMINAL, timeout=60)
     assert job.state.name == "JOB_STATE_CANCELLED"
     assert job.error.code == 1
 

@@ -7,44 +7,34 @@ The service runs with ``--fault-admin`` (no fault is injected) for its request c
 from __future__ import annotations
 
 import asyncio
-import json
-import os
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from typing import Any
-from unittest import mock
 
 import pytest
 
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.jobs.logs import Line, LogStream, format_entry
-from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.triggers.log_polling import LogFollow, log_poller
-from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state
+from tests.fixtures.local_service import (
+    TERMINAL,
+    LocalService,
+    StagedTrainer,
+    log_entries,
+    own_service,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.integration
 PROJECT = "log-poller-project"
 CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
 
 
-@pytest.fixture(scope="module")
-def counted_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    """``aip-local serve --fault-admin``: its requests counted, no fault injected; stopped by PID."""
-    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
-        service = LocalService(tmp_path_factory.mktemp("aip-log-poller") / "data", fake_gcs.url).start()
-    try:
-        yield service
-    finally:
-        service.stop()
+# ``--fault-admin`` for its request counts: no fault is injected.
+counted_service = own_service("counted_service", ["--fault-admin"])
 
 
 def entries_list_calls(service: LocalService) -> int:
-    with urllib.request.urlopen(service.url + "_stats", timeout=30) as answer:
-        stats: dict[str, Any] = json.loads(answer.read())
-    return int(stats["requests"].get("entries.list", 0))
+    return int(service.admin("_stats")["requests"].get("entries.list", 0))
 
 
 async def test_two_jobs_logs_come_once_and_in_order_through_one_read_a_round(

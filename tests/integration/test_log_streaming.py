@@ -84,6 +84,16 @@ def operator(
     )
 
 
+def sensor_on_new_job(
+    service: LocalService, job_id: str, training_input: dict[str, Any], **kwargs: Any
+) -> TrainingJobSensor:
+    """A sensor (poking every second) on ml v1 job ``job_id``, created here with ``training_input``."""
+    body = {"jobId": job_id, "trainingInput": training_input}
+    service.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
+    arguments = {"poke_interval": 1, "gcp_conn_id": "aip_missing_conn", "backend": "ai_platform", **kwargs}
+    return TrainingJobSensor(task_id="wait", job_id=job_id, project_id=PROJECT, **arguments)
+
+
 TWO_TRIALS = {
     "goal": "MAXIMIZE",
     "algorithm": "GRID_SEARCH",
@@ -160,16 +170,8 @@ def test_sensor_pokes_then_the_trigger_continues_from_its_cursor(
 ) -> None:
     """Lines the first poke showed are not shown again by the trigger; none are missing."""
     job_id = f"resume_{uuid.uuid4().hex[:10]}"
-    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("chatty", CHATTY_ARGS)}
-    local_env.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
-    sensor = TrainingJobSensor(
-        task_id="wait",
-        job_id=job_id,
-        project_id=PROJECT,
-        poke_interval=1,
-        deferrable=True,
-        gcp_conn_id="aip_missing_conn",
-        backend="ai_platform",
+    sensor = sensor_on_new_job(
+        local_env, job_id, staged_trainer.training_input("chatty", CHATTY_ARGS), deferrable=True
     )
     with capture_logs() as poked, pytest.raises(TaskDeferred) as deferred:
         sensor.execute(context())
@@ -194,21 +196,8 @@ def test_tuning_job_lines_carry_their_trial_ids(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     job_id = f"tune_logs_{uuid.uuid4().hex[:8]}"
-    body = {
-        "jobId": job_id,
-        "trainingInput": staged_trainer.training_input("tune", hyperparameters=TWO_TRIALS),
-    }
-    local_env.ml().projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
-    sensor = TrainingJobSensor(
-        task_id="wait",
-        job_id=job_id,
-        project_id=PROJECT,
-        poke_interval=1,
-        timeout=300,
-        mode="poke",
-        gcp_conn_id="aip_missing_conn",
-        backend="ai_platform",
-    )
+    training_input = staged_trainer.training_input("tune", hyperparameters=TWO_TRIALS)
+    sensor = sensor_on_new_job(local_env, job_id, training_input, timeout=300, mode="poke")
     with capture_logs() as captured:
         summary = sensor.execute(context())
     assert summary["state"] == "SUCCEEDED"
@@ -238,22 +227,12 @@ def test_reschedule_mode_shows_the_log_once_when_the_job_ended(
     local_env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     job_id = f"resched_{uuid.uuid4().hex[:8]}"
-    ml = local_env.ml()
-    body = {"jobId": job_id, "trainingInput": staged_trainer.training_input("chatty", CHATTY_ARGS)}
-    ml.projects().jobs().create(parent=f"projects/{PROJECT}", body=body).execute()
-    sensor = TrainingJobSensor(
-        task_id="wait",
-        job_id=job_id,
-        project_id=PROJECT,
-        mode="reschedule",
-        poke_interval=1,
-        gcp_conn_id="x",
-        backend="ai_platform",
-    )
+    training_input = staged_trainer.training_input("chatty", CHATTY_ARGS)
+    sensor = sensor_on_new_job(local_env, job_id, training_input, mode="reschedule", gcp_conn_id="x")
     with capture_logs() as running:
         assert not sensor.poke(context())  # still queued or running: nothing shown yet
     assert job_lines(running) == []
-    wait_for_state(ml, f"projects/{PROJECT}/jobs/{job_id}", TERMINAL)
+    wait_for_state(local_env.ml(), f"projects/{PROJECT}/jobs/{job_id}", TERMINAL)
     with capture_logs() as ended:
         assert sensor.poke(context())
     assert messages(job_lines(ended), "chatty line") == expected_chatty()

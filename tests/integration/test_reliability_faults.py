@@ -14,24 +14,20 @@ the ID up (label and displayName) before a create and after an answer is lost.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
-import time
-import urllib.request
 import uuid
-from collections.abc import Iterator
 from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
-from unittest import mock
 
 import pytest
 
-from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
+from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
+from tests.fixtures.vertex import LOCATION, aiplatform
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 CREATE = {"vertex": "customJobs.create", "ai_platform": "jobs.create"}
@@ -49,24 +45,7 @@ def backend(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> 
     return str(request.param)
 
 
-@pytest.fixture(scope="module")
-def faulty_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    """``aip-local serve --fault-admin``: no fault until a test asks for one."""
-    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
-        service = LocalService(tmp_path_factory.mktemp("aip-faults") / "data", fake_gcs.url).start()
-    try:
-        yield service
-    finally:
-        service.stop()
-
-
-def admin(service: LocalService, path: str, body: Any = None, method: str = "GET") -> Any:
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(service.url + path, data=data, method=method)
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read())
+faulty_service = own_service("faulty_service", ["--fault-admin"])  # no fault until a test asks
 
 
 def jobs_named(service: LocalService, prefix: str, backend: str = "ai_platform") -> list[dict[str, Any]]:
@@ -74,9 +53,8 @@ def jobs_named(service: LocalService, prefix: str, backend: str = "ai_platform")
     ``{"jobId", "state", "labels"}`` in neutral states, read with Google's discovery clients."""
     if backend == "vertex":
         from airflow_aip.jobs.vertex.view import job_state
-        from tests.integration.test_local_service_vertex import aiplatform_client
 
-        jobs = aiplatform_client(service.url).projects().locations().customJobs()
+        jobs = aiplatform(service.url).projects().locations().customJobs()
         parent = f"projects/{PROJECT}/locations/us-central1"
         found = jobs.list(parent=parent, filter=f'display_name:"{prefix}*"').execute().get("customJobs", [])
         return [
@@ -153,12 +131,12 @@ def test_a_faulty_create_makes_exactly_one_job(
     backend: str,
 ) -> None:
     dag_id = f"faults_{uuid.uuid4().hex[:8]}"
-    created = admin(faulty_service, "_stats")["created"]
-    admin(faulty_service, "_faults", {"method": CREATE[backend], "when": when, "kind": kind}, "POST")
+    created = faulty_service.admin("_stats")["created"]
+    faulty_service.admin("_faults", {"method": CREATE[backend], "when": when, "kind": kind}, "POST")
 
     summary = submit(faulty_service, staged_trainer, dag_id, if_exists=if_exists, backend=backend)
 
-    stats = admin(faulty_service, "_stats")
+    stats = faulty_service.admin("_stats")
     assert stats["rules"] == []  # the fault was injected
     assert summary["job_id"] == base_id(dag_id)  # no _r2: our own job, recognised
     assert [job["jobId"] for job in jobs_named(faulty_service, dag_id, backend)] == [summary["job_id"]]
@@ -171,12 +149,12 @@ def test_every_attempt_of_a_create_failing_is_an_error_and_no_job(
     from airflow_aip.exceptions import ApiError
 
     dag_id = f"faults_{uuid.uuid4().hex[:8]}"
-    admin(faulty_service, "_faults", {"method": CREATE[backend], "kind": 503, "count": 6}, "POST")
+    faulty_service.admin("_faults", {"method": CREATE[backend], "kind": 503, "count": 6}, "POST")
     with pytest.raises(ApiError) as err:
         submit(faulty_service, staged_trainer, dag_id, backend=backend)
     assert err.value.status == 503
     assert jobs_named(faulty_service, dag_id, backend) == []
-    admin(faulty_service, "_faults", method="DELETE")  # Vertex AI sent 3 of the 6: no rule left over
+    faulty_service.admin("_faults", method="DELETE")  # Vertex AI sent 3 of the 6: no rule left over
 
 
 CRASHING_TASK = """
@@ -225,21 +203,20 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
 ) -> None:
     dag_id = f"crash_{uuid.uuid4().hex[:8]}"
     xcom = tmp_path / "xcom.jsonl"
-    created = admin(faulty_service, "_stats")["created"]
+    created = faulty_service.admin("_stats")["created"]
     # The service applies the create, then holds the answer: the task is killed while it waits.
-    admin(
-        faulty_service,
-        "_faults",
-        {"method": CREATE[backend], "when": "after", "kind": "delay", "seconds": 120},
-        "POST",
-    )
+    hold = {"method": CREATE[backend], "when": "after", "kind": "delay", "seconds": 120}
+    faulty_service.admin("_faults", hold, "POST")
     task = run_task(faulty_service, staged_trainer, dag_id, xcom, backend)
+
+    def created_while_the_task_waits() -> bool:
+        if jobs_named(faulty_service, dag_id, backend):
+            return True
+        assert task.poll() is None, task.communicate()[0].decode()[-2000:]
+        return False
+
     try:
-        deadline = time.monotonic() + 120
-        while not jobs_named(faulty_service, dag_id, backend):
-            assert task.poll() is None, task.communicate()[0].decode()[-2000:]
-            assert time.monotonic() < deadline, "the create never reached the service"
-            time.sleep(0.1)
+        wait_until(created_while_the_task_waits, 120, "create reaching the service", every=0.1)
         task.send_signal(signal.SIGKILL)
     finally:
         task.kill()
@@ -255,7 +232,7 @@ def test_task_killed_between_create_and_xcom_push_then_retried_adopts_its_job(
     assert [job["jobId"] for job in jobs] == [base_id(dag_id)]
     pushed = [json.loads(line) for line in xcom.read_text().splitlines()]
     assert {"training_job_id": jobs[0]["jobId"]} in pushed
-    assert admin(faulty_service, "_stats")["created"] - created == 1
+    assert faulty_service.admin("_stats")["created"] - created == 1
 
 
 def test_a_failed_job_then_a_retry_gives_r2(
@@ -295,7 +272,7 @@ def test_two_runs_in_the_same_second_each_get_their_own_job(
 ) -> None:
     dag_id = f"twice_{uuid.uuid4().hex[:8]}"
     runs = ["manual__2026-03-09T07:05:01.120000+00:00", "manual__2026-03-09T07:05:01.870000+00:00"]
-    created = admin(faulty_service, "_stats")["created"]
+    created = faulty_service.admin("_stats")["created"]
     first, second = (
         submit(faulty_service, staged_trainer, dag_id, run_id=run, backend=backend) for run in runs
     )
@@ -312,7 +289,7 @@ def test_two_runs_in_the_same_second_each_get_their_own_job(
         first["job_id"]: "manual__2026-03-09t07-05-01-120000-00-00",
         second["job_id"]: "manual__2026-03-09t07-05-01-870000-00-00",
     }
-    assert admin(faulty_service, "_stats")["created"] - created == 2
+    assert faulty_service.admin("_stats")["created"] - created == 2
 
 
 def test_another_runs_job_under_our_id_is_never_adopted(
@@ -338,9 +315,9 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
     """--fault-admin aims at aiplatform v1 methods too; the discovery client's retries ride them out."""
     from googleapiclient.errors import HttpError
 
-    from tests.integration.test_local_service_vertex import LOCATION, aiplatform_client, worker_pool
+    from tests.integration.test_local_service_vertex import worker_pool
 
-    jobs = aiplatform_client(faulty_service.url).projects().locations().customJobs()
+    jobs = aiplatform(faulty_service.url).projects().locations().customJobs()
     parent = f"projects/{PROJECT}/locations/{LOCATION}"
     label = uuid.uuid4().hex[:8]
     body = {
@@ -348,8 +325,8 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
         "labels": {"run": label},
         "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "fail", [])]},
     }
-    before = admin(faulty_service, "_stats")["faults"].get("customJobs.create", {}).get("after:503", 0)
-    admin(faulty_service, "_faults", {"method": "customJobs.create", "when": "after", "kind": 503}, "POST")
+    before = faulty_service.admin("_stats")["faults"].get("customJobs.create", {}).get("after:503", 0)
+    faulty_service.admin("_faults", {"method": "customJobs.create", "when": "after", "kind": 503}, "POST")
     with pytest.raises(HttpError) as failed:
         jobs.create(parent=parent, body=body).execute()
     assert failed.value.resp.status == 503
@@ -360,10 +337,10 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
         {"method": "customJobs.get", "kind": 429, "count": 2},
         {"method": "customJobs.list", "kind": 500},
     ]
-    admin(faulty_service, "_faults", {"rules": rules}, "POST")
+    faulty_service.admin("_faults", {"rules": rules}, "POST")
     assert jobs.get(name=listed[0]["name"]).execute(num_retries=3)["name"] == listed[0]["name"]
     assert jobs.list(parent=parent).execute(num_retries=3)["customJobs"]
-    stats = admin(faulty_service, "_stats")
+    stats = faulty_service.admin("_stats")
     assert stats["rules"] == []
     assert stats["faults"]["customJobs.get"] == {"before:429": 2}
     assert stats["faults"]["customJobs.create"]["after:503"] == before + 1

@@ -18,15 +18,19 @@ import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
-from unittest import mock
+from typing import Any, NamedTuple
 
 import httpx
 import pytest
 
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client, wait_for_state
-from tests.integration.test_reliability_faults import admin
+from tests.fixtures.local_service import (
+    LocalService,
+    StagedTrainer,
+    own_service,
+    storage_client,
+    wait_for_state,
+)
 
 pytestmark = pytest.mark.integration
 PROJECT = "gcs-faults-project"
@@ -35,28 +39,21 @@ WHEN = ["before", "after"]
 MODEL_FILES = {"model/weights.bin": 300_000, "model/config.json": 200, "metrics.json": 50}
 
 
-@pytest.fixture(scope="module")
-def faulty_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    """``aip-local serve --fault-admin``: Cloud Storage through its fault proxy, no fault until asked."""
-    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
-        service = LocalService(tmp_path_factory.mktemp("aip-gcs-faults") / "data", fake_gcs.url).start()
-    try:
-        assert service.storage_url != fake_gcs.url  # the proxy, not the emulator
-        assert service.storage_url.startswith("http://127.0.0.1:")  # on loopback, as serve is
-        yield service
-    finally:
-        service.stop()
+# Cloud Storage through its fault proxy (see ``proxied``), no fault until asked.
+faulty_service = own_service("faulty_service", ["--fault-admin"])
 
 
 @pytest.fixture
-def proxied(faulty_service: LocalService, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalService]:
+def proxied(
+    faulty_service: LocalService, fake_gcs: FakeGcsServer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[LocalService]:
     """Our hooks talk to the proxy; every test starts and ends with no rule pending."""
+    assert faulty_service.storage_url != fake_gcs.url  # the proxy, not the emulator
+    assert faulty_service.storage_url.startswith("http://127.0.0.1:")  # on loopback, as serve is
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", faulty_service.storage_url)
-    admin(faulty_service, "_faults", method="DELETE")
+    faulty_service.admin("_faults", method="DELETE")
     yield faulty_service
-    admin(faulty_service, "_faults", method="DELETE")
+    faulty_service.admin("_faults", method="DELETE")
 
 
 @pytest.fixture
@@ -67,14 +64,14 @@ def bucket(fake_gcs: FakeGcsServer) -> Any:
 
 def aim(service: LocalService, method: str, when: str, kind: int | str, skip: int = 0) -> dict[str, Any]:
     """One fault on the next (after ``skip``) call of ``method``; the stats to compare with afterwards."""
-    before: dict[str, Any] = admin(service, "_stats")
+    before: dict[str, Any] = service.admin("_stats")
     rule = {"method": method, "when": when, "kind": kind, "skip": skip}
-    admin(service, "_faults", rule, "POST")
+    service.admin("_faults", rule, "POST")
     return before
 
 
 def injected(service: LocalService, before: dict[str, Any], method: str) -> int:
-    stats = admin(service, "_stats")
+    stats = service.admin("_stats")
     assert stats["rules"] == [], "the aimed call was never made"
     now, then = stats["faults"].get(method, {}), before["faults"].get(method, {})
     return int(sum(now.values()) - sum(then.values()))
@@ -204,28 +201,39 @@ EXPORT_CALLS = [
 ]
 
 
+class Export(NamedTuple):
+    """The finished job's export to a fresh destination: the bucket, read on fake-gcs-server
+    itself, and the job's output objects by their names below its job dir."""
+
+    job_id: str
+    bucket: Any
+    source: dict[str, Any]
+    destination: str
+
+
+@pytest.fixture
+def to_export(
+    proxied: LocalService, finished_job: str, staged_trainer: StagedTrainer, fake_gcs: FakeGcsServer
+) -> Export:
+    bucket = storage_client(fake_gcs.url).bucket(staged_trainer.bucket)
+    source = source_objects(bucket, proxied, finished_job)
+    return Export(finished_job, bucket, source, f"gs://{bucket.name}/models/{uuid.uuid4().hex[:8]}")
+
+
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("when", WHEN)
 @pytest.mark.parametrize("method", EXPORT_CALLS)
 def test_export_through_a_fault(
-    proxied: LocalService,
-    finished_job: str,
-    staged_trainer: StagedTrainer,
-    fake_gcs: FakeGcsServer,
-    method: str,
-    when: str,
-    kind: int | str,
+    proxied: LocalService, to_export: Export, method: str, when: str, kind: int | str
 ) -> None:
-    bucket = storage_client(fake_gcs.url).bucket(staged_trainer.bucket)
-    source = source_objects(bucket, proxied, finished_job)
-    destination = f"gs://{bucket.name}/models/{uuid.uuid4().hex[:8]}"
+    job_id, bucket, source, destination = to_export
     # The last object's copy and the manifest are the calls whose loss leaves the most behind.
     skip = len(source) - 1 if method == "storage.objects.rewrite" else 0
     before = aim(proxied, method, when, kind, skip=skip)
-    result = export(proxied, finished_job, destination)
+    result = export(proxied, job_id, destination)
     assert injected(proxied, before, method) == 1
     assert result["exported"] is True
-    assert result["destination"] == f"{destination}/{finished_job}"
+    assert result["destination"] == f"{destination}/{job_id}"
     assert_exported_once(bucket, result, source)
 
 
@@ -233,23 +241,15 @@ def test_export_through_a_fault(
 @pytest.mark.parametrize("when", WHEN)
 @pytest.mark.parametrize("method", ["storage.objects.get", "storage.objects.download"])
 def test_export_rerun_through_a_fault_rewrites_nothing(
-    proxied: LocalService,
-    finished_job: str,
-    staged_trainer: StagedTrainer,
-    fake_gcs: FakeGcsServer,
-    method: str,
-    when: str,
-    kind: int | str,
+    proxied: LocalService, to_export: Export, method: str, when: str, kind: int | str
 ) -> None:
-    bucket = storage_client(fake_gcs.url).bucket(staged_trainer.bucket)
-    source = source_objects(bucket, proxied, finished_job)
-    destination = f"gs://{bucket.name}/models/{uuid.uuid4().hex[:8]}"
-    first = assert_exported_once(bucket, export(proxied, finished_job, destination), source)
-    manifest_name = f"models/{destination.rsplit('/', 1)[1]}/{finished_job}/manifest.json"
+    job_id, bucket, source, destination = to_export
+    first = assert_exported_once(bucket, export(proxied, job_id, destination), source)
+    manifest_name = f"models/{destination.rsplit('/', 1)[1]}/{job_id}/manifest.json"
     generation = bucket.get_blob(manifest_name).generation
 
     before = aim(proxied, method, when, kind)
-    again = export(proxied, finished_job, destination)
+    again = export(proxied, job_id, destination)
     assert injected(proxied, before, method) == 1
     assert again["copied_bytes"] == 0
     assert assert_exported_once(bucket, again, source) == first

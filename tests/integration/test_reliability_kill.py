@@ -23,14 +23,15 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from airflow_aip.jobs.vertex.view import job_state
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.vertex import vertex_jobs
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 PROJECT = "kill-project"
@@ -85,31 +86,25 @@ def collect_lines(process: subprocess.Popen[bytes], lines: list[str]) -> None:
 
 def job_of(service: LocalService, prefix: str) -> dict[str, Any] | None:
     """The one Vertex AI job whose displayName (our ID) starts with ``prefix``: ID, state, log ID."""
-    jobs = aiplatform_client(service.url).projects().locations().customJobs()
-    listed = jobs.list(parent=f"projects/{PROJECT}/locations/us-central1").execute()
-    found = [job for job in listed.get("customJobs", []) if job["displayName"].startswith(prefix)]
+    found = vertex_jobs(service.url, PROJECT, prefix)
     assert len(found) <= 1
-    if not found:
-        return None
-    job = found[0]
-    return {
-        "jobId": job["displayName"],
-        "state": job_state(job["state"]).value,
-        "log_id": job["name"].split("/")[-1],
-    }
+    return found[0] if found else None
 
 
-def wait_for(condition: Any, what: str, process: subprocess.Popen[bytes], timeout: float = 300) -> Any:
-    """A bound to fail on rather than hang, never a timing assertion: beside the whole suite, the
-    task's start and its job's environment took over 180 s."""
-    deadline = time.monotonic() + timeout
-    while not (found := condition()):
-        if process.poll() is not None:
+def wait_while_running(
+    condition: Callable[[], Any], what: str, process: subprocess.Popen[bytes], timeout: float = 300
+) -> Any:
+    """``condition()``'s first truthy answer; the task process ending before it fails the test at
+    once. The bound is one to fail on rather than hang, never a timing assertion: beside the whole
+    suite, the task's start and its job's environment took over 180 s."""
+
+    def found_while_the_task_runs() -> Any:
+        found = condition()
+        if not found and process.poll() is not None:
             pytest.fail(f"the task process ended before {what} (exit {process.returncode})")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s")
-        time.sleep(0.2)
-    return found
+        return found
+
+    return wait_until(found_while_the_task_runs, timeout, what)
 
 
 @pytest.mark.parametrize("waiter", ["submit", "sensor_poke"])
@@ -134,7 +129,7 @@ def test_sigterm_to_a_task_waiting_in_the_worker_cancels_its_job(
     reader = threading.Thread(target=collect_lines, args=(task, lines), daemon=True)
     reader.start()
     try:
-        running = wait_for(  # the waiter itself saw the job RUNNING: it is the task being run now
+        running = wait_while_running(  # the waiter itself saw the job RUNNING: it is the task being run now
             lambda: (
                 (job := job_of(local_service, name))
                 and job["state"] == "RUNNING"
@@ -146,7 +141,7 @@ def test_sigterm_to_a_task_waiting_in_the_worker_cancels_its_job(
         )
         killed_at = time.monotonic()
         task.send_signal(signal.SIGTERM)
-        ended = wait_for(
+        ended = wait_while_running(
             lambda: (
                 (job := job_of(local_service, name))
                 and job["state"] in ("CANCELLED", "FAILED", "SUCCEEDED")

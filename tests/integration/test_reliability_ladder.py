@@ -14,23 +14,20 @@ and ``AIP_RELIABILITY_REPORT`` a JSON file the measured figures are written to.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from airflow_aip.jobs.vertex.view import job_state
-from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
-from tests.fixtures.local_service import LocalService, StagedTrainer, serving
-from tests.integration.test_local_service_vertex import aiplatform_client
-from tests.integration.test_reliability_pipeline import stats, through_faults
+from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
+from tests.fixtures.operators import each_run, repeated, task_instance, write_report
+from tests.fixtures.vertex import aiplatform
+from tests.integration.test_reliability_pipeline import through_faults
 
 pytestmark = pytest.mark.integration
 FAULT_RATE = 0.2
@@ -54,24 +51,13 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 """
 
 
-@pytest.fixture(scope="module")
-def faulty_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    flags = [
-        "--fault-rate",
-        str(FAULT_RATE),
-        "--fault-seed",
-        str(SEED),
-        f"--stockout={REGION}:NVIDIA_TESLA_A100",
-    ]
-    with serving(fake_gcs, tmp_path_factory, "aip-ladder-faults", flags, jobs=2) as started:
-        yield started
+FLAGS = ["--fault-rate", str(FAULT_RATE), "--fault-seed", str(SEED), f"--stockout={REGION}:NVIDIA_TESLA_A100"]
+faulty_service = own_service("faulty_service", FLAGS)
 
 
 def jobs_of(service: LocalService, project: str) -> list[dict[str, Any]]:
     """The project's CustomJobs, oldest first, read through the faults (the test's reads meet them too)."""
-    jobs = aiplatform_client(service.url).projects().locations().customJobs()
+    jobs = aiplatform(service.url).projects().locations().customJobs()
     listed = through_faults(lambda: jobs.list(parent=f"projects/{project}/locations/{REGION}", pageSize=100))
     found = sorted(listed.get("customJobs", []), key=lambda job: str(job["createTime"]))
     return [
@@ -88,13 +74,12 @@ def jobs_of(service: LocalService, project: str) -> list[dict[str, Any]]:
 def one_run(dag: Any, service: LocalService) -> dict[str, Any]:
     """Run the ladder once in a project of its own; what it created and what failed under it."""
     project = f"rel-ladder-{uuid.uuid4().hex[:8]}"
-    before = stats(service)
+    before = service.admin("_stats")
     started = time.monotonic()
     run = dag.test(run_conf={"project_id": project})
     seconds = round(time.monotonic() - started, 1)
-    after = stats(service)
-    ti = next(t for t in run.get_task_instances() if t.task_id == "submit")
-    summary = ti.xcom_pull(task_ids="submit") or {}
+    after = service.admin("_stats")
+    summary = task_instance(run, "submit").xcom_pull(task_ids="submit") or {}
     was, now = (s["faults"].get("customJobs.create", {}) for s in (before, after))
     return {
         "state": str(run.state),
@@ -130,18 +115,12 @@ def test_a_ladder_at_a_20_percent_fault_rate_makes_one_job_per_rung(
     )
     dag = load_test_dag(name, source)
 
-    runs = []
-    for _ in range(RUNS):
-        try:
-            runs.append(one_run(dag, faulty_service))
-        except Exception as exc:  # counted as lost in the report, then failed below
-            runs.append({"state": "error", "error": repr(exc), "jobs": [], "creates_applied": 0, "faults": 0})
-
-    report = {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": stats(faulty_service)}
-    if os.environ.get("AIP_RELIABILITY_REPORT"):
-        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report, indent=1))
-    for number, result in enumerate(runs, 1):
-        where = f"run {number} of {RUNS} (seed {SEED}): {result}"
+    lost = {"state": "error", "jobs": [], "creates_applied": 0, "faults": 0}
+    runs = repeated(RUNS, lambda _: one_run(dag, faulty_service), lambda _: lost)
+    write_report(
+        {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": faulty_service.admin("_stats")}
+    )
+    for where, result in each_run(runs, f" (seed {SEED})"):
         assert result["state"] == "success", where
         jobs = result["jobs"]
         assert [(j["rung"], j["state"], j["code"]) for j in jobs] == [

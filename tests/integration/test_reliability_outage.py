@@ -22,22 +22,21 @@ figures for RELIABILITY.md, never assertions.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 
-from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client
+from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
+from tests.fixtures.operators import write_report
+from tests.fixtures.waiting import wait_until
 from tests.integration.test_reliability_kill import collect_lines, start_dag_process
 
 pytestmark = pytest.mark.integration
@@ -74,27 +73,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 OUTAGE_ENDED = re.compile(r"the API outage lasted (\d+)s \((\d+) failed reads\)")
 
 
-@pytest.fixture(scope="module")
-def outage_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    """``aip-local serve --fault-admin`` running the five jobs at once."""
-    with mock.patch.dict(os.environ, {"AIP_LOCAL_FAULT_ADMIN": "1"}):
-        data = tmp_path_factory.mktemp("aip-outage") / "data"
-        service = LocalService(data, fake_gcs.url, max_running_jobs=len(MODES)).start()
-    try:
-        yield service
-    finally:
-        service.stop()
-
-
-def admin(service: LocalService, path: str, body: Any = None) -> Any:
-    import urllib.request
-
-    data = json.dumps(body).encode() if body is not None else None
-    request = urllib.request.Request(service.url + path, data=data, method="POST" if data else "GET")
-    with urllib.request.urlopen(request, timeout=30) as answer:
-        return json.loads(answer.read())
+outage_service = own_service("outage_service", ["--fault-admin"], jobs=len(MODES))  # the five jobs at once
 
 
 def jobs_of(service: LocalService, prefix: str) -> list[dict[str, Any]]:
@@ -145,15 +124,19 @@ class Waiter:
         return f"{jobs[0]['jobId']} is RUNNING" in output
 
 
-def wait_until(condition: Any, what: str, waiters: list[Waiter], timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
+def wait_for_waiters(condition: Callable[[], bool], what: str, waiters: list[Waiter], timeout: float) -> None:
+    """Until ``condition()``; a waiter's process that ended unnoticed (``ended_at`` unset) before
+    it fails the test at once, with what that process printed."""
+
+    def held() -> bool:
+        if condition():
+            return True
         for waiter in waiters:
             if waiter.process.poll() is not None and waiter.ended_at is None:
                 pytest.fail(f"{waiter.mode} ended before {what}:\n{waiter.output[-4000:]}")
-        if time.monotonic() > deadline:
-            pytest.fail(f"no {what} within {timeout}s")
-        time.sleep(0.5)
+        return False
+
+    wait_until(held, timeout, what, every=0.5)
 
 
 @pytest.mark.timeout(1200)  # five Airflow starts beside the suite, the outage, the jobs' ends: bounds
@@ -170,14 +153,15 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
     gate = tmp_path / "gate"
     waiters = [Waiter(mode, tmp_path, staged_trainer, env, gate) for mode in MODES]
     try:
-        wait_until(
+        wait_for_waiters(
             lambda: all(w.waiting(outage_service) for w in waiters),
             "waiter seeing its job RUNNING",
             waiters,
             READY_BOUND,
         )
         for method in ("jobs.get", "jobs.list"):
-            admin(outage_service, "_faults", {"method": method, "kind": 503, "for_seconds": OUTAGE_SECONDS})
+            rule = {"method": method, "kind": 503, "for_seconds": OUTAGE_SECONDS}
+            outage_service.admin("_faults", rule, "POST")
         outage_started = time.monotonic()
         gate.touch()  # the jobs go on, and end while the API is out
         ready_seconds = round(outage_started - started, 1)
@@ -188,7 +172,7 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
                     waiter.ended_at = time.monotonic()
             return all(w.ended_at is not None for w in waiters)
 
-        wait_until(all_ended, "end of every task", waiters, OUTAGE_SECONDS + JOB_SECONDS + 180)
+        wait_for_waiters(all_ended, "end of every task", waiters, OUTAGE_SECONDS + JOB_SECONDS + 180)
     finally:
         for waiter in waiters:
             if waiter.process.poll() is None:
@@ -196,7 +180,7 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
             waiter.process.wait()
             waiter.reader.join(timeout=30)
 
-    stats = admin(outage_service, "_stats")
+    stats = outage_service.admin("_stats")
     assert stats["faults"]["jobs.get"]["before:503"] > 0
     assert stats["requests"].get("jobs.cancel", 0) == 0  # nothing ever asked to cancel
     figures: dict[str, Any] = {}
@@ -229,8 +213,7 @@ def test_an_api_outage_while_waiting_never_harms_the_job_in_any_mode(
         figures[waiter.mode]["task_end_after_outage_end_s"] = round(
             waiter.ended_at - outage_started - OUTAGE_SECONDS, 1
         )
-    if os.environ.get("AIP_RELIABILITY_REPORT"):
-        report = {"outage_seconds": OUTAGE_SECONDS, "poll_interval": POLL_INTERVAL, "modes": figures}
-        report["start_to_all_waiting_s"] = ready_seconds
-        report["jobs_get_503s"] = stats["faults"]["jobs.get"]["before:503"]
-        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report))
+    report = {"outage_seconds": OUTAGE_SECONDS, "poll_interval": POLL_INTERVAL, "modes": figures}
+    report["start_to_all_waiting_s"] = ready_seconds
+    report["jobs_get_503s"] = stats["faults"]["jobs.get"]["before:503"]
+    write_report(report)

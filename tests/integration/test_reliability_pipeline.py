@@ -13,23 +13,21 @@ the service's own count of applied creates; the run's bucket is read on fake-gcs
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import time
-import urllib.request
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import pytest
 
 from airflow_aip.jobs.vertex.view import job_state
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, storage_client
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.local_service import LocalService, own_service, storage_client
+from tests.fixtures.operators import each_run, repeated, write_report
+from tests.fixtures.vertex import aiplatform
 
 pytestmark = pytest.mark.integration
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -38,23 +36,7 @@ RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 3)
 SEED = int(os.environ.get("AIP_RELIABILITY_SEED") or random.randrange(1 << 30))
 
 
-@pytest.fixture(scope="module")
-def faulty_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    settings = {"AIP_LOCAL_FAULT_RATE": str(FAULT_RATE), "AIP_LOCAL_FAULT_SEED": str(SEED)}
-    with mock.patch.dict(os.environ, settings):
-        service = LocalService(tmp_path_factory.mktemp("aip-faulty") / "data", fake_gcs.url).start()
-    try:
-        yield service
-    finally:
-        service.stop()
-
-
-def stats(service: LocalService) -> dict[str, Any]:
-    with urllib.request.urlopen(service.url + "_stats", timeout=30) as answer:
-        loaded: dict[str, Any] = json.loads(answer.read())
-        return loaded
+faulty_service = own_service("faulty_service", ["--fault-rate", str(FAULT_RATE), "--fault-seed", str(SEED)])
 
 
 def storage_faults(stats: dict[str, Any]) -> int:
@@ -79,22 +61,16 @@ def one_run(dag: Any, service: LocalService) -> dict[str, Any]:
     """Run the pipeline once in a project of its own; what it created and what failed under it."""
     project = f"rel-{uuid.uuid4().hex[:8]}"
     bucket = storage_client(service.gcs_url).create_bucket(f"aip-rel-{uuid.uuid4().hex[:10]}")
-    before = stats(service)
+    before = service.admin("_stats")
     started = time.monotonic()
     run = dag.test(
         run_conf={"bucket": bucket.name, "project_id": project, "max_trials": 2, "max_parallel_trials": 2}
     )
     seconds = round(time.monotonic() - started, 1)
-    after = stats(service)
+    after = service.admin("_stats")
     parent = f"projects/{project}/locations/us-central1"  # the pipeline runs on Vertex AI
     listed = through_faults(
-        lambda: (
-            aiplatform_client(service.url)
-            .projects()
-            .locations()
-            .hyperparameterTuningJobs()
-            .list(parent=parent)
-        )
+        lambda: aiplatform(service.url).projects().locations().hyperparameterTuningJobs().list(parent=parent)
     )
     manifests = [b.name for b in bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")]
     return {
@@ -127,19 +103,12 @@ def test_pipeline_at_a_20_percent_fault_rate_succeeds_with_one_job_per_run(
     bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
     dag = bag.dags["aip_training_pipeline"]
 
-    runs = []
-    for _ in range(RUNS):
-        try:
-            runs.append(one_run(dag, faulty_service))
-        except Exception as exc:  # counted as lost in the report, then failed below
-            lost = {"state": "error", "error": repr(exc), "jobs": [], "creates_applied": 0}
-            runs.append({**lost, "faults": 0, "storage_faults": 0})
-
-    report = {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": stats(faulty_service)}
-    if os.environ.get("AIP_RELIABILITY_REPORT"):
-        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report, indent=1))
-    for number, result in enumerate(runs, 1):
-        where = f"run {number} of {RUNS} (seed {SEED}): {result}"
+    lost = {"state": "error", "jobs": [], "creates_applied": 0, "faults": 0, "storage_faults": 0}
+    runs = repeated(RUNS, lambda _: one_run(dag, faulty_service), lambda _: lost)
+    write_report(
+        {"fault_rate": FAULT_RATE, "seed": SEED, "runs": runs, "service": faulty_service.admin("_stats")}
+    )
+    for where, result in each_run(runs, f" (seed {SEED})"):
         assert result["state"] == "success", where
         assert len(result["jobs"]) == 1, where
         assert result["jobs"][0][1] == "SUCCEEDED", where

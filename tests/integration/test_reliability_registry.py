@@ -16,31 +16,22 @@ import json
 import os
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from airflow_aip.local.storage.gcs import FakeGcsServer
 from airflow_aip.operators import RegisterModelOperator
-from tests.fixtures.local_service import LocalService, StagedTrainer, serving, storage_client
+from tests.fixtures.local_service import LocalService, StagedTrainer, own_service, storage_client
+from tests.fixtures.operators import each_run, repeated, write_report
 from tests.fixtures.vertex import LOCATION, aiplatform
-from tests.integration.test_reliability_faults import admin
-from tests.integration.test_reliability_pipeline import stats
 
 pytestmark = pytest.mark.integration
 RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 2)
 KINDS: tuple[int | str, ...] = (500, 503, 429, "drop", "reset")
 
 
-@pytest.fixture(scope="module")
-def faulty_service(
-    fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalService]:
-    with serving(fake_gcs, tmp_path_factory, "aip-registry-faults", ["--fault-admin"]) as started:
-        yield started
+faulty_service = own_service("faulty_service", ["--fault-admin"])
 
 
 def _export(bucket: Any, folder: str) -> str:
@@ -80,12 +71,12 @@ def one_run(service: LocalService, trainer: StagedTrainer, kind: int | str) -> d
         poll_interval=0.2,
     )
     context: Any = {"ti": SimpleNamespace(dag_id="d", task_id="register", run_id="r", try_number=1)}
-    before = stats(service)
-    admin(service, "_faults", {"method": "models.upload", "when": "after", "kind": kind}, "POST")
+    before = service.admin("_stats")
+    service.admin("_faults", {"method": "models.upload", "when": "after", "kind": kind}, "POST")
     started = time.monotonic()
     result = operator.execute(context)
     retried = operator.execute(context)  # a task retry: finds the version, uploads nothing
-    after = stats(service)
+    after = service.admin("_stats")
     return {
         "kind": kind,
         "versions": [
@@ -105,17 +96,13 @@ def test_an_upload_whose_answer_is_lost_leaves_exactly_one_version(
     faulty_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", staged_trainer.gcs_url)
-    runs = []
-    for number in range(RUNS):
-        try:
-            runs.append(one_run(faulty_service, staged_trainer, KINDS[number % len(KINDS)]))
-        except Exception as exc:  # counted as lost in the report, then failed below
-            runs.append({"kind": KINDS[number % len(KINDS)], "error": repr(exc), "versions": []})
-    report = {"runs": runs}
-    if os.environ.get("AIP_RELIABILITY_REPORT"):
-        Path(os.environ["AIP_RELIABILITY_REPORT"]).write_text(json.dumps(report, indent=1))
-    for number, run in enumerate(runs, 1):
-        where = f"run {number} of {RUNS}: {run}"
+    runs = repeated(
+        RUNS,
+        lambda number: one_run(faulty_service, staged_trainer, KINDS[number % len(KINDS)]),
+        lambda number: {"kind": KINDS[number % len(KINDS)], "versions": []},
+    )
+    write_report({"runs": runs})
+    for where, run in each_run(runs):
         assert run["versions"] == [("1", ["champion", "default"])], where
         assert run["result"] == {"version_id": "1", "uploaded": True, "promoted": True}, where
         assert run["retry"] == {"version_id": "1", "uploaded": False, "promoted": True}, where

@@ -19,7 +19,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -36,7 +35,9 @@ from tests.fixtures.local_service import (
     storage_client,
     wait_for_state,
 )
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.operators import task_instance
+from tests.fixtures.vertex import aiplatform
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 PROJECT = "security-project"
@@ -59,16 +60,14 @@ def test_serve_binds_loopback_only_by_default(tmp_path: Path) -> None:
     argv = [sys.executable, "-m", "airflow_aip.local.cli", "serve", "--data-dir", str(tmp_path / "data")]
     argv += ["--port", str(port), "--gcs-port", str(gcs_port), "--offline"]
     serve = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+
+    def answering() -> bool:
+        assert serve.poll() is None, serve.communicate()[0].decode()
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
+            return True
+
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=1):
-                    break
-            except OSError:
-                assert serve.poll() is None, serve.communicate()[0].decode()
-                assert time.monotonic() < deadline, "aip-local serve never answered"
-                time.sleep(0.2)
+        wait_until(answering, 60, "answer from aip-local serve", ignoring=(OSError,))
         sockets = _listening(psutil.Process(serve.pid))
     finally:
         os.killpg(serve.pid, signal.SIGTERM)
@@ -206,10 +205,10 @@ def test_keys_tokens_and_flagged_args_never_reach_xcom_rendered_fields_or_the_ma
         "export": "success",
     }
     # The secrets did reach the job (so their absence below means something).
-    submit = next(t for t in run.get_task_instances() if t.task_id == "submit")
+    submit = task_instance(run, "submit")
     summary = submit.xcom_pull(task_ids="submit")  # a Vertex AI job (the default backend)
     job_id = summary["job_id"]
-    jobs = aiplatform_client(local_env.url).projects().locations().customJobs()
+    jobs = aiplatform(local_env.url).projects().locations().customJobs()
     job = jobs.get(name=summary["name"]).execute()
     args = job["jobSpec"]["workerPoolSpecs"][0]["pythonPackageSpec"]["args"]
     assert TOKEN_MARKER in args

@@ -11,10 +11,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+
+from tests.fixtures.local_service import process_gone
+from tests.fixtures.waiting import wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -34,15 +36,6 @@ def _children(pid: int) -> list[int]:
         if int(stat[stat.rindex(")") + 2 :].split()[1]) == pid:
             found.append(int(entry.name))
     return found
-
-
-def _alive(pid: int) -> bool:
-    """Running (a zombie waiting for a reaper has exited and released its sockets)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return not stat[stat.rindex(")") + 2 :].startswith("Z")
 
 
 def _listening(port: int) -> bool:
@@ -85,14 +78,18 @@ def test_sigkill_of_serve_takes_its_emulator_along(tmp_path: Path) -> None:
 
         os.kill(serve.pid, signal.SIGKILL)
         serve.wait()
-        deadline = time.monotonic() + 5.0
-        while (_alive(emulators[0]) or _listening(port)) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        assert not _alive(emulators[0])
+        wait_until(
+            lambda: process_gone(emulators[0]) and not _listening(port),
+            5.0,
+            "end of the orphaned emulator and its listening port",
+            every=0.05,
+            state=lambda: f"emulator gone: {process_gone(emulators[0])}, port listening: {_listening(port)}",
+        )
+        assert process_gone(emulators[0])
         assert not _listening(port)
     finally:
         for pid in emulators:  # only if the test failed: never leave our own emulator running
-            if _alive(pid):
+            if not process_gone(pid):
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
         if serve.poll() is None:

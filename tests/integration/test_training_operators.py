@@ -5,13 +5,18 @@ The same flows on Vertex AI, the default backend: test_vertex_operators.py.
 
 from __future__ import annotations
 
-import json
 import uuid
 from typing import Any
 
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, wait_for_state
+from tests.fixtures.operators import (
+    THREE_TRIALS,
+    assert_three_trials_summary,
+    run_trainer_dag,
+    task_instance,
+)
 
 pytestmark = pytest.mark.integration
 PROJECT = "ops-project"
@@ -41,20 +46,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 
 
 def _run(load_test_dag: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> Any:
-    name = f"aip_ops_{uuid.uuid4().hex[:8]}"
-    source = DAG.format(
-        name=name,
-        project=PROJECT,
-        prefix=name,
-        training_input=trainer.training_input(module, args),
-        hyperparameters=kw.get("hyperparameters"),
-        deferrable=kw.get("deferrable", False),
-    )
-    return load_test_dag(name, source).test()
-
-
-def _ti(run: Any, task_id: str) -> Any:
-    return next(ti for ti in run.get_task_instances() if ti.task_id == task_id)
+    return run_trainer_dag(load_test_dag, DAG, "aip_ops", PROJECT, trainer, module, args, **kw)
 
 
 def test_worker_mode_success_flows_through_sensor_and_cancel(
@@ -64,14 +56,19 @@ def test_worker_mode_success_flows_through_sensor_and_cancel(
     assert {ti.task_id: str(ti.state) for ti in run.get_task_instances()} == dict.fromkeys(
         ["submit", "sense", "cancel_finished"], "success"
     )
-    summary = _ti(run, "submit").xcom_pull(task_ids="submit")
+    summary = task_instance(run, "submit").xcom_pull(task_ids="submit")
     assert summary["state"] == "SUCCEEDED"
     assert summary["project_id"] == PROJECT
     assert summary["job_id"].startswith(run.dag_id)
     assert summary["console_url"].endswith(f"/console/projects/{PROJECT}/jobs/{summary['job_id']}")
-    assert _ti(run, "submit").xcom_pull(task_ids="submit", key="training_job_id") == summary["job_id"]
-    assert _ti(run, "sense").xcom_pull(task_ids="sense")["state"] == "SUCCEEDED"
-    assert _ti(run, "cancel_finished").xcom_pull(task_ids="cancel_finished")["cancel_requested"] is False
+    assert (
+        task_instance(run, "submit").xcom_pull(task_ids="submit", key="training_job_id") == summary["job_id"]
+    )
+    assert task_instance(run, "sense").xcom_pull(task_ids="sense")["state"] == "SUCCEEDED"
+    assert (
+        task_instance(run, "cancel_finished").xcom_pull(task_ids="cancel_finished")["cancel_requested"]
+        is False
+    )
     job = local_env.ml().projects().jobs().get(name=f"projects/{PROJECT}/jobs/{summary['job_id']}").execute()
     assert job["labels"]["airflow-dag-id"] == run.dag_id
     assert job["labels"]["airflow-task-id"] == "submit"
@@ -84,7 +81,7 @@ def test_failed_job_fails_the_task_with_its_error_message(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     run = _run(load_test_dag, staged_trainer, "fail", [])
-    assert str(_ti(run, "submit").state) == "failed"
+    assert str(task_instance(run, "submit").state) == "failed"
     assert str(run.state) == "failed"
     jobs = (
         local_env.ml()
@@ -100,19 +97,9 @@ def test_failed_job_fails_the_task_with_its_error_message(
 def test_deferred_tuning_job_puts_trials_and_best_trial_in_xcom(
     local_env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
 ) -> None:
-    spec = {
-        "goal": "MAXIMIZE",
-        "maxTrials": 3,
-        "maxParallelTrials": 3,
-        "algorithm": "GRID_SEARCH",
-        "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 3, 5]}],
-    }
-    run = _run(load_test_dag, staged_trainer, "tune", [], hyperparameters=spec, deferrable=True)
-    summary = _ti(run, "submit").xcom_pull(task_ids="submit")
-    assert summary["is_hyperparameter_tuning_job"] is True
-    assert len(summary["trials"]) == 3
-    assert summary["best_trial"]["hyperparameters"] == {"x": "3"}
-    assert json.loads(json.dumps(summary)) == summary
+    run = _run(load_test_dag, staged_trainer, "tune", [], hyperparameters=THREE_TRIALS, deferrable=True)
+    summary = task_instance(run, "submit").xcom_pull(task_ids="submit")
+    assert_three_trials_summary(summary)
 
 
 def test_cancel_operator_cancels_a_running_job(
@@ -132,6 +119,6 @@ def test_cancel_operator_cancels_a_running_job(
         "backend='ai_platform')\n",
     )
     run = dag.test()
-    assert _ti(run, "cancel").xcom_pull(task_ids="cancel")["cancel_requested"] is True
+    assert task_instance(run, "cancel").xcom_pull(task_ids="cancel")["cancel_requested"] is True
     job = wait_for_state(ml, f"projects/{PROJECT}/jobs/{job_id}", {"CANCELLED"})
     assert job["state"] == "CANCELLED"

@@ -6,15 +6,19 @@ Google's own discovery client of ``aiplatform.v1.json``, not with our hook.
 
 from __future__ import annotations
 
-import json
-import uuid
 from typing import Any
 
 import pytest
 
 from airflow_aip.jobs.labels import JOB_ID_LABEL
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.integration.test_local_service_vertex import aiplatform_client
+from tests.fixtures.operators import (
+    THREE_TRIALS,
+    assert_three_trials_summary,
+    run_trainer_dag,
+    task_instance,
+)
+from tests.fixtures.vertex import aiplatform
 
 pytestmark = pytest.mark.integration
 PROJECT = "vertex-ops"
@@ -50,24 +54,11 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
 
 
 def _run(load_test_dag: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> Any:
-    name = f"aip_vx_{uuid.uuid4().hex[:8]}"
-    source = DAG.format(
-        name=name,
-        project=PROJECT,
-        prefix=name,
-        training_input=trainer.training_input(module, args),
-        hyperparameters=kw.get("hyperparameters"),
-        deferrable=kw.get("deferrable", False),
-    )
-    return load_test_dag(name, source).test()
-
-
-def _ti(run: Any, task_id: str) -> Any:
-    return next(ti for ti in run.get_task_instances() if ti.task_id == task_id)
+    return run_trainer_dag(load_test_dag, DAG, "aip_vx", PROJECT, trainer, module, args, **kw)
 
 
 def _jobs(service: LocalService, kind: str, label: str) -> list[dict[str, Any]]:
-    collection = getattr(aiplatform_client(service.url).projects().locations(), kind)()
+    collection = getattr(aiplatform(service.url).projects().locations(), kind)()
     answer = collection.list(parent=PARENT, filter=f'labels.{JOB_ID_LABEL}="{label}"').execute()
     return list(answer.get(kind, []))
 
@@ -78,7 +69,7 @@ def test_custom_job_flows_through_sensors_and_cancel(
     run = _run(load_test_dag, staged_trainer, "succeed", ["--message", "vertex"])
     states = {ti.task_id: str(ti.state) for ti in run.get_task_instances()}
     assert states == dict.fromkeys(["submit", "sense", "sense_by_name", "cancel_finished"], "success")
-    summary = _ti(run, "submit").xcom_pull(task_ids="submit")
+    summary = task_instance(run, "submit").xcom_pull(task_ids="submit")
     assert summary["backend"] == "vertex"
     assert summary["state"] == "SUCCEEDED"
     assert summary["job_id"].startswith(run.dag_id)
@@ -87,8 +78,11 @@ def test_custom_job_flows_through_sensors_and_cancel(
     assert summary["console_url"] == f"{local_env.url.rstrip('/')}/console/{summary['name']}"
     assert list(summary)[:3] == ["job_id", "state", "best_trial"]
     for task_id in ("sense", "sense_by_name"):
-        assert _ti(run, task_id).xcom_pull(task_ids=task_id)["name"] == summary["name"]
-    assert _ti(run, "cancel_finished").xcom_pull(task_ids="cancel_finished")["cancel_requested"] is False
+        assert task_instance(run, task_id).xcom_pull(task_ids=task_id)["name"] == summary["name"]
+    assert (
+        task_instance(run, "cancel_finished").xcom_pull(task_ids="cancel_finished")["cancel_requested"]
+        is False
+    )
     (job,) = _jobs(local_env, "customJobs", summary["job_id"])
     assert job["displayName"] == summary["job_id"]
     assert job["labels"]["airflow-dag-id"] == run.dag_id
@@ -101,20 +95,10 @@ def test_custom_job_flows_through_sensors_and_cancel(
 def test_deferred_tuning_job_puts_trials_and_best_trial_in_xcom(
     local_env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
 ) -> None:
-    spec = {
-        "goal": "MAXIMIZE",
-        "maxTrials": 3,
-        "maxParallelTrials": 3,
-        "algorithm": "GRID_SEARCH",
-        "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 3, 5]}],
-    }
-    run = _run(load_test_dag, staged_trainer, "tune", [], hyperparameters=spec, deferrable=True)
-    summary = _ti(run, "submit").xcom_pull(task_ids="submit")
+    run = _run(load_test_dag, staged_trainer, "tune", [], hyperparameters=THREE_TRIALS, deferrable=True)
+    summary = task_instance(run, "submit").xcom_pull(task_ids="submit")
     assert "/hyperparameterTuningJobs/" in summary["name"]
-    assert summary["is_hyperparameter_tuning_job"] is True
-    assert len(summary["trials"]) == 3
-    assert summary["best_trial"]["hyperparameters"] == {"x": "3"}
-    assert json.loads(json.dumps(summary)) == summary
+    assert_three_trials_summary(summary)
     (job,) = _jobs(local_env, "hyperparameterTuningJobs", summary["job_id"])
     assert job["studySpec"]["parameters"][0]["parameterId"] == "x"
     assert job["maxTrialCount"] == 3

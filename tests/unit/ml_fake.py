@@ -12,10 +12,11 @@ import json
 import re
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
+import pytest
 
 _JOB = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs/(?P<job>[^/:]+)(?P<cancel>:cancel)?$")
 _JOBS = re.compile(r"/v1/projects/(?P<project>[^/]+)/jobs$")
@@ -145,6 +146,16 @@ def mock_transport(api: _Handles) -> httpx.MockTransport:
 def sync_client(api: _Handles) -> httpx.Client:
     """The sync hooks' client, served by ``api``."""
     return httpx.Client(transport=mock_transport(api))
+
+
+H = TypeVar("H", bound=_Handles)
+
+
+def serve_hook(monkeypatch: pytest.MonkeyPatch, hook: type, api: H) -> H:
+    """Every ``hook`` instance's sync client is served by ``api`` (for the test); ``api``."""
+    client = sync_client(api)
+    monkeypatch.setattr(hook, "_sync_client", lambda self: client)
+    return api
 
 
 class Scripted:

@@ -30,7 +30,7 @@ from airflow_aip.operators import (
     StagePackagesOperator,
     SubmitTrainingJobOperator,
 )
-from tests.unit.ml_fake import FakeMlApi, sync_client
+from tests.unit.ml_fake import FakeMlApi, serve_hook
 
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 TI = "trainingInput"
@@ -538,10 +538,8 @@ class NoStorage:
 def test_bad_input_is_refused_before_any_side_effect(
     case: Case, expected: str | type[Exception], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    api = FakeMlApi()
+    api = serve_hook(monkeypatch, TrainingJobHook, FakeMlApi())
     storage = NoStorage()
-    client = sync_client(api)
-    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
     monkeypatch.setattr(StorageHook, "client", property(lambda self: storage))
 
     if isinstance(expected, str):

@@ -6,8 +6,6 @@ threads are not started, so "applied" means the job record exists in the store.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,7 +21,7 @@ from airflow_aip.local.faults import (
     api_method,
     parse_rule,
 )
-from airflow_aip.local.service import ServiceConfig, TrainingService
+from airflow_aip.local.service import TrainingService
 
 JOBS = "/v1/projects/proj/jobs"
 
@@ -37,13 +35,6 @@ def _body(job_id: str) -> dict[str, Any]:
             "pythonModule": "trainer.task",
         },
     }
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[TrainingService]:
-    svc = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
-    yield svc
-    svc.stop()
 
 
 def _client(service: TrainingService, plan: FaultPlan, admin: bool = True) -> TestClient:

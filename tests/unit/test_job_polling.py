@@ -26,18 +26,11 @@ from airflow_aip.local.store import project_number
 from airflow_aip.triggers import job_polling
 from airflow_aip.triggers.job_polling import JobPoller, job_poller
 from tests.fixtures.vertex import WORKER_POOL as POOL
+from tests.unit.clock import Clock
 from tests.unit.ml_fake import FakeMlApi
 
 LOCAL = "http://127.0.0.1:8089/"
 PARENT = "/v1/projects/proj/locations/us-central1"
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class Inbox:

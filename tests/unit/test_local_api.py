@@ -6,14 +6,12 @@ error bodies are what google-api-python-client sees; jobs simply stay QUEUED.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_aip.local.api import create_app
 from airflow_aip.local.service import DataDirBusyError, ServiceConfig, TrainingService
 from airflow_aip.local.store import JobStore
 
@@ -29,18 +27,6 @@ def _body(job_id: str, **scheduling: Any) -> dict[str, Any]:
     if scheduling:
         ti["scheduling"] = scheduling
     return {"jobId": job_id, "trainingInput": ti}
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[TrainingService]:
-    svc = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
-    yield svc
-    svc.stop()
-
-
-@pytest.fixture
-def client(service: TrainingService) -> TestClient:
-    return TestClient(create_app(service))
 
 
 def test_queued_jobs_know_their_position_and_priority_goes_first(client: TestClient) -> None:

@@ -21,6 +21,7 @@ from airflow_aip.local.capacity_admin import apply_update, parse_create_429, par
 from airflow_aip.local.capacity_needs import needs_of
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.vertex.render import render
+from tests.unit.clock import Clock
 
 T4 = "custom_model_training_nvidia_t4_gpus"
 CPUS = "custom_model_training_cpus"
@@ -54,14 +55,6 @@ def _record(
     if kind != "customJobs":
         resource["parallelTrialCount"] = 3
     return {"jobId": job_id, "kind": kind, "location": "us-central1", "resource": resource, "state": "QUEUED"}
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_needs_count_vcpus_and_accelerators_per_replica() -> None:
@@ -139,7 +132,7 @@ def test_create_429_rules_are_consumed_in_order() -> None:
 
 
 def test_stockout_flex_start_and_spot_timing() -> None:
-    clock = Clock()
+    clock = Clock(100.0)
     settings = CapacitySettings(stockouts=(("us-central1", "NVIDIA_TESLA_T4"),), flex_start_after=5.0)
     capacity = RegionCapacity(settings, clock=clock)
     assert capacity.stocked_out(needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4")))) == "NVIDIA_TESLA_T4"

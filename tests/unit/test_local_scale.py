@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,20 +10,13 @@ import pytest
 
 from airflow_aip.local.logs.filter_pruning import FilterPlan, at_or_after, candidate_values, timestamp_floor
 from airflow_aip.local.logs.filters import Comparison, Negation, parse_filter
-from airflow_aip.local.service import ServiceConfig, TrainingService
+from airflow_aip.local.service import TrainingService
 from airflow_aip.local.store import VERTEX_DISPLAY_NAME_FIELD, VERTEX_JOB_ID_LABEL_FIELD, JobStore
 from airflow_aip.local.vertex.render import CUSTOM_JOBS, TUNING_JOBS, render
 from airflow_aip.local.vertex.service import VertexJobs
 from tests.fixtures.vertex import WORKER_POOL as POOL
 
 JOB_ID = ("resource", "labels", "job_id")
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[TrainingService]:
-    svc = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
-    yield svc
-    svc.stop()
 
 
 def _pages(fetch: Callable[[str | None], dict[str, Any]], key: str) -> list[list[str]]:

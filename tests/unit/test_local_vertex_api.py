@@ -6,15 +6,11 @@ mapping (enum numbers, int64 as strings or numbers) are what Google's clients se
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_aip.local.api import create_app
-from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import project_number
 
 PARENT = "/v1/projects/proj/locations/us-central1"
@@ -44,13 +40,6 @@ def _tuning(parameters: list[dict[str, Any]]) -> dict[str, Any]:
         "studySpec": {"metrics": [{"metricId": "acc", "goal": "MAXIMIZE"}], "parameters": parameters},
         "trialJobSpec": {"workerPoolSpecs": [_pool()]},
     }
-
-
-@pytest.fixture
-def client(tmp_path: Path) -> Iterator[TestClient]:
-    service = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
-    yield TestClient(create_app(service))
-    service.stop()
 
 
 def _violation(response: Any) -> tuple[int, str, str]:

@@ -9,16 +9,14 @@ with no runner threads: running states and trials are written into the store dir
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
-from airflow_aip.local.api import create_app
-from airflow_aip.local.service import ServiceConfig, TrainingService
+from airflow_aip.local.service import TrainingService
 from airflow_aip.local.store import project_number
 from airflow_aip.local.vertex.render import trial_job_id
 
@@ -56,18 +54,6 @@ def _tuning(**spec: Any) -> dict[str, Any]:
         },
         "trialJobSpec": {"workerPoolSpecs": [_pool()], **spec},
     }
-
-
-@pytest.fixture
-def service(tmp_path: Path) -> Iterator[TrainingService]:
-    running = TrainingService(ServiceConfig(tmp_path / "data", storage_url=None))
-    yield running
-    running.stop()
-
-
-@pytest.fixture
-def client(service: TrainingService) -> TestClient:
-    return TestClient(create_app(service))
 
 
 def _id(created: dict[str, Any]) -> str:

@@ -34,7 +34,7 @@ from airflow_aip.operators import training as training_module
 from airflow_aip.sensors import training as sensor_module
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
-from tests.unit.ml_fake import FakeMlApi, sync_client
+from tests.unit.ml_fake import FakeMlApi, serve_hook
 from tests.unit.test_log_stream_hook import FakeLoggingApi
 
 LOCAL = "http://127.0.0.1:8089/"
@@ -98,10 +98,7 @@ class FakeClock:
 
 @pytest.fixture
 def api(monkeypatch: pytest.MonkeyPatch) -> FakeMlApi:
-    fake = FakeMlApi()
-    client = sync_client(fake)
-    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
-    return fake
+    return serve_hook(monkeypatch, TrainingJobHook, FakeMlApi())
 
 
 @pytest.fixture
@@ -339,10 +336,7 @@ def test_on_kill_respects_cancel_on_kill(api: FakeMlApi) -> None:
 
 @pytest.fixture
 def logs(monkeypatch: pytest.MonkeyPatch) -> FakeLoggingApi:
-    fake = FakeLoggingApi()
-    client = sync_client(fake)
-    monkeypatch.setattr(JobLogsHook, "_sync_client", lambda self: client)
-    return fake
+    return serve_hook(monkeypatch, JobLogsHook, FakeLoggingApi())
 
 
 def job_lines(captured: Sequence[Mapping[str, Any]]) -> list[str]:

@@ -61,6 +61,16 @@ EXPORT = {
     "promoted": False,
     "destination": "gs://b/m",
 }
+# The job's export as the run and task payloads give it: no metric, nothing to compare with.
+RUN_EXPORT = {
+    "exported": True,
+    "promoted": False,
+    "destination": "gs://b/m",
+    "trial_id": "2",
+    "metric": None,
+    "metric_tag": None,
+    "champion_metric": None,
+}
 
 
 @pytest.fixture
@@ -228,15 +238,7 @@ def test_run_endpoint_lists_the_runs_jobs_with_their_export(client: TestClient) 
     jobs = client.get("/api/run", params={"dag_id": DAG, "run_id": RUN}).raise_for_status().json()["jobs"]
 
     assert [(j["task_id"], j["job_id"], j["best_trial_id"]) for j in jobs] == [("tune", "iris_tuning_1", "2")]
-    assert jobs[0]["export"] == {
-        "exported": True,
-        "promoted": False,
-        "destination": "gs://b/m",
-        "trial_id": "2",
-        "metric": None,
-        "metric_tag": None,
-        "champion_metric": None,
-    }
+    assert jobs[0]["export"] == RUN_EXPORT
 
 
 def test_jobs_endpoint_lists_readable_dags_newest_first_and_filters(client: TestClient) -> None:
@@ -314,14 +316,6 @@ def test_run_and_task_payloads_carry_the_champion_comparison(client: TestClient,
 def test_task_payload_gives_the_job_its_runs_export(client: TestClient) -> None:
     job = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "tune"}).json()["job"]
 
-    assert job["export"] == {
-        "exported": True,
-        "promoted": False,
-        "destination": "gs://b/m",
-        "trial_id": "2",
-        "metric": None,
-        "metric_tag": None,
-        "champion_metric": None,
-    }
+    assert job["export"] == RUN_EXPORT
     assert job["console_label"] == "Google Cloud console"
     assert job["tied_trial_keys"] == []

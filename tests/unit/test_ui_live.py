@@ -22,6 +22,7 @@ from airflow_aip.jobs.vertex.view import view_from_vertex
 from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of, keeps_refreshing, why_it_waits
 from tests.fixtures.tuning_job import SUMMARY
+from tests.unit.clock import Clock
 
 DAG, RUN, TASK = "aip_training_pipeline", "manual__2026-11-25T10:00:00+00:00", "tune"
 NAME = "projects/local-project/locations/us-central1/hyperparameterTuningJobs/42"
@@ -92,14 +93,6 @@ class FakeJobs:
     def cancel(self, name: str) -> bool:
         self.cancelled.append(name)
         return True
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_twenty_concurrent_requests_make_one_read() -> None:
@@ -252,6 +245,12 @@ def _push(db: Session, key: str, value: Any) -> None:
     db.commit()
 
 
+def _push_job(db: Session, job_id: str) -> None:
+    """What a submit task pushes once its job exists: the job's ID and the API it is on."""
+    _push(db, JOB_ID_XCOM_KEY, job_id)
+    _push(db, JOB_API_XCOM_KEY, API)
+
+
 class Auth:
     """Airflow's auth manager as the app asks it: may this user edit the Dag's task instances?"""
 
@@ -313,8 +312,7 @@ SAME_SITE = {"X-Requested-With": "aip"}
 def test_a_waiting_task_shows_its_job_as_read_now(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
-    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
-    _push(session, JOB_API_XCOM_KEY, API)
+    _push_job(session, "iris_tuning_live")
     client = _client(session, monkeypatch, jobs, state, editor=True)
 
     payloads = [client.get("/api/task", params=QUERY).raise_for_status().json() for _ in range(3)]
@@ -339,8 +337,7 @@ def test_a_waiting_task_shows_its_job_as_read_now(
 def test_an_ended_task_reads_xcom_only(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
-    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_1")
-    _push(session, JOB_API_XCOM_KEY, API)
+    _push_job(session, "iris_tuning_1")
     _push(session, "return_value", SUMMARY)
     state["task"] = "success"
     client = _client(session, monkeypatch, jobs, state, editor=True)
@@ -371,8 +368,7 @@ def test_a_failed_wait_still_shows_its_job_its_trials_and_why_it_ended(
 
     cancelled = summarize_job(running_job("JOB_STATE_CANCELLED"))
     message = "Training job iris_tuning_live ended CANCELLED"
-    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
-    _push(session, JOB_API_XCOM_KEY, API)
+    _push_job(session, "iris_tuning_live")
     _push(session, ENDED_JOB_XCOM_KEY, _ending("cancelled", "CANCELLED", message, cancelled))
     state["task"] = "failed"
     client = _client(session, monkeypatch, jobs, state, editor=True)
@@ -426,8 +422,7 @@ def test_a_task_killed_while_it_waited_reads_its_ended_job_once(
 ) -> None:
     """Marked failed while deferred: the trigger cancelled the job, the task stored nothing of it."""
     jobs = FakeJobs(running_job("JOB_STATE_CANCELLED"))
-    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
-    _push(session, JOB_API_XCOM_KEY, API)
+    _push_job(session, "iris_tuning_live")
     state["task"] = "failed"
     client = _client(session, monkeypatch, jobs, state, editor=True)
     from airflow_aip.ui import live
@@ -454,8 +449,7 @@ def test_a_task_killed_while_it_waited_reads_its_ended_job_once(
 def test_browse_gives_a_waiting_jobs_state_now_so_running_and_queued_filter_it(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
-    _push(session, JOB_ID_XCOM_KEY, "iris_tuning_live")
-    _push(session, JOB_API_XCOM_KEY, API)
+    _push_job(session, "iris_tuning_live")
     client = _client(session, monkeypatch, jobs, state, editor=False)
 
     running = [client.get("/api/jobs", params={"state": "RUNNING"}).json()["jobs"] for _ in range(3)]
@@ -531,11 +525,9 @@ def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it
     from airflow_aip.operators import training as training_module
     from airflow_aip.ui.live import build_hook
     from tests.unit import test_training_operator as submit
-    from tests.unit.ml_fake import FakeMlApi, sync_client
+    from tests.unit.ml_fake import FakeMlApi, serve_hook
 
-    fake = FakeMlApi()
-    client = sync_client(fake)
-    monkeypatch.setattr(TrainingJobHook, "_sync_client", lambda self: client)
+    fake = serve_hook(monkeypatch, TrainingJobHook, FakeMlApi())
     clock = submit.FakeClock()
     monkeypatch.setattr(training_module, "time", clock)
     monkeypatch.setattr(waiting_module, "time", clock)
