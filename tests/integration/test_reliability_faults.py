@@ -26,6 +26,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
+from tests.fixtures.soak import soak_beyond
 from tests.fixtures.vertex import LOCATION, aiplatform
 from tests.fixtures.waiting import wait_until
 
@@ -117,7 +118,7 @@ def submit(
     return summary
 
 
-@pytest.mark.parametrize("kind", [429, 500, 503, "drop", "reset"])
+@pytest.mark.parametrize("kind", soak_beyond([429, 500, 503, "drop", "reset"], keep=[503, "drop"]))
 @pytest.mark.parametrize(
     ("when", "if_exists"),
     [("before", "adopt"), ("after", "adopt"), ("after", "new"), ("after", "fail")],

@@ -31,10 +31,11 @@ from tests.fixtures.local_service import (
     storage_client,
     wait_for_state,
 )
+from tests.fixtures.soak import soak_beyond
 
 pytestmark = pytest.mark.integration
 PROJECT = "gcs-faults-project"
-KINDS = [429, 500, 503, "drop", "reset"]
+KINDS = soak_beyond([429, 500, 503, "drop", "reset"], keep=[503, "drop"])  # all of them in soak
 WHEN = ["before", "after"]
 MODEL_FILES = {"model/weights.bin": 300_000, "model/config.json": 200, "metrics.json": 50}
 

@@ -33,7 +33,9 @@ from tests.fixtures.local_service import LocalService, StagedTrainer, log_entrie
 from tests.fixtures.vertex import vertex_jobs
 from tests.fixtures.waiting import wait_until
 
-pytestmark = pytest.mark.integration
+# make test: the e2e kill test, which kills these two waiting modes and three more through
+# Airflow's own supervisor (tests/e2e/test_standalone.py).
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 PROJECT = "kill-project"
 POLL_INTERVAL = 2
 

@@ -29,7 +29,9 @@ from tests.fixtures.operators import each_run, repeated, task_instance, write_re
 from tests.fixtures.vertex import aiplatform
 from tests.integration.test_reliability_pipeline import through_faults
 
-pytestmark = pytest.mark.integration
+# A fault rate, many runs. make test: one job per rung after each kind of fault on a create
+# (test_reliability_faults.py) and every rung rule (test_capacity_ladder.py).
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 FAULT_RATE = 0.2
 RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 2)
 SEED = int(os.environ.get("AIP_RELIABILITY_SEED") or random.randrange(1 << 30))

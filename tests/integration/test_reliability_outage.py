@@ -39,7 +39,9 @@ from tests.fixtures.operators import write_report
 from tests.fixtures.waiting import wait_until
 from tests.integration.test_reliability_kill import collect_lines, start_dag_process
 
-pytestmark = pytest.mark.integration
+# A 60 s outage beside five Airflow processes. make test: the wait step's outage rules
+# (tests/unit/test_jobs_waiting.py) and the e2e waits in every mode (tests/e2e/test_standalone.py).
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 PROJECT = "outage-project"
 OUTAGE_SECONDS = 60
 POLL_INTERVAL = 2

@@ -29,7 +29,9 @@ from tests.fixtures.local_service import LocalService, own_service, storage_clie
 from tests.fixtures.operators import each_run, repeated, write_report
 from tests.fixtures.vertex import aiplatform
 
-pytestmark = pytest.mark.integration
+# A fault rate, many runs. make test: each kind of fault on a create, a staging and an export
+# (test_reliability_faults.py, test_reliability_gcs_faults.py).
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 DAGS = Path(__file__).resolve().parents[2] / "dags"
 FAULT_RATE = 0.2
 RUNS = int(os.environ.get("AIP_RELIABILITY_RUNS") or 3)
