@@ -29,15 +29,6 @@ def examples(monkeypatch: pytest.MonkeyPatch) -> Any:
     return aip_examples
 
 
-@pytest.fixture(scope="module")
-def dags() -> dict[str, Any]:
-    from airflow.dag_processing.dagbag import BundleDagBag
-
-    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
-    assert bag.import_errors == {}
-    return dict(bag.dags)
-
-
 def test_a_missing_bucket_is_one_line_naming_it(examples: Any, local_env: LocalService) -> None:
     from airflow.sdk.exceptions import AirflowFailException
 
@@ -148,14 +139,9 @@ def test_every_example_dag_and_param_explains_itself(dags: dict[str, Any]) -> No
 
 
 def test_retraining_triggered_by_hand_trains_on_the_newest_landed_data(
-    dags: dict[str, Any], local_env: LocalService, airflow_db: Path, monkeypatch: pytest.MonkeyPatch
+    dags: dict[str, Any], example_bucket: Any, airflow_db: Path
 ) -> None:
     """What a newcomer tries first: Trigger on aip_retraining with an empty form, after data landed."""
-    from aip_examples import EXAMPLE_BUCKET
-
-    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
-    client = storage_client(local_env.gcs_url)
-    client.lookup_bucket(EXAMPLE_BUCKET) or client.create_bucket(EXAMPLE_BUCKET)
     landed = dags["aip_prepare_data"].test()
     assert str(landed.state) == "success"
     newest = landed.get_task_instance("land_new_data").xcom_pull(task_ids="land_new_data")

@@ -1,0 +1,34 @@
+"""What the example-DAG tests share: the parsed example DAGs, and the examples' own bucket."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.fixtures.local_service import LocalService, storage_client
+
+DAGS = Path(__file__).resolve().parents[2] / "dags"
+
+
+@pytest.fixture(scope="module")
+def dags() -> dict[str, Any]:
+    """The example DAGs by ID, parsed as the dag-processor parses the DAG folder."""
+    from airflow.dag_processing.dagbag import BundleDagBag
+
+    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+    assert bag.import_errors == {}
+    return dict(bag.dags)
+
+
+@pytest.fixture
+def example_bucket(local_env: LocalService, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """The retraining examples' bucket (``AIP_EXAMPLE_BUCKET``: their Assets' URIs name it), created
+    on the local fake GCS when missing; the operators poll every second."""
+    monkeypatch.syspath_prepend(str(DAGS))
+    from aip_examples import EXAMPLE_BUCKET
+
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    client = storage_client(local_env.gcs_url)
+    return client.lookup_bucket(EXAMPLE_BUCKET) or client.create_bucket(EXAMPLE_BUCKET)
