@@ -28,6 +28,9 @@ from tests.fixtures.waiting import wait_until
 
 sys.path.append(str(STACK_DAGS))  # as Airflow does with a bundle's root: the tests read the Dags' numbers
 SERVER = "airflow-e2e"  # its PID file's name: tests/fixtures/shared.py stops it
+# Browse → Training jobs reads every waiting job of every Dag with a get (test_ui.py opens it);
+# test_many_deferred.py counts its run's calls: the two hold this lock, so they never overlap.
+BROWSE_READS = "browse-reads"
 
 
 def pytest_configure(config: pytest.Config) -> None:

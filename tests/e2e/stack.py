@@ -174,7 +174,11 @@ def _stop(signum: int, _frame: FrameType | None) -> None:
 
 
 def spawn(publish: Path, pid_file: Path, log: Path) -> None:
-    """Start the stack detached (``setsid --fork``: no worker's child); it writes ``pid_file`` first."""
+    """Start the stack detached (``setsid --fork``: no worker's child); it writes ``pid_file`` first.
+
+    ``-m`` from the repository puts it on this process's path alone: on Airflow's, the package's
+    metadata would be found twice (its ``.egg-info`` beside the editable install's), and so its
+    UI plugin (an import error on the plugins page)."""
     with log.open("ab") as out:
         subprocess.run(
             ["setsid", "--fork", sys.executable, "-m", "tests.e2e.stack", str(publish), str(pid_file)],
@@ -183,7 +187,6 @@ def spawn(publish: Path, pid_file: Path, log: Path) -> None:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             check=True,
-            env={**os.environ, "PYTHONPATH": str(REPO)},
         )
 
 

@@ -48,8 +48,9 @@ from aip_e2e_many import LAST_BURST, LINES, POLL_INTERVAL, SIZES, failing
 
 from airflow_aip.jobs.labels import MAP_INDEX_LABEL
 from airflow_aip.jobs.vertex.view import job_state
-from tests.e2e.conftest import AirflowStack
+from tests.e2e.conftest import BROWSE_READS, AirflowStack
 from tests.fixtures.airflow_stack import TERMINAL_RUN_STATES
+from tests.fixtures.shared import exclusively
 from tests.fixtures.vertex import LOCATION, cancel_vertex
 from tests.fixtures.waiting import wait_until
 
@@ -192,16 +193,18 @@ def many_run(airflow_stack: AirflowStack, request: pytest.FixtureRequest) -> Ite
         "gate": str(gate),
     }
     counters = Counters(stack, project)
-    counters.look()
-    run_id = stack.trigger(dag_id, conf)
+    run_id = ""
     try:
-        wait_until_all_watched(stack, dag_id, run_id, jobs)
-        counters.look()
-        time.sleep(STEADY_POLLS * POLL_INTERVAL)  # the poller's rounds happen meanwhile
-        counters.look()
-        gate.touch()
-        state = stack.wait_for_run(dag_id, run_id, timeout=TIMEOUT)
-        counters.look()
+        with exclusively(BROWSE_READS):  # from the first look at the counters to the last
+            counters.look()
+            run_id = stack.trigger(dag_id, conf)
+            wait_until_all_watched(stack, dag_id, run_id, jobs)
+            counters.look()
+            time.sleep(STEADY_POLLS * POLL_INTERVAL)  # the poller's rounds happen meanwhile
+            counters.look()
+            gate.touch()
+            state = stack.wait_for_run(dag_id, run_id, timeout=TIMEOUT)
+            counters.look()
         whole, steady = counters.between(0, 3), counters.between(1, 2)
         if os.environ.get("AIP_MANY_DEFERRED_REPORT"):
             figures = {
@@ -212,7 +215,7 @@ def many_run(airflow_stack: AirflowStack, request: pytest.FixtureRequest) -> Ite
         listed = project_jobs(stack, project)  # after the last look: the test's own list is not counted
         yield ManyRun(dag_id, jobs, run_id, state, task_states(stack, dag_id, run_id), listed, whole, steady)
     finally:  # a run that did not end is failed, its jobs cancelled: they would slow the next tests
-        if stack.run_state(dag_id, run_id) not in TERMINAL_RUN_STATES:
+        if run_id and stack.run_state(dag_id, run_id) not in TERMINAL_RUN_STATES:
             stack.api.patch(f"dags/{dag_id}/dagRuns/{run_id}", json={"state": "failed"}).raise_for_status()
         for job in project_jobs(stack, project):
             if job_state(job["state"]).value in ("QUEUED", "PREPARING", "RUNNING"):

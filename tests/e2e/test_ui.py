@@ -19,7 +19,8 @@ from urllib.parse import quote
 import httpx
 import pytest
 
-from tests.e2e.conftest import AirflowStack, TuningRun
+from tests.e2e.conftest import BROWSE_READS, AirflowStack, TuningRun
+from tests.fixtures.shared import exclusively
 
 pytestmark = pytest.mark.e2e
 
@@ -164,6 +165,13 @@ def test_run_tab_and_browse_page_list_the_job(
     )
     expect(run_row).to_have_count(1, timeout=60_000)
     expect(run_row.locator("td").last).to_contain_text("exported")
+
+    with exclusively(BROWSE_READS):  # it reads every waiting job: none of the many-waits run's
+        _browse_lists_the_job(page, tuning_run, job_id)
+
+
+def _browse_lists_the_job(page: Any, tuning_run: TuningRun, job_id: str) -> None:
+    from playwright.sync_api import expect
 
     page.get_by_role("button", name="Browse").click()
     page.get_by_role("menuitem", name="Training jobs").click()

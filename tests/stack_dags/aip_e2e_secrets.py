@@ -19,13 +19,23 @@ FLAGGED = os.environ.get("AIP_E2E_FLAGGED_SECRET", "")
 mask_secret(FLAGGED)  # the author flags a value as secret, then passes it to the job
 
 with DAG("aip_e2e_secrets", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
+    # The deferred job runs 15 s: one that ends within seconds of the deferral meets Airflow's
+    # executor-event race (apache/airflow#67287, unfixed in 3.3.2), which fails the task with no
+    # log line of ours: the scheduler reads the deferring try's late SUCCESS as an outside change.
     for task_id, deferrable in (("submit_in_worker", False), ("submit_deferred", True)):
         submit = SubmitTrainingJobOperator(
             task_id=task_id,
             project_id="{{ dag_run.conf['project_id'] }}",
             gcp_conn_id="aip_secret_conn",
             training_input=training_input(
-                "succeed", ["--message", "{{ var.value.aip_api_token }} " + FLAGGED], f"{JOB_DIR}/{task_id}"
+                "succeed",
+                [
+                    "--message",
+                    "{{ var.value.aip_api_token }} " + FLAGGED,
+                    "--hold",
+                    "15" if deferrable else "0",
+                ],
+                f"{JOB_DIR}/{task_id}",
             ),
             deferrable=deferrable,
             poll_interval=1,

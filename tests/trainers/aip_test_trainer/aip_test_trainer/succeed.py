@@ -31,6 +31,7 @@ def _wait_for_workers(job_dir: str, count: int, timeout: float = 60.0) -> None:
 def main() -> None:
     args = parser()
     args.add_argument("--message", default="hello")
+    args.add_argument("--hold", type=float, default=0.0, help="seconds to run before ending")
     known, _ = args.parse_known_args()
     print(f"training with message={known.message}")
     print(f"runtime prefix {sys.prefix}")
@@ -43,6 +44,7 @@ def main() -> None:
     print(f"wrote {uri}")
     if is_master:
         _wait_for_workers(known.job_dir, len(tf_config.get("cluster", {}).get("worker", [])))
+    time.sleep(known.hold)
 
 
 if __name__ == "__main__":
