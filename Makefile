@@ -64,7 +64,8 @@ PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reord
 prepare:
 	@$(MAKE) --no-print-directory -j2 install deps
 
-test: prepare lint
+test: prepare
+	@$(MAKE) --no-print-directory lint
 	$(PYTEST) -m "not soak" $(TESTS)
 
 test-soak: prepare

@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import os
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ import pytest
 
 from tests.e2e.conftest import AirflowStack
 from tests.fixtures.local_service import log_entries
-from tests.fixtures.vertex import cancel_vertex, vertex_jobs
+from tests.fixtures.vertex import fresh_project, vertex_jobs
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -50,11 +49,8 @@ def ladder_project(airflow_stack: AirflowStack) -> Iterator[str]:
         f"{DAG_ID} parsed",
         state=lambda: stack.log,
     )
-    project = f"e2e-ladder-{uuid.uuid4().hex[:6]}"
-    yield project
-    for job in vertex_jobs(stack.ml_url, project):
-        if job["state"] in ("QUEUED", "PREPARING", "RUNNING"):
-            cancel_vertex(stack.ml_url, job["name"])
+    with fresh_project(stack.ml_url, "e2e-ladder") as project:
+        yield project
 
 
 def test_user_kill_of_a_deferred_ladder_cancels_the_current_rungs_job(

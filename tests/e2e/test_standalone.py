@@ -21,7 +21,7 @@ import pytest
 from tests.e2e.conftest import AirflowStack, TuningRun
 from tests.e2e.stack import FLAGGED_SECRET, KEY_SECRET, TOKEN_SECRET
 from tests.fixtures.local_service import log_entries, storage_client
-from tests.fixtures.vertex import cancel_vertex, job_args, vertex_jobs
+from tests.fixtures.vertex import fresh_project, job_args, vertex_jobs
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e
@@ -85,11 +85,8 @@ def _trigger_is_running(stack: AirflowStack, run_id: str, task_id: str) -> bool:
 @pytest.fixture
 def kill_project(airflow_stack: AirflowStack) -> Iterator[str]:
     """A project for the kill test; what it leaves running is cancelled: later tests need the service."""
-    project = f"e2e-kill-{uuid.uuid4().hex[:6]}"
-    yield project
-    for job in vertex_jobs(airflow_stack.ml_url, project):
-        if job["state"] in ("QUEUED", "PREPARING", "RUNNING"):
-            cancel_vertex(airflow_stack.ml_url, job["name"])
+    with fresh_project(airflow_stack.ml_url, "e2e-kill") as project:
+        yield project
 
 
 def test_user_kill_cancels_the_job_in_every_waiting_mode(

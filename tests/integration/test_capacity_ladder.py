@@ -12,6 +12,7 @@ import threading
 import urllib.parse
 import urllib.request
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import yaml
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
-from tests.fixtures.operators import task_instance
+from tests.fixtures.operators import FakeTI, task_context, task_instance
 from tests.fixtures.vertex import aiplatform
 from tests.fixtures.waiting import wait_until
 
@@ -36,6 +37,7 @@ FLAGS = [
     "--flex-start-capacity-after=never",
 ]
 A100, CPU = A100_RUNG, CPU_RUNG
+WHEN = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)  # the run's logical date: its job IDs'
 
 DAG = """\
 from datetime import datetime
@@ -131,6 +133,46 @@ def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
     assert jobs[1]["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
     exported = summary_of(run, "export")
     assert exported["job_id"] == summary["job_id"]
+
+
+def test_a_retry_passes_the_rungs_already_tried_and_adopts_the_job_of_the_rung_reached(
+    env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """What a retry after a lost worker does (the Celery tier kills one mid-ladder, in soak): the
+    same task instance's next try scans the rungs, passes rung 1's failed job and adopts rung 2's
+    by its rung job ID, creating nothing."""
+    from airflow_aip.operators import SubmitTrainingJobOperator
+
+    dag_id = f"aip_ladder_{uuid.uuid4().hex[:8]}"
+    training_input = staged_trainer.training_input("succeed")  # one task: one spec, one job dir
+
+    def one_try() -> dict[str, Any]:
+        operator = SubmitTrainingJobOperator(
+            task_id="submit",
+            project_id=PROJECT,
+            region=REGION,
+            training_input=training_input,
+            capacity_ladder=[A100, CPU],
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+            deferrable=False,
+            poll_interval=0.5,
+        )
+        summary: dict[str, Any] = operator.execute(task_context(FakeTI(dag_id, "submit"), WHEN))  # type: ignore[arg-type]
+        return summary
+
+    first = one_try()
+    retry = one_try()  # the same task instance: the same rung job IDs
+
+    jobs = jobs_of(env, dag_id)
+    assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [
+        ("a100", "JOB_STATE_FAILED"),
+        ("cpu", "JOB_STATE_SUCCEEDED"),
+    ]  # nothing created by the retry
+    assert retry["job_id"] == first["job_id"] == jobs[1]["displayName"]
+    assert [(r["label"], r["job_id"], r["state"], r["ended_because"]) for r in retry["ladder"]] == [
+        ("a100", jobs[0]["displayName"], "FAILED", "stockout"),
+        ("cpu", jobs[1]["displayName"], "SUCCEEDED", None),
+    ]
 
 
 def test_flex_start_past_its_wait_limit_climbs_deferred(

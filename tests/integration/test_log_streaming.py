@@ -14,7 +14,6 @@ import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -25,6 +24,7 @@ from airflow_aip.operators.training import SubmitTrainingJobOperator
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state
+from tests.fixtures.operators import FakeTI, task_context
 
 pytestmark = pytest.mark.integration
 PROJECT = "logs-project"
@@ -36,17 +36,8 @@ DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
 CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
 
 
-class FakeTI:
-    def __init__(self) -> None:
-        self.dag_id, self.task_id, self.run_id, self.map_index = "logs_dag", "train", "manual__1", -1
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
 def context() -> Any:
-    return {"ti": FakeTI(), "logical_date": None, "dag_run": SimpleNamespace(run_after=None)}
+    return task_context(FakeTI("logs_dag", run_id="manual__1"))
 
 
 @pytest.fixture(autouse=True)

@@ -20,12 +20,12 @@ import sys
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
+from tests.fixtures.operators import FakeTI, task_context
 from tests.fixtures.soak import soak_beyond
 from tests.fixtures.vertex import LOCATION, aiplatform
 from tests.fixtures.waiting import wait_until
@@ -72,20 +72,6 @@ def jobs_named(service: LocalService, prefix: str, backend: str = "ai_platform")
     return list(listed.get("jobs", []))
 
 
-class FakeTI:
-    """The task instance fields SubmitTrainingJobOperator reads; XComs land in a dict."""
-
-    def __init__(self, dag_id: str, run_id: str = RUN_ID) -> None:
-        self.dag_id = dag_id
-        self.task_id = "submit"
-        self.run_id = run_id
-        self.map_index = -1
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
 def base_id(dag_id: str, run_id: str = RUN_ID) -> str:
     """The job ID every try of the submit task of ``dag_id``'s run ``run_id`` asks for first."""
     from airflow_aip.jobs import job_id_for_task
@@ -113,7 +99,7 @@ def submit(
         wait_for_completion=False,
         **kwargs,
     )
-    context = {"ti": FakeTI(dag_id, run_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+    context = task_context(FakeTI(dag_id, "submit", run_id), WHEN)
     summary: dict[str, Any] = operator.execute(context)  # type: ignore[arg-type]
     return summary
 
@@ -162,7 +148,8 @@ CRASHING_TASK = """
 import json, sys
 from datetime import datetime, timezone
 from types import SimpleNamespace
-from tests.integration.test_reliability_faults import FakeTI, WHEN
+from tests.fixtures.operators import FakeTI, task_context
+from tests.integration.test_reliability_faults import RUN_ID, WHEN
 from airflow_aip.operators.training import SubmitTrainingJobOperator
 
 endpoint, project, dag_id, training_input, backend, xcom_file = sys.argv[1:]
@@ -176,7 +163,7 @@ op = SubmitTrainingJobOperator(
     task_id="submit", project_id=project, training_input=json.loads(training_input),
     api_endpoint=endpoint, gcp_conn_id="aip_no_such_conn", wait_for_completion=False, backend=backend,
 )
-op.execute({"ti": RecordingTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)})
+op.execute(task_context(RecordingTI(dag_id, "submit", RUN_ID), WHEN))
 """
 
 
@@ -243,7 +230,7 @@ def test_a_failed_job_then_a_retry_gives_r2(
     from airflow_aip.operators.training import SubmitTrainingJobOperator
 
     dag_id = f"failed_{uuid.uuid4().hex[:8]}"
-    context = {"ti": FakeTI(dag_id), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+    context = task_context(FakeTI(dag_id, "submit", RUN_ID), WHEN)
 
     def attempt() -> dict[str, Any]:
         operator = SubmitTrainingJobOperator(

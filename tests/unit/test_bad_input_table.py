@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -30,6 +29,7 @@ from airflow_aip.operators import (
     StagePackagesOperator,
     SubmitTrainingJobOperator,
 )
+from tests.fixtures.operators import FakeTI, task_context
 from tests.unit.ml_fake import FakeMlApi, serve_hook
 
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
@@ -51,15 +51,13 @@ PARAM = {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 
 Case = Callable[[Path], Any]
 
 
-class FakeTI:
-    dag_id, task_id, run_id, map_index = "dag", "train", "manual__2024-03-09T07:05:01+00:00", -1
-
+class NoXComTI(FakeTI):
     def xcom_push(self, key: str, value: Any) -> None:
         raise AssertionError(f"XCom {key} pushed for bad input")
 
 
 def context() -> Any:
-    return {"ti": FakeTI(), "logical_date": WHEN, "dag_run": SimpleNamespace(run_after=WHEN)}
+    return task_context(NoXComTI("dag"), WHEN)
 
 
 def submit(**overrides: Any) -> Case:

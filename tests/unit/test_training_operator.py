@@ -34,6 +34,7 @@ from airflow_aip.operators import training as training_module
 from airflow_aip.sensors import training as sensor_module
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
+from tests.fixtures.operators import FakeTI, task_context
 from tests.unit.ml_fake import FakeMlApi, serve_hook
 from tests.unit.test_log_stream_hook import FakeLoggingApi
 
@@ -59,23 +60,8 @@ ARGS: dict[str, Any] = {
 }
 
 
-class FakeTI:
-    def __init__(self, map_index: int = -1) -> None:
-        self.dag_id = "train_dag"
-        self.task_id = "train"
-        self.run_id = "manual__2024-03-09T07:05:01+00:00"
-        self.map_index = map_index
-        self.xcom: dict[str, Any] = {}
-
-    def xcom_push(self, key: str, value: Any) -> None:
-        self.xcom[key] = value
-
-
 def make_context(ti: FakeTI | None = None, logical_date: datetime | None = WHEN) -> Context:
-    return cast(
-        Context,
-        {"ti": ti or FakeTI(), "logical_date": logical_date, "dag_run": SimpleNamespace(run_after=WHEN)},
-    )
+    return cast(Context, {**task_context(ti, WHEN), "logical_date": logical_date})
 
 
 class FakeClock:

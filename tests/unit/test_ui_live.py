@@ -21,6 +21,7 @@ from sqlalchemy.pool import StaticPool
 from airflow_aip.jobs.vertex.view import view_from_vertex
 from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of, keeps_refreshing, why_it_waits
+from tests.fixtures.operators import FakeTI
 from tests.fixtures.tuning_job import SUMMARY
 from tests.unit.clock import Clock
 
@@ -532,7 +533,7 @@ def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it
     monkeypatch.setattr(training_module, "time", clock)
     monkeypatch.setattr(waiting_module, "time", clock)
     fake.play(submit.JOB_ID, ["RUNNING", "CANCELLED"])
-    ti = submit.FakeTI()
+    ti = FakeTI()
     who = {"user": "ada", "at": "2026-11-25T10:05:00+00:00"}
     ti.xcom_pull = lambda key: who if key == CANCELLED_BY_XCOM_KEY else None  # type: ignore[attr-defined]
     monkeypatch.setattr(airflow.sdk, "get_current_context", lambda: {"ti": ti})
