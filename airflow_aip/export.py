@@ -16,7 +16,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import JobState, objective_value
-from airflow_aip.jobs.backend import backend_of
+from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.mlv1.training_input import MAX_PACKAGE_URIS  # the API's packageUris limit
+from airflow_aip.jobs.training_input import MAX_PACKAGE_URIS  # the API's packageUris limit
 from airflow_aip.packaging import build_sdist, sha256_file
 from airflow_aip.uris import GcsUri, parse_gcs_uri
 

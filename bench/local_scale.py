@@ -34,7 +34,7 @@ from typing import Any
 from airflow_aip.jobs.labels import JOB_ID_LABEL
 from airflow_aip.jobs.vertex.body import CUSTOM_JOB_SCHEMA, validate_custom_job
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.logs.entries import list_entries, to_log_entry
+from airflow_aip.local.log_entries import list_entries, to_log_entry
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, VERTEX_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import LOG_FILE, JobStore, project_number

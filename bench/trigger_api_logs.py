@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.logs import normalize_timestamp
-from airflow_aip.local.logs.entries import to_log_entry
+from airflow_aip.local.log_entries import to_log_entry
 from airflow_aip.local.logs.filters import Comparison, Junction, Node, parse_filter
 from bench.trigger_api_jobs import Fleet, Job, now_us, rfc3339_us
 

@@ -18,7 +18,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.hooks.vertex import VertexJobHook
-from airflow_aip.jobs.backend import backend_named
+from airflow_aip.jobs.backends import backend_named
 from airflow_aip.jobs.summary import google_console_url
 from airflow_aip.jobs.view import AI_PLATFORM, VERTEX
 

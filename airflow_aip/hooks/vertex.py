@@ -33,11 +33,11 @@ from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import is_transient, settled_lookup
 from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
-from airflow_aip.jobs.capacity import quota_refusal
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
+from airflow_aip.jobs.vertex.capacity import quota_refusal
 from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name
 from airflow_aip.jobs.view import JobView, last_segment
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
@@ -50,8 +50,9 @@ LIST_PAGE_SIZE = 100
 class VertexJobHook(GoogleApiHook):
     """Create, find, read and cancel Vertex AI CustomJobs and HyperparameterTuningJobs, sync and async.
 
-    :param region: the location (``us-central1``): the endpoint and the jobs' parent.
     Other arguments are the core's (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
+
+    :param region: the location (``us-central1``): the endpoint and the jobs' parent.
     """
 
     hook_name = "Vertex AI training (airflow_aip)"

@@ -17,6 +17,7 @@ from airflow_aip.jobs.adoption import (
     spec_differences,
 )
 from airflow_aip.jobs.hashing import short_hash, shorten
+from airflow_aip.jobs.hyperparameters import check_hyperparameters, check_param
 from airflow_aip.jobs.ids import (
     JOB_ID_MAX_LENGTH,
     MAX_ATTEMPTS,
@@ -39,9 +40,10 @@ from airflow_aip.jobs.labels import (
     sanitize_label_value,
     validate_labels,
 )
-from airflow_aip.jobs.mlv1.diff import diff_training_input
-from airflow_aip.jobs.mlv1.hyperparameters import check_hyperparameters, check_param
-from airflow_aip.jobs.mlv1.training_input import (
+from airflow_aip.jobs.schema import discovery_document, discovery_document_path
+from airflow_aip.jobs.states import TERMINAL_STATES, JobState
+from airflow_aip.jobs.summary import summarize_job
+from airflow_aip.jobs.training_input import (
     build_training_input,
     deep_merge,
     duration_seconds,
@@ -49,9 +51,6 @@ from airflow_aip.jobs.mlv1.training_input import (
     validate_job,
     validate_training_input,
 )
-from airflow_aip.jobs.schema import discovery_document, discovery_document_path
-from airflow_aip.jobs.states import TERMINAL_STATES, JobState
-from airflow_aip.jobs.summary import console_url, summarize_job
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, best_trial, objective_value
 
 __all__ = [
@@ -77,10 +76,8 @@ __all__ = [
     "check_hyperparameters",
     "check_if_exists",
     "check_param",
-    "console_url",
     "decide_adoption",
     "deep_merge",
-    "diff_training_input",
     "discovery_document",
     "discovery_document_path",
     "duration_seconds",

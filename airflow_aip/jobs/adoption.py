@@ -42,7 +42,7 @@ from enum import Enum
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.backend import backend_of
+from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.labels import OWNER_LABELS
 from airflow_aip.jobs.logs import normalize_timestamp
 from airflow_aip.jobs.states import JobState

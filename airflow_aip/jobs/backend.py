@@ -5,7 +5,8 @@ name. They hold a :class:`Backend` and read its attributes: which field holds th
 directory, where the model lies below it, whether the server assigns job IDs, how an attempt's
 ID goes into a body, how two specs are compared. Each wire format defines its object in its own
 folder (:mod:`airflow_aip.jobs.vertex.backend`, :mod:`airflow_aip.jobs.mlv1.backend`); a view
-or a task names its backend by :attr:`Backend.name`, which is what crosses XCom and triggers.
+or a task names its backend by :attr:`Backend.name`, which is what crosses XCom and triggers, and
+:mod:`airflow_aip.jobs.backends` finds the object by that name.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from airflow_aip.jobs.view import AI_PLATFORM, JobView, check_backend
+from airflow_aip.jobs.view import JobView
 
 if TYPE_CHECKING:
     from airflow_aip.jobs.request import JobRequest, RequestInputs
@@ -41,6 +42,11 @@ class Backend(ABC):
     @abstractmethod
     def view(self, resource: Mapping[str, Any], *, project_id: str | None, region: str | None) -> JobView:
         """A job as its API answered it, as the neutral view (:mod:`airflow_aip.jobs.view`)."""
+
+    def why_waiting(self, view: Mapping[str, Any]) -> str | None:
+        """Why a job that has not started waits (quota, a search for machines), one sentence; None
+        when the API does not say, or once the job runs. The wait step logs it, the UI shows it."""
+        return None
 
     def location_of(self, name: str) -> str | None:
         """The location a resource name carries (None when the API's names carry none)."""
@@ -72,21 +78,7 @@ class Backend(ABC):
 
     @abstractmethod
     def build_request(self, asked: RequestInputs) -> JobRequest:
-        """The validated request (see :func:`airflow_aip.jobs.request.build_request`)."""
+        """The validated request (see :func:`airflow_aip.jobs.backends.build_request`)."""
 
     def __repr__(self) -> str:
         return f"<backend {self.name}>"
-
-
-def backend_named(name: object) -> Backend:
-    """The backend called ``name``; ValidationError naming ``backend`` for any other value."""
-    from airflow_aip.jobs.mlv1.backend import MLV1
-    from airflow_aip.jobs.vertex.backend import VERTEX_AI
-
-    by_name: dict[str, Backend] = {each.name: each for each in (VERTEX_AI, MLV1)}
-    return by_name[check_backend(name)]
-
-
-def backend_of(view: Mapping[str, Any]) -> Backend:
-    """The backend a job view (or summary, or manifest) names; ml v1 for old ones that name none."""
-    return backend_named(view.get("backend") or AI_PLATFORM)

@@ -1,9 +1,10 @@
 """What a submit asks for, on either backend: the body to send for each attempt ID, and what to compare.
 
-The operator builds one :class:`JobRequest` before any side effect (everything validated), and
-the submit path asks it, per attempt ID (``_r2``...), for the body to send and for the view the
-adoption rule compares an existing job with. Where the ID goes, which labels carry it and what
-is compared are the backend's (:class:`~airflow_aip.jobs.backend.Backend`).
+The operator builds one :class:`JobRequest` before any side effect (everything validated; see
+:func:`airflow_aip.jobs.backends.build_request`), and the submit path asks it, per attempt ID
+(``_r2``...), for the body to send and for the view the adoption rule compares an existing job
+with. Where the ID goes, which labels carry it and what is compared are the backend's
+(:class:`~airflow_aip.jobs.backend.Backend`).
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from airflow_aip.jobs.backend import backend_named
 
 if TYPE_CHECKING:
     from airflow_aip.jobs.backend import Backend
@@ -62,36 +61,3 @@ class RequestInputs:
     framework: str | None = None
     vertex_job: Mapping[str, Any] | None = None
     placement: Mapping[str, Any] | None = None  # Vertex AI only: see jobs.placement
-
-
-def build_request(
-    backend: str | Backend,
-    *,
-    layered_input: Mapping[str, Any],
-    named: Mapping[str, Any],
-    labels: dict[str, str],
-    first_id: str,
-    default_region: str | None = None,
-    executor_image_uri: str | None = None,
-    framework: str | None = None,
-    vertex_job: Mapping[str, Any] | None = None,
-    placement: Mapping[str, Any] | None = None,
-) -> JobRequest:
-    """The request for ``backend``, every field checked (nothing is sent before this returns).
-
-    On Vertex AI, AI Platform's vocabulary is translated and ``vertex_job`` goes on top; on ml v1
-    ``vertex_job`` is an error (see :class:`RequestInputs`).
-    """
-    chosen = backend if not isinstance(backend, str) else backend_named(backend)
-    asked = RequestInputs(
-        layered_input,
-        named,
-        labels,
-        first_id,
-        default_region,
-        executor_image_uri,
-        framework,
-        vertex_job,
-        placement,
-    )
-    return chosen.build_request(asked)

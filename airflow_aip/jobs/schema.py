@@ -23,12 +23,15 @@ import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from airflow_aip.exceptions import AipError, ValidationError
-from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 
 ML_V1 = "ml.v1.json"
+#: ``"Schema.field"`` to an enum's proto numbers by name (see :func:`check_object`).
+EnumTable = Mapping[str, Mapping[str, int]]
+NO_ENUMS: EnumTable = MappingProxyType({})
 JOB_SCHEMA = "GoogleCloudMlV1__Job"
 TRAINING_INPUT_SCHEMA = "GoogleCloudMlV1__TrainingInput"
 # The API's google-duration (proto3 JSON Duration): seconds, up to 9 fractional digits, then "s".
@@ -146,10 +149,13 @@ def check_value(
     allow_output_only: bool,
     document: str = ML_V1,
     enum_numbers: Mapping[str, int] | None = None,
+    enums: EnumTable = NO_ENUMS,
 ) -> Any:
     """``value`` checked against one property schema; returns it in canonical form."""
     if "$ref" in prop:
-        return check_object(value, prop["$ref"], path, allow_output_only=allow_output_only, document=document)
+        return check_object(
+            value, prop["$ref"], path, allow_output_only=allow_output_only, document=document, enums=enums
+        )
     kind = prop.get("type")
     if kind == "string":
         return _string(value, prop, path, enum_numbers)
@@ -162,7 +168,13 @@ def check_value(
             raise _type_error(path, "true or false", value)
         return value
     return _collection(
-        value, prop, path, allow_output_only=allow_output_only, document=document, enum_numbers=enum_numbers
+        value,
+        prop,
+        path,
+        allow_output_only=allow_output_only,
+        document=document,
+        enum_numbers=enum_numbers,
+        enums=enums,
     )
 
 
@@ -174,6 +186,7 @@ def _collection(
     allow_output_only: bool,
     document: str,
     enum_numbers: Mapping[str, int] | None,
+    enums: EnumTable,
 ) -> Any:
     """Arrays and maps checked item by item; free-form objects as they are."""
     kind = prop.get("type")
@@ -188,6 +201,7 @@ def _collection(
                 allow_output_only=allow_output_only,
                 document=document,
                 enum_numbers=enum_numbers,
+                enums=enums,
             )
             for i, item in enumerate(value)
         ]
@@ -197,7 +211,9 @@ def _collection(
         inner = prop["additionalProperties"]
         out_only = allow_output_only
         return {
-            str(k): check_value(v, inner, f"{path}.{k}", allow_output_only=out_only, document=document)
+            str(k): check_value(
+                v, inner, f"{path}.{k}", allow_output_only=out_only, document=document, enums=enums
+            )
             for k, v in value.items()
         }
     if kind == "any" or kind == "object":
@@ -206,9 +222,18 @@ def _collection(
 
 
 def check_object(
-    value: Any, schema_name: str, path: str, *, allow_output_only: bool = False, document: str = ML_V1
+    value: Any,
+    schema_name: str,
+    path: str,
+    *,
+    allow_output_only: bool = False,
+    document: str = ML_V1,
+    enums: EnumTable = NO_ENUMS,
 ) -> dict[str, Any]:
     """A mapping checked field by field against a named schema: unknown fields are errors.
+
+    ``enums``: the proto numbers an API also takes for its enums (``"Schema.field"`` to name to
+    number), which the discovery document does not carry; its wire folder passes them.
 
     Proto names (``display_name``) become JSON names; a field spelled both ways is an error.
     Output-only fields are dropped unless ``allow_output_only`` (reading an answer, not a request).
@@ -230,7 +255,7 @@ def check_object(
         spelled[name] = key
         if item is None:
             continue
-        numbers = ENUM_NUMBERS.get(f"{schema_name}.{name}")
+        numbers = enums.get(f"{schema_name}.{name}")
         checked = check_value(
             item,
             props[name],
@@ -238,36 +263,8 @@ def check_object(
             allow_output_only=allow_output_only,
             document=document,
             enum_numbers=numbers,
+            enums=enums,
         )
         if allow_output_only or not is_output_only(props[name]):
             out[name] = checked
     return out
-
-
-def enums_as_numbers(value: Any, schema_name: str, document: str = ML_V1) -> Any:
-    """An answer with its enums as proto numbers, for clients asking ``$alt=json;enum-encoding=int``.
-
-    Google's REST clients (the Vertex AI SDK's transport) ask for that; a name without a known
-    number is left as it is, as proto3 JSON parsers take either.
-    """
-    if not isinstance(value, Mapping):
-        return value
-    props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
-    out = dict(value)
-    for key, item in value.items():
-        prop = props.get(key)
-        if prop is not None:
-            out[key] = _enum_numbers_in(item, prop, ENUM_NUMBERS.get(f"{schema_name}.{key}"), document)
-    return out
-
-
-def _enum_numbers_in(
-    value: Any, prop: Mapping[str, Any], numbers: Mapping[str, int] | None, document: str
-) -> Any:
-    if "$ref" in prop:
-        return enums_as_numbers(value, prop["$ref"], document)
-    if prop.get("type") == "array" and isinstance(value, list):
-        return [_enum_numbers_in(item, prop["items"], numbers, document) for item in value]
-    if "enum" in prop and isinstance(value, str) and numbers and value in numbers:
-        return numbers[value]
-    return value

@@ -11,12 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_aip.jobs.backend import backend_of
-from airflow_aip.jobs.mlv1.backend import console_url
+from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import best_trial
 
-__all__ = ["SUMMARY_KEYS", "console_url", "google_console_url", "summarize_job"]
+__all__ = ["SUMMARY_KEYS", "google_console_url", "summarize_job"]
 
 SUMMARY_KEYS = (
     "job_id",

@@ -27,10 +27,10 @@ from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
-from airflow_aip.jobs.backend import backend_of
-from airflow_aip.jobs.capacity import queued_reason, queued_seconds
+from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
+from airflow_aip.jobs.times import queued_seconds
 
 # Backoff while the API cannot be read: 1 s, 2 s, 4 s ... up to BACKOFF_CAP (or the poll
 # interval, if longer: an outage never makes a waiter ask more often than it normally does once
@@ -180,7 +180,8 @@ def _queued(
         if state.state is not JobState.QUEUED:  # every job starts QUEUED: a moment there is no news
             logs.append(("info", f"Training job {state.job_id} is QUEUED"))
     elif state.queued_noted is None or now - state.queued_noted >= QUEUED_NOTE_INTERVAL:
-        logs.append(("info", f"Training job {state.job_id} is {queued_reason(job)}, {waited / 60:.0f} min"))
+        reason = backend_of(job).why_waiting(job) or "QUEUED"
+        logs.append(("info", f"Training job {state.job_id} is {reason}, {waited / 60:.0f} min"))
         remembered = replace(remembered, queued_noted=now)
     return remembered, waited
 

@@ -2,17 +2,17 @@
 
 OpenLineage and Airflow's OpenLineage provider are optional (the ``lineage`` extra) and DAG files
 import the operators, so both are imported inside these functions, never at module level: a
-builder first calls ``operator_lineage_type`` and reports nothing when it raises ImportError.
+builder first calls ``operator_lineage_type`` and reports nothing when it raises ImportError. Our
+facet classes derive from OpenLineage's, so they live in ``facet_types``, which ``facet`` imports.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any
 
-from airflow_aip import __version__
 from airflow_aip.lineage.uris import gcs_dataset_id
+from airflow_aip.lineage.urns import PRODUCER, SCHEMA_URL
 
 if TYPE_CHECKING:
     from airflow.providers.openlineage.extractors import OperatorLineage
@@ -39,9 +39,6 @@ __all__ = [
 
 FILE_NAMESPACE = "file"
 VERTEX_SCHEME = "vertexai://"
-# No public schema is published for our facets: a URN names them (and us) without pretending one.
-PRODUCER = f"urn:airflow-aip:{__version__}"
-SCHEMA_URL = "urn:airflow-aip:openlineage-facets:1-0-0"
 PACKAGE_FACET = "aipPackage"
 JOB_FACET = "aipTrainingJob"
 MODEL_FACET = "aipModel"
@@ -55,98 +52,11 @@ def operator_lineage_type() -> Any:
     return OperatorLineage
 
 
-@cache
-def _facet_classes() -> dict[str, type[Any]]:
-    """Our facet classes, defined on first use (they derive from OpenLineage's, imported lazily).
-
-    Registered in this module under their names, so they pickle like module-level classes.
-    """
-    import attrs
-    from openlineage.client.facet_v2 import DatasetFacet, RunFacet
-
-    # Field names are camelCase, as OpenLineage's own facets' are.
-    @attrs.define
-    class AipPackageDatasetFacet(DatasetFacet):
-        """A trainer package's content: its sha256 ties a model to the exact code that made it."""
-
-        sha256: str | None = None
-        packageName: str | None = None
-        packageVersion: str | None = None
-        size: int | None = None
-
-        @staticmethod
-        def _get_schema() -> str:
-            return f"{SCHEMA_URL}#/$defs/AipPackageDatasetFacet"
-
-    @attrs.define
-    class AipTrainingJobRunFacet(RunFacet):
-        """The training job this task ran: which one, how it ended, and its best trial's metric."""
-
-        jobId: str | None = None
-        name: str | None = None
-        backend: str | None = None
-        state: str | None = None
-        projectId: str | None = None
-        region: str | None = None
-        consoleUrl: str | None = None
-        hyperparameterTuning: bool = False
-        metricTag: str | None = None
-        goal: str | None = None
-        bestTrialId: str | None = None
-        bestMetric: float | None = None
-
-        @staticmethod
-        def _get_schema() -> str:
-            return f"{SCHEMA_URL}#/$defs/AipTrainingJobRunFacet"
-
-    @attrs.define
-    class AipModelDatasetFacet(DatasetFacet):
-        """An exported model: the job (and trial) it came from, and its metric."""
-
-        jobId: str | None = None
-        trialId: str | None = None
-        metric: float | None = None
-        metricTag: str | None = None
-        manifestUri: str | None = None
-        promoted: bool | None = None
-
-        @staticmethod
-        def _get_schema() -> str:
-            return f"{SCHEMA_URL}#/$defs/AipModelDatasetFacet"
-
-    @attrs.define
-    class AipModelVersionDatasetFacet(DatasetFacet):
-        """A Model Registry version: its names, aliases, metric and whether it became champion."""
-
-        model: str | None = None
-        versionId: str | None = None
-        versionName: str | None = None
-        aliases: list[str] = attrs.Factory(list)
-        metric: float | None = None
-        metricTag: str | None = None
-        promoted: bool | None = None
-        jobId: str | None = None
-        manifestUri: str | None = None
-
-        @staticmethod
-        def _get_schema() -> str:
-            return f"{SCHEMA_URL}#/$defs/AipModelVersionDatasetFacet"
-
-    classes: list[type[Any]] = [
-        AipPackageDatasetFacet,
-        AipTrainingJobRunFacet,
-        AipModelDatasetFacet,
-        AipModelVersionDatasetFacet,
-    ]
-    for cls in classes:
-        cls.__qualname__ = cls.__name__
-        globals()[cls.__name__] = cls
-    return {cls.__name__: cls for cls in classes}
-
-
 def facet(kind: str, /, **fields: Any) -> Any:
-    """One of our facets (``kind`` is its class name), stamped with our producer."""
-    return _facet_classes()[kind](**fields, producer=PRODUCER)
+    """One of our facets (``kind`` is its class name, in ``facet_types``), stamped with our producer."""
+    from airflow_aip.lineage.facet_types import FACET_TYPES
+
+    return FACET_TYPES[kind](**fields, producer=PRODUCER)
 
 
 def dataset(namespace: str, name: str, facets: Mapping[str, Any] | None = None) -> Dataset:

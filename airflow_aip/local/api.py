@@ -28,7 +28,7 @@ from airflow_aip.local import console
 from airflow_aip.local.capacity import ResourceExhaustedError
 from airflow_aip.local.capacity_admin import apply_update
 from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
-from airflow_aip.local.logs.entries import list_entries
+from airflow_aip.local.log_entries import list_entries
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
 from airflow_aip.local.vertex.api import add_vertex_routes
@@ -105,7 +105,7 @@ def create_app(service: TrainingService) -> FastAPI:
     _add_error_envelope(app)
     _add_ml_routes(app, service)
     add_vertex_routes(app, VertexJobs(service), _json_body)
-    add_model_routes(app, registry_of(service), _json_body)  # before the console's catch-all route
+    add_model_routes(app, registry_of(service), _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)
@@ -193,7 +193,21 @@ def _add_logging_routes(app: FastAPI, service: TrainingService) -> None:
 
 
 def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
-    """``/console/{resource name}``: a job's page (what a job link opens locally); ``/console/``: all."""
+    """``/console/{resource name}``: a job's page (what a job link opens locally); ``/console/``: all.
+
+    A model's page (``/console/projects/{p}/locations/{l}/models/{id}``) is routed first: the
+    catch-all knows jobs only.
+    """
+    registry = registry_of(service)
+
+    @app.get("/console/projects/{project}/locations/{location}/models/{model}", response_class=HTMLResponse)
+    async def model_page(project: str, location: str, model: str) -> HTMLResponse:
+        try:
+            found = await run_in_threadpool(registry.model_versions, project, location, model)
+        except (JobNotFoundError, ValidationError):
+            name = f"projects/{project}/locations/{location}/models/{model}"
+            return HTMLResponse(console.render_missing_model(name), status_code=404)
+        return HTMLResponse(console.render_model(found))
 
     @app.get("/console", response_class=HTMLResponse)
     @app.get("/console/{name:path}", response_class=HTMLResponse)

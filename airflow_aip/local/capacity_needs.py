@@ -80,11 +80,12 @@ def _reservations(machine: Mapping[str, Any]) -> set[str]:
 
 
 def _vertex_needs(record: Mapping[str, Any]) -> Needs:
+    from airflow_aip.jobs.vertex.body import job_spec_of
     from airflow_aip.jobs.vertex.hardware import gpu_quota_resource, vcpus
 
     resource = record["resource"]
     custom = record.get("kind") == "customJobs"
-    spec = resource["jobSpec" if custom else "trialJobSpec"]
+    spec = job_spec_of(resource)
     scheduling = spec.get("scheduling") or {}
     strategy = str(scheduling.get("strategy") or "")
     preemptible = strategy in ("SPOT", "FLEX_START")

@@ -13,7 +13,7 @@ from typing import Any
 
 from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.capacity_needs import Needs
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
 
 Key = tuple[str, str]  # (project, job ID)

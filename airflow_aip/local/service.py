@@ -39,7 +39,7 @@ from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSetting
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.executor.processes import kill_group
 from airflow_aip.local.executor.trials import without_report_times
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, validate_project

@@ -1,6 +1,6 @@
 """Climb a capacity ladder: find where the task had got to, and create the next rung's job, once.
 
-The rules are the model's (:mod:`airflow_aip.jobs.ladder`, :mod:`airflow_aip.jobs.capacity`);
+The rules are the model's (:mod:`airflow_aip.jobs.vertex.ladder`, :mod:`airflow_aip.jobs.vertex.capacity`);
 this fetches and creates. The jobs are the ladder's memory: every try of the task scans the
 rungs in order, and a rung whose last job ended for capacity is passed, so a retry on any
 worker resumes at the rung it had reached and never creates a rung's job twice
@@ -17,10 +17,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityRefusedError
-from airflow_aip.jobs.capacity import QUOTA, Ending, rung_ending
-from airflow_aip.jobs.ladder import Rung, rung_job_id
-from airflow_aip.jobs.ladder_trials import Earlier, continue_study, rung_record
 from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.vertex.capacity import QUOTA, Ending, rung_ending
+from airflow_aip.jobs.vertex.ladder import Rung, rung_job_id
+from airflow_aip.jobs.vertex.ladder_trials import Earlier, continue_study, rung_record
 from airflow_aip.jobs.view import JobView
 from airflow_aip.operators.submission import submit_job
 

@@ -32,8 +32,8 @@ from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs import summarize_job
-from airflow_aip.jobs.ladder import RUNG_LABEL
-from airflow_aip.jobs.ladder_trials import with_ladder
+from airflow_aip.jobs.vertex.ladder import RUNG_LABEL
+from airflow_aip.jobs.vertex.ladder_trials import with_ladder
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 

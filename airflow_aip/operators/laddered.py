@@ -6,7 +6,7 @@ the rung reached, create its job once), wait on that job in the worker or deferr
 carries the rung's region and ``queued_limit``), then decide on what ended the wait:
 
 - QUEUED past the rung's ``queued_limit``: cancel the job (the ladder gives the rung up) and climb;
-- FAILED for capacity (:func:`airflow_aip.jobs.capacity.rung_ending`): climb;
+- FAILED for capacity (:func:`airflow_aip.jobs.vertex.capacity.rung_ending`): climb;
 - anything else ends the task as it would without a ladder: a trainer's failure fails it.
 
 The summary in XCom gains ``ladder`` (each rung: job, outcome, why it ended, waited and ran
@@ -25,12 +25,12 @@ from typing import TYPE_CHECKING, Any, cast
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
 from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs import JobState, summarize_job
-from airflow_aip.jobs.capacity import rung_ending
 from airflow_aip.jobs.ids import with_attempt
-from airflow_aip.jobs.ladder import RUNG_LABEL, Rung, ladder_requests
-from airflow_aip.jobs.ladder_trials import Earlier, continue_study, rung_record, with_ladder
 from airflow_aip.jobs.logs import LogStream
 from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.vertex.capacity import rung_ending
+from airflow_aip.jobs.vertex.ladder import RUNG_LABEL, Rung, ladder_requests
+from airflow_aip.jobs.vertex.ladder_trials import Earlier, continue_study, rung_record, with_ladder
 from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN

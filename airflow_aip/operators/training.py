@@ -53,10 +53,11 @@ from airflow_aip.jobs import (
     validate_pinned_job_id,
     with_attempt,
 )
-from airflow_aip.jobs.ladder import ladder_given, parse_ladder
+from airflow_aip.jobs.backends import build_request
 from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
-from airflow_aip.jobs.request import JobRequest, build_request
+from airflow_aip.jobs.request import JobRequest
+from airflow_aip.jobs.vertex.ladder import ladder_given, parse_ladder
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import (
     CONSOLE_URL_XCOM_KEY,
@@ -100,12 +101,12 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
     :param network: the VPC network to peer with (AI Platform's ``trainingInput.network``).
     :param tensorboard: a Vertex AI TensorBoard resource to upload logs to (needs ``service_account``).
         These are checked with the machine table's rules before anything is sent
-        (:mod:`airflow_aip.jobs.placement`).
+        (:mod:`airflow_aip.jobs.vertex.placement`).
     :param capacity_ladder: an ordered list of rungs, each a strategy (``"SPOT"``) or a mapping
         (``label``, ``strategy``, ``max_wait_duration``, ``queued_limit``, ``region``,
         ``machine_type``, ``accelerator_type``, ``accelerator_count``, ``reservation``,
         ``persistent_resource_id``): each rung is one job, created once; a capacity failure
-        climbs to the next rung, a trainer's failure never does (:mod:`airflow_aip.jobs.ladder`).
+        climbs to the next rung, a trainer's failure never does (:mod:`airflow_aip.jobs.vertex.ladder`).
         ``wait_timeout`` bounds each rung's wait. Vertex AI only.
     """
 
@@ -301,7 +302,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         }
 
     def _placement(self) -> dict[str, Any]:
-        """Vertex AI's scheduling and placement arguments (see airflow_aip.jobs.placement)."""
+        """Vertex AI's scheduling and placement arguments (see airflow_aip.jobs.vertex.placement)."""
         return {
             "scheduling_strategy": self.scheduling_strategy,
             "max_wait_duration": self.max_wait_duration,

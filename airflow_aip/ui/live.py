@@ -22,9 +22,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from airflow_aip.jobs.ladder import RUNG_LABEL
+from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
+from airflow_aip.jobs.vertex.ladder import RUNG_LABEL
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
@@ -92,28 +93,13 @@ class LiveRead:
     error: str | None
 
 
-def _strategy(spec: Mapping[str, Any]) -> Mapping[str, Any]:
-    """The job's ``scheduling`` (Vertex AI: a custom job's, or a tuning job's trial job's)."""
-    job_spec = spec.get("jobSpec") or spec.get("trialJobSpec") or {}
-    scheduling = job_spec.get("scheduling") if isinstance(job_spec, Mapping) else None
-    return scheduling if isinstance(scheduling, Mapping) else {}
-
-
 def why_it_waits(view: Mapping[str, Any]) -> str | None:
-    """Why a job that has not started yet waits, as one line; None once it runs (or ended)."""
-    state = JobState.parse(view.get("state"))
-    if state not in (JobState.QUEUED, JobState.PREPARING):
+    """Why a job that has not started yet waits, as the wait step words it, and on which rung."""
+    reason = backend_of(view).why_waiting(view)
+    if reason is None:
         return None
-    scheduling = _strategy(view.get("spec") or {})
     rung = (view.get("labels") or {}).get(RUNG_LABEL)
-    if state is JobState.QUEUED:
-        reason = "Queued: the service holds the job until quota (or its limit on running jobs) lets it start."
-    elif scheduling.get("strategy") == "FLEX_START":
-        limit = scheduling.get("maxWaitDuration")
-        reason = "Flex-Start: waiting for capacity" + (f" (up to {limit})." if limit else ".")
-    else:
-        reason = "Pending capacity: the service is finding machines for the job."
-    return reason + (f" Capacity ladder rung: {rung}." if rung else "")
+    return f"{reason}." + (f" Capacity ladder rung: {rung}." if rung else "")
 
 
 class LiveReads:

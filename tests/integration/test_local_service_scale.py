@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import LOG_FILE
 from airflow_aip.local.vertex.render import CUSTOM_JOBS

@@ -1,23 +1,16 @@
-"""The backend as a type: each wire format's answers, and no branch on a backend's name above it."""
+"""The backend as a type: each wire format's answers (which code may import a wire folder is
+`.importlinter`'s contract, checked by `make lint`)."""
 
 from __future__ import annotations
-
-import ast
-from pathlib import Path
 
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.backend import Backend, backend_named, backend_of
+from airflow_aip.jobs.backend import Backend
+from airflow_aip.jobs.backends import backend_named, backend_of, build_request
 from airflow_aip.jobs.labels import JOB_ID_LABEL
 from airflow_aip.jobs.mlv1.backend import MLV1
-from airflow_aip.jobs.request import build_request
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
-
-PACKAGE = Path(__file__).resolve().parents[2] / "airflow_aip"
-# Where a wire format may be named in a comparison: its own folder, and the hooks that speak it.
-MAY_BRANCH = ("jobs/vertex/", "jobs/mlv1/", "hooks/", "jobs/backend.py", "jobs/view.py")
-BACKEND_NAMES = {"vertex", "ai_platform", "VERTEX", "AI_PLATFORM"}
 
 
 def test_names_pick_their_backend_and_anything_else_is_refused_naming_the_field() -> None:
@@ -88,29 +81,6 @@ def test_console_urls_name_each_api_s_page() -> None:
     assert MLV1.console_url("p", "projects/p/jobs/j1", {"job_id": "j1"}).endswith(
         "/ai-platform/jobs/j1?project=p"
     )
-
-
-def _compares_a_backend_name(node: ast.Compare) -> bool:
-    operands = [node.left, *node.comparators]
-    for operand in operands:
-        if isinstance(operand, ast.Constant) and operand.value in BACKEND_NAMES:
-            return True
-        if isinstance(operand, ast.Name) and operand.id in BACKEND_NAMES:
-            return True
-    return False
-
-
-def test_no_code_above_the_wire_formats_branches_on_a_backend_name() -> None:
-    """Model and adapters read the Backend's attributes; only its own folders and the hooks compare names."""
-    offenders = []
-    for path in sorted(PACKAGE.rglob("*.py")):
-        relative = path.relative_to(PACKAGE).as_posix()
-        if relative.startswith("local/") or relative.startswith(MAY_BRANCH):
-            continue
-        for node in ast.walk(ast.parse(path.read_text(), relative)):
-            if isinstance(node, ast.Compare) and _compares_a_backend_name(node):
-                offenders.append(f"{relative}:{node.lineno}")
-    assert offenders == []
 
 
 def test_a_request_is_built_by_the_backend_it_names() -> None:

@@ -7,20 +7,20 @@ from typing import Any
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.capacity import (
+from airflow_aip.jobs.times import epoch_seconds
+from airflow_aip.jobs.vertex.capacity import (
     EXHAUSTED,
     FLEX_START_WAIT,
     PREEMPTED,
     QUEUED,
     STOCKOUT,
-    epoch_seconds,
-    queued_reason,
     quota_refusal,
     rung_ending,
+    why_waiting,
 )
-from airflow_aip.jobs.ladder import Rung, apply_rung, parse_ladder, rung_job_id
-from airflow_aip.jobs.ladder_trials import continue_study, rung_record, with_ladder
-from airflow_aip.jobs.placement import apply_placement, check_placement
+from airflow_aip.jobs.vertex.ladder import Rung, apply_rung, parse_ladder, rung_job_id
+from airflow_aip.jobs.vertex.ladder_trials import continue_study, rung_record, with_ladder
+from airflow_aip.jobs.vertex.placement import apply_placement, check_placement
 from airflow_aip.jobs.waiting import QUEUED_NOTE_INTERVAL, Seen, WaitState, step
 
 T0 = epoch_seconds("2026-11-25T10:00:00Z") or 0.0
@@ -158,11 +158,11 @@ def test_a_quota_429_is_told_from_the_request_rate() -> None:
 
 
 def test_what_a_queued_job_waits_for() -> None:
-    job = {"region": "us-central1", "spec": CUSTOM}
-    assert queued_reason(job) == "QUEUED for quota custom_model_training_nvidia_a100_gpus in us-central1"
-    spot = {"region": "us-central1", "spec": apply_rung(CUSTOM, Rung(label="s", strategy="SPOT"))}
+    job = {"region": "us-central1", "spec": CUSTOM, "state": "QUEUED"}
+    assert why_waiting(job) == "QUEUED for quota custom_model_training_nvidia_a100_gpus in us-central1"
+    spot = {**job, "spec": apply_rung(CUSTOM, Rung(label="s", strategy="SPOT"))}
     assert (
-        queued_reason(spot)
+        why_waiting(spot)
         == "QUEUED for quota custom_model_training_preemptible_nvidia_a100_gpus in us-central1"
     )
 
@@ -321,7 +321,7 @@ def test_a_continued_study_moves_the_job_dir_argument_with_its_output() -> None:
 
 
 def test_a_ladder_may_come_as_the_json_a_template_renders_and_an_empty_one_is_none() -> None:
-    from airflow_aip.jobs.ladder import ladder_given
+    from airflow_aip.jobs.vertex.ladder import ladder_given
 
     assert [r.label for r in parse_ladder('["SPOT", {"strategy": "STANDARD"}]')] == ["spot", "standard"]
     assert [ladder_given(v) for v in (None, [], "", "null", "None", "[]", ["SPOT"], '["SPOT"]')] == [

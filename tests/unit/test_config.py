@@ -35,7 +35,7 @@ def test_every_task_that_addresses_a_job_defaults_to_the_declared_region_and_bac
 
 def test_the_submit_operator_takes_the_same_defaults() -> None:
     # Its region argument stays None so that a config file's trainingInput.region can win; the
-    # request falls back to config.region() after both (see jobs.request.build_request).
+    # request falls back to config.region() after both (see jobs.backends.build_request).
     assert _default(SubmitTrainingJobOperator, "region") is None
     assert _default(SubmitTrainingJobOperator, "backend") == config.backend()
     assert _default(SubmitTrainingJobOperator, "poll_interval") == int(DECLARED["poll_interval"]["default"])

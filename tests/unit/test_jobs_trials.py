@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial, console_url, diff_training_input
+from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial
+from airflow_aip.jobs.mlv1.backend import console_url
+from airflow_aip.jobs.mlv1.diff import diff_training_input
 from airflow_aip.jobs.trials import best_trial_report, metrics_apart
 from tests.fixtures.views import ml_summary
 

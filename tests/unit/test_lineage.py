@@ -7,6 +7,8 @@ absence on a worker is simulated.
 
 from __future__ import annotations
 
+import pickle
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from airflow_aip.lineage import (
     submit_lineage,
     values_under,
 )
+from airflow_aip.lineage.facets import facet
 from airflow_aip.operators import (
     BuildTrainerPackageOperator,
     ExportArtifactsOperator,
@@ -330,6 +333,44 @@ class TestExportAndRegister:
         result = register_lineage({"artifact_uri": "gs://b/m", "model": "iris-retrained", "aliases": None})
         assert _ids(result.outputs) == [("vertexai", "iris-retrained")]
         assert "version" not in _json(result.outputs[0])["facets"]
+
+
+class TestFacetTypes:
+    """Our facet classes are module-level classes of ``facet_types``: they pickle as they are."""
+
+    KINDS: dict[str, dict[str, Any]] = {
+        "AipPackageDatasetFacet": {"sha256": SHA, "size": 5923},
+        "AipTrainingJobRunFacet": {"jobId": "iris_2", "hyperparameterTuning": True, "bestMetric": 0.97},
+        "AipModelDatasetFacet": {"jobId": "iris_2", "trialId": "3", "promoted": True},
+        "AipModelVersionDatasetFacet": {"model": "models/m", "versionId": "3", "aliases": ["champion"]},
+    }
+
+    @pytest.mark.parametrize("kind", KINDS)
+    def test_each_kind_is_a_module_level_class_that_pickles(self, kind: str) -> None:
+        from airflow_aip.lineage import facet_types
+
+        made = facet(kind, **self.KINDS[kind])
+        cls = type(made)
+        assert cls is getattr(facet_types, kind)
+        assert (cls.__module__, cls.__qualname__) == ("airflow_aip.lineage.facet_types", kind)
+        assert made._producer == lineage.PRODUCER
+        assert made._schemaURL == f"{lineage.SCHEMA_URL}#/$defs/{kind}"
+        copy = pickle.loads(pickle.dumps(made))
+        assert copy == made
+        assert _json(copy) == _json(made)
+
+    def test_a_pickled_facet_loads_in_a_fresh_interpreter(self) -> None:
+        """Which imports nothing of ours first: unpickling imports ``facet_types`` by itself."""
+        made = facet("AipModelVersionDatasetFacet", model="models/m", aliases=["champion"])
+        code = "import pickle, sys; print(repr(pickle.loads(sys.stdin.buffer.read()).aliases))"
+        out = subprocess.run(
+            [sys.executable, "-c", code], input=pickle.dumps(made), capture_output=True, check=True
+        )
+        assert out.stdout.decode().strip() == "['champion']"
+
+    def test_an_unknown_kind_is_a_key_error(self) -> None:
+        with pytest.raises(KeyError):
+            facet("NoSuchFacet")
 
 
 class TestOperators:

@@ -10,7 +10,7 @@ from airflow_aip.local.capacity import STOCKOUT_MESSAGE, CapacitySettings, Regio
 from airflow_aip.local.capacity_needs import needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.executor.provisioning import Provisioning
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
 from tests.unit.test_local_capacity import T4, _pool, _record
 

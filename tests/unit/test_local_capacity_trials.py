@@ -18,7 +18,7 @@ from airflow_aip.local.capacity_needs import needs_of, reservation_name
 from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.executor.runner import AttemptOutcome
 from airflow_aip.local.executor.trials import TuningRun
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
 from tests.unit.test_local_capacity import _pool, _record
 

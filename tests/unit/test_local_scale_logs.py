@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.local.log_entries import JobLog, list_entries, to_log_entry
 from airflow_aip.local.logs import index as log_index
-from airflow_aip.local.logs.entries import JobLog, list_entries, to_log_entry
 from airflow_aip.local.logs.filters import parse_filter
 from airflow_aip.local.store import LOG_FILE, JobStore
 

@@ -16,9 +16,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from airflow_aip.jobs.capacity import Ending
-from airflow_aip.jobs.ladder import Rung
-from airflow_aip.jobs.ladder_trials import rung_record, with_ladder
+from airflow_aip.jobs.vertex.capacity import Ending
+from airflow_aip.jobs.vertex.ladder import Rung
+from airflow_aip.jobs.vertex.ladder_trials import rung_record, with_ladder
 from tests.fixtures.tuning_job import SUMMARY
 
 DAG, RUN = "aip_training_pipeline", "manual__2026-11-23T10:00:00+00:00"

@@ -177,16 +177,16 @@ def test_why_a_job_waits() -> None:
     flex = {"trialJobSpec": {"scheduling": {"strategy": "FLEX_START", "maxWaitDuration": "1800s"}}}
     queued_on_a_rung = running_job("JOB_STATE_QUEUED", labels={"aip_rung": "spot"})
 
+    # worded as the wait step words it in the task log (one rule: the backend's why_waiting)
     assert why_it_waits(queued_on_a_rung) == (
-        "Queued: the service holds the job until quota (or its limit on running jobs) lets it start."
-        " Capacity ladder rung: spot."
+        "QUEUED for quota custom_model_training_cpus in us-central1. Capacity ladder rung: spot."
     )
     assert (
         why_it_waits(running_job("JOB_STATE_PENDING", **flex))
         == "Flex-Start: waiting for capacity (up to 1800s)."
     )
     assert why_it_waits(running_job("JOB_STATE_PENDING")) == (
-        "Pending capacity: the service is finding machines for the job."
+        "Pending capacity: Vertex AI is finding machines for the job."
     )
     assert why_it_waits(running_job()) is None
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from airflow_aip.jobs.mlv1.training_input import build_training_input
-from airflow_aip.jobs.schema import enums_as_numbers
+from airflow_aip.jobs.training_input import build_training_input
 from airflow_aip.jobs.vertex.body import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
+from airflow_aip.jobs.vertex.enums import enums_as_numbers
 from airflow_aip.jobs.vertex.translate import to_vertex
 
 LABELS = {"airflow_dag_id": "d", "airflow_task_id": "t", "aip_run_key": "5f2c0c1e"}

@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.mlv1.training_input import build_training_input
 from airflow_aip.jobs.schema import TRAINING_INPUT_SCHEMA, schema
+from airflow_aip.jobs.training_input import build_training_input
 from airflow_aip.jobs.vertex.body import validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
 

@@ -13,9 +13,9 @@ from urllib.parse import quote, urlencode
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.mlv1.diff import diff_training_input
-from airflow_aip.jobs.mlv1.training_input import build_training_input, validate_job
 from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.jobs.request import JobRequest, RequestInputs
+from airflow_aip.jobs.training_input import build_training_input, validate_job
 from airflow_aip.jobs.view import AI_PLATFORM, JobView, last_segment
 
 ML_JOBS = "jobs"

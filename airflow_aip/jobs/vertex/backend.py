@@ -16,8 +16,10 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.locations import check_location
-from airflow_aip.jobs.mlv1.training_input import build_training_input
 from airflow_aip.jobs.request import JobRequest, RequestInputs
+from airflow_aip.jobs.training_input import build_training_input
+from airflow_aip.jobs.vertex.body import job_spec_of
+from airflow_aip.jobs.vertex.capacity import why_waiting
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 from airflow_aip.jobs.vertex.translate import to_vertex
 from airflow_aip.jobs.vertex.view import parse_name, view_from_vertex
@@ -58,6 +60,9 @@ class VertexBackend(Backend):
     def for_attempt(self, body: Mapping[str, Any], job_id: str) -> dict[str, Any]:
         return {**body, "displayName": job_id, "labels": self.labels_for(body.get("labels") or {}, job_id)}
 
+    def why_waiting(self, view: Mapping[str, Any]) -> str | None:
+        return why_waiting(view)
+
     def compared_spec(self, body: Mapping[str, Any]) -> dict[str, Any]:
         return {k: v for k, v in body.items() if k not in ("displayName", "labels")}
 
@@ -66,7 +71,7 @@ class VertexBackend(Backend):
 
     def package_uris(self, spec: Mapping[str, Any]) -> list[str]:
         """Every pool's packages (a tuning job's in its ``trialJobSpec``), once each."""
-        job_spec = spec.get("trialJobSpec") or spec.get("jobSpec") or {}
+        job_spec = job_spec_of(spec)
         uris: list[str] = []
         for pool in job_spec.get("workerPoolSpecs") or []:
             for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris") or []:

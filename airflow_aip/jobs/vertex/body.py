@@ -1,6 +1,6 @@
 """Vertex AI custom training bodies (aiplatform v1): validated once, for the operators and the local service.
 
-Two passes, as for ml v1 (:mod:`airflow_aip.jobs.mlv1.training_input`): the shape comes
+Two passes, as for ml v1 (:mod:`airflow_aip.jobs.training_input`): the shape comes
 from ``aiplatform.v1.json`` (every field, type, enum and format; enums by name or by proto
 number, int64 as strings or numbers, answered in canonical proto3 JSON), then the rules the
 document states in prose: required fields, worker pool 0 with one replica, one of ``pythonPackageSpec`` and
@@ -20,9 +20,10 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import VERTEX_LABELS, validate_labels
 from airflow_aip.jobs.locations import AIPLATFORM_V1
-from airflow_aip.jobs.mlv1.training_input import duration_seconds
 from airflow_aip.jobs.schema import check_object
+from airflow_aip.jobs.training_input import duration_seconds
 from airflow_aip.jobs.vertex.containers import PREBUILT_TRAINING_IMAGE, runtime_of
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.vertex.hardware import check_machine_spec, check_scheduling, check_tpu_pools
 from airflow_aip.jobs.vertex.study import check_study_spec
 from airflow_aip.uris import parse_gcs_uri
@@ -56,6 +57,21 @@ _NAMES = {
         "a resource ID: lowercase letters, digits and hyphens, starting with a letter, at most 63",
     ),
 }
+TRIAL_JOB_SPEC = "trialJobSpec"
+JOB_SPEC = "jobSpec"
+
+
+def job_spec_key(body: Mapping[str, Any]) -> str:
+    """Where a body keeps its CustomJobSpec: a tuning job's trials' ``trialJobSpec``, else ``jobSpec``."""
+    return TRIAL_JOB_SPEC if TRIAL_JOB_SPEC in body else JOB_SPEC
+
+
+def job_spec_of(body: Mapping[str, Any]) -> Mapping[str, Any]:
+    """The CustomJobSpec of a CustomJob or of a tuning job's trials (empty when there is none)."""
+    spec = body.get(job_spec_key(body))
+    return spec if isinstance(spec, Mapping) else {}
+
+
 _KMS_KEY = re.compile(r"projects/[^/]+/locations/(?P<location>[^/]+)/keyRings/[^/]+/cryptoKeys/[^/]+")
 
 
@@ -192,7 +208,7 @@ def _check_common(job: dict[str, Any]) -> None:
 
 def validate_custom_job(body: Any, region: str | None = None) -> dict[str, Any]:
     """A ``CustomJob`` body for ``customJobs.create``, checked and canonical (``region``: the URL's)."""
-    job = check_object(_mapping(body), CUSTOM_JOB_SCHEMA, "", document=AIPLATFORM_V1)
+    job = check_object(_mapping(body), CUSTOM_JOB_SCHEMA, "", document=AIPLATFORM_V1, enums=ENUM_NUMBERS)
     _check_common(job)
     if "jobSpec" not in job:
         raise ValidationError("jobSpec", "is required")
@@ -203,7 +219,7 @@ def validate_custom_job(body: Any, region: str | None = None) -> dict[str, Any]:
 
 def validate_tuning_job(body: Any, region: str | None = None) -> dict[str, Any]:
     """A ``HyperparameterTuningJob`` body for ``hyperparameterTuningJobs.create``, checked and canonical."""
-    job = check_object(_mapping(body), TUNING_JOB_SCHEMA, "", document=AIPLATFORM_V1)
+    job = check_object(_mapping(body), TUNING_JOB_SCHEMA, "", document=AIPLATFORM_V1, enums=ENUM_NUMBERS)
     _check_common(job)
     for name in ("studySpec", "trialJobSpec"):
         if name not in job:

@@ -58,7 +58,13 @@ def _shape_value(item: Any, prop: Mapping[str, Any], numbers: Mapping[str, int] 
         return [_shape_value(element, prop["items"], numbers) for element in item]
     try:
         return check_value(
-            item, prop, "", allow_output_only=True, document=AIPLATFORM_V1, enum_numbers=numbers
+            item,
+            prop,
+            "",
+            allow_output_only=True,
+            document=AIPLATFORM_V1,
+            enum_numbers=numbers,
+            enums=ENUM_NUMBERS,
         )
     except ValidationError:
         return item  # a server newer than our document: compare as given

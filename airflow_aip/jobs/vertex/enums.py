@@ -3,10 +3,18 @@
 The proto3 JSON mapping lets a client send an enum as its number, but a discovery document lists
 only the names, in declaration order, which is not number order (``NVIDIA_TESLA_A100`` is 8, after
 ``TPU_V3`` = 7). Generated from google-cloud-aiplatform's ``aiplatform_v1.types`` (a test checks it
-still matches); keyed by ``<schema>.<property>`` of ``aiplatform.v1.json``.
+still matches); keyed by ``<schema>.<property>`` of ``aiplatform.v1.json``. Requests are checked with them
+(:func:`airflow_aip.jobs.schema.check_object`'s ``enums``), and answers given as numbers to the
+clients that ask for them (:func:`enums_as_numbers`).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_aip.jobs.locations import AIPLATFORM_V1
+from airflow_aip.jobs.schema import schema
 
 ENUM_NUMBERS: dict[str, dict[str, int]] = {
     "GoogleCloudAiplatformV1CustomJob.state": {
@@ -107,3 +115,32 @@ ENUM_NUMBERS: dict[str, dict[str, int]] = {
         "SUCCEEDED": 4,
     },
 }
+
+
+def enums_as_numbers(value: Any, schema_name: str, document: str = AIPLATFORM_V1) -> Any:
+    """An answer with its enums as proto numbers, for clients asking ``$alt=json;enum-encoding=int``.
+
+    Google's REST clients (the Vertex AI SDK's transport) ask for that; a name without a known
+    number is left as it is, as proto3 JSON parsers take either.
+    """
+    if not isinstance(value, Mapping):
+        return value
+    props: Mapping[str, Any] = schema(schema_name, document).get("properties", {})
+    out = dict(value)
+    for key, item in value.items():
+        prop = props.get(key)
+        if prop is not None:
+            out[key] = _enum_numbers_in(item, prop, ENUM_NUMBERS.get(f"{schema_name}.{key}"), document)
+    return out
+
+
+def _enum_numbers_in(
+    value: Any, prop: Mapping[str, Any], numbers: Mapping[str, int] | None, document: str
+) -> Any:
+    if "$ref" in prop:
+        return enums_as_numbers(value, prop["$ref"], document)
+    if prop.get("type") == "array" and isinstance(value, list):
+        return [_enum_numbers_in(item, prop["items"], numbers, document) for item in value]
+    if "enum" in prop and isinstance(value, str) and numbers and value in numbers:
+        return numbers[value]
+    return value

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.mlv1.hyperparameters import LOG_SCALES, MAX_DISCRETE_VALUES, check_parameter_id
+from airflow_aip.jobs.hyperparameters import LOG_SCALES, MAX_DISCRETE_VALUES, check_parameter_id
 
 _VALUE_SPECS = {
     "doubleValueSpec": "DOUBLE",

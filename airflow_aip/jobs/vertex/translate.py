@@ -16,8 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.mlv1.training_input import deep_merge
-from airflow_aip.jobs.placement import apply_placement
+from airflow_aip.jobs.training_input import deep_merge
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
 from airflow_aip.jobs.vertex.body import check_executor_image, validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
@@ -28,6 +27,7 @@ from airflow_aip.jobs.vertex.machines import (
     framework_name,
     machine_spec,
 )
+from airflow_aip.jobs.vertex.placement import apply_placement
 
 CUSTOM_JOBS = "customJobs"
 TUNING_JOBS = "hyperparameterTuningJobs"

@@ -36,7 +36,7 @@ from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.executor.runner import Attempt, AttemptSpec
 from airflow_aip.local.executor.trials import TuningRun
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
 
 ACTIVE_STATES = frozenset({JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})

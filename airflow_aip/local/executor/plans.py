@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
+from airflow_aip.jobs.vertex.body import job_spec_of
 from airflow_aip.jobs.vertex.containers import Runtime, runtime_of
 from airflow_aip.jobs.vertex.study import search_spec
 
@@ -167,7 +168,7 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
     """A stored aiplatform v1 job (:mod:`airflow_aip.local.vertex.service`'s record) as a plan."""
     resource = record["resource"]
     tuning_job = record["kind"] == "hyperparameterTuningJobs"
-    spec = resource["trialJobSpec"] if tuning_job else resource["jobSpec"]
+    spec = job_spec_of(resource)
     pools, uris, images, notes = _vertex_pools(spec)
     tuning = search_spec(resource) if tuning_job else None
     timeout = (spec.get("scheduling") or {}).get("timeout")

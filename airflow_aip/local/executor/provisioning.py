@@ -46,7 +46,7 @@ from airflow_aip.local.capacity import (
     RegionCapacity,
 )
 from airflow_aip.local.capacity_needs import Needs, needs_of
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
 
 # (message, extra fields of the FAILED record)

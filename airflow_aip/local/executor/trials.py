@@ -32,7 +32,7 @@ from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.provisioning import Failure, Provisioning, SpotWatch
 from airflow_aip.local.executor.runner import Attempt
 from airflow_aip.local.executor.tuning import HyperparameterSearch, MetricReport, read_metric_reports
-from airflow_aip.local.logs.entries import JobLog
+from airflow_aip.local.log_entries import JobLog
 
 StartAttempt = Callable[[str, dict[str, str]], Attempt]
 

@@ -18,8 +18,8 @@ from starlette.concurrency import run_in_threadpool
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.locations import AIPLATFORM_V1
-from airflow_aip.jobs.schema import enums_as_numbers
 from airflow_aip.jobs.vertex.body import CUSTOM_JOB_SCHEMA, TUNING_JOB_SCHEMA
+from airflow_aip.jobs.vertex.enums import enums_as_numbers
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.vertex.render import CUSTOM_JOBS, TUNING_JOBS
 from airflow_aip.local.vertex.service import VertexJobs

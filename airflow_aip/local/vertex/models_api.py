@@ -11,8 +11,8 @@ text without ``/``, ``:`` included, so each ``{model}:method`` route is register
 ``{model}``, which would otherwise take ``m:listVersions`` as a model ID.
 
 System parameters and errors are the jobs face's (:mod:`.api`): with
-``$alt=json;enum-encoding=int`` (the SDK asks for it) enums go out as numbers. ``/console/`` pages
-of a model are served here too, ahead of the console's catch-all job route.
+``$alt=json;enum-encoding=int`` (the SDK asks for it) enums go out as numbers. A model's
+``/console/`` page is the console's (:mod:`airflow_aip.local.api` routes it).
 """
 
 from __future__ import annotations
@@ -20,11 +20,8 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import FastAPI, Request
-from fastapi.responses import HTMLResponse
 from starlette.concurrency import run_in_threadpool
 
-from airflow_aip.exceptions import JobNotFoundError, ValidationError
-from airflow_aip.local import console
 from airflow_aip.local.vertex.api import _check_system_parameters
 from airflow_aip.local.vertex.models import ModelRegistry
 from airflow_aip.local.vertex.models_store import model_enums_as_numbers
@@ -48,7 +45,6 @@ def add_model_routes(app: FastAPI, registry: ModelRegistry, json_body: Any) -> N
     _add_reads(app, registry)
     _add_writes(app, registry, json_body)
     _add_operations(app, registry)
-    _add_console(app, registry)
 
 
 def _add_reads(app: FastAPI, registry: ModelRegistry) -> None:
@@ -133,23 +129,3 @@ def _add_operations(app: FastAPI, registry: ModelRegistry) -> None:
             methods=["GET"],
             name=f"operations.get{root}",
         )
-
-
-def _add_console(app: FastAPI, registry: ModelRegistry) -> None:
-    """``/console/projects/{p}/locations/{l}/models/{id}``: one model's page (registered before the
-    console's own ``/console/{name:path}``, which knows jobs only)."""
-
-    async def model_page(project: str, location: str, model: str) -> HTMLResponse:
-        try:
-            found = await run_in_threadpool(registry.model_versions, project, location, model)
-        except (JobNotFoundError, ValidationError):
-            name = f"projects/{project}/locations/{location}/models/{model}"
-            return HTMLResponse(console.render_missing_model(name), status_code=404)
-        return HTMLResponse(console.render_model(found))
-
-    app.add_api_route(
-        "/console/projects/{project}/locations/{location}/models/{model}",
-        model_page,
-        methods=["GET"],
-        response_class=HTMLResponse,
-    )

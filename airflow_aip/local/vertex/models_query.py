@@ -26,6 +26,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import VERTEX_LABELS, validate_labels
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import check_object, is_output_only, schema
+from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.vertex.models import (
     ModelRef,
     parse_model_name,
@@ -92,7 +93,7 @@ def check_upload(body: Any, number: str, location: str) -> Upload:
     raw = dict(body)
     if isinstance(raw.get("model"), Mapping):
         raw["model"] = _without_output_only(raw["model"])
-    request = check_object(raw, UPLOAD_SCHEMA, "", document=AIPLATFORM_V1)
+    request = check_object(raw, UPLOAD_SCHEMA, "", document=AIPLATFORM_V1, enums=ENUM_NUMBERS)
     model = request.get("model")
     if not model:
         raise ValidationError("model", "is required")
@@ -149,7 +150,7 @@ def check_merge(body: Any) -> list[str]:
     """A ``MergeVersionAliasesRequest``'s ``versionAliases`` (``champion``, ``-old``), required."""
     if not isinstance(body, Mapping):
         raise ValidationError("body", f"must be a JSON object, got {type(body).__name__}")
-    request = check_object(body, MERGE_SCHEMA, "", document=AIPLATFORM_V1)
+    request = check_object(body, MERGE_SCHEMA, "", document=AIPLATFORM_V1, enums=ENUM_NUMBERS)
     entries: list[str] = request.get("versionAliases") or []
     if not entries:
         raise ValidationError("versionAliases", "is required: at least one alias to add or (-alias) remove")

@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.jobs.locations import AIPLATFORM_V1
-from airflow_aip.jobs.schema import enums_as_numbers
+from airflow_aip.jobs.vertex.enums import enums_as_numbers
 from airflow_aip.jobs.vertex.serving import serving_of
 from airflow_aip.local.store import safe_child, write_json_atomic
 

@@ -29,6 +29,7 @@ from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.vertex.body import (
     CUSTOM_JOB_SCHEMA,
     TUNING_JOB_SCHEMA,
+    job_spec_key,
     validate_custom_job,
     validate_tuning_job,
 )
@@ -148,7 +149,7 @@ class VertexJobs:
         else:
             resource = validate_tuning_job(body, region=location)
             _reject_containers(resource["trialJobSpec"], "trialJobSpec")
-        _output_prefix_with_slash(resource["jobSpec" if kind == CUSTOM_JOBS else "trialJobSpec"])
+        _output_prefix_with_slash(resource[job_spec_key(resource)])
         job_id = _job_id()
         created = rfc3339()
         resource.update(name=f"projects/{number}/locations/{location}/{kind}/{job_id}", createTime=created)

@@ -30,6 +30,13 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.hashing import shorten
 from airflow_aip.jobs.ids import JOB_ID_MAX_LENGTH, MAX_ATTEMPTS, with_attempt
 from airflow_aip.jobs.locations import check_location
+from airflow_aip.jobs.vertex.body import (
+    TRIAL_JOB_SPEC,
+    job_spec_key,
+    validate_custom_job,
+    validate_tuning_job,
+)
+from airflow_aip.jobs.vertex.machines import image_for
 
 if TYPE_CHECKING:
     from airflow_aip.jobs.request import JobRequest
@@ -185,7 +192,7 @@ def apply_rung(body: Mapping[str, Any], rung: Rung, *, label: bool = True) -> di
     rung's (its ``aip_rung`` label).
     """
     out = copy.deepcopy(dict(body))
-    spec: dict[str, Any] = out.setdefault("trialJobSpec" if "trialJobSpec" in out else "jobSpec", {})
+    spec: dict[str, Any] = out.setdefault(job_spec_key(out), {})
     if label:
         out.setdefault("labels", {})[RUNG_LABEL] = rung.label
     if rung.strategy is not None:
@@ -206,8 +213,6 @@ def apply_rung(body: Mapping[str, Any], rung: Rung, *, label: bool = True) -> di
 
 def _apply_image(pool: dict[str, Any], rung: Rung) -> None:
     """A rung that adds or removes GPUs, or moves the job, gets the pre-built image's twin for it."""
-    from airflow_aip.jobs.vertex.machines import image_for
-
     package = pool.get("pythonPackageSpec") or {}
     moved = rung.region is not None or rung.accelerator_type is not None or rung.accelerator_count is not None
     if moved and package.get("executorImageUri"):
@@ -242,11 +247,9 @@ def rung_request(request: JobRequest, rung: Rung, field: str = FIELD) -> JobRequ
     Any rule the result breaks (the machine table's included) is reported under ``field``, the
     rung's own path, before anything is sent.
     """
-    from airflow_aip.jobs.vertex.body import validate_custom_job, validate_tuning_job
-
     region = rung.region or request.region
     body = apply_rung(request.body, rung)
-    validate = validate_tuning_job if "trialJobSpec" in body else validate_custom_job
+    validate = validate_tuning_job if job_spec_key(body) == TRIAL_JOB_SPEC else validate_custom_job
     try:
         checked = validate(body, region=region)
     except ValidationError as err:

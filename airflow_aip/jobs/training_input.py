@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.jobs.hyperparameters import check_hyperparameters
 from airflow_aip.jobs.ids import validate_job_id
 from airflow_aip.jobs.labels import validate_labels
 from airflow_aip.jobs.locations import check_location
-from airflow_aip.jobs.mlv1.hyperparameters import check_hyperparameters
 from airflow_aip.jobs.schema import JOB_SCHEMA, TRAINING_INPUT_SCHEMA, check_object, schema
 from airflow_aip.uris import parse_gcs_uri
 

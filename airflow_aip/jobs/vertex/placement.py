@@ -26,7 +26,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.ladder import DURATION, STRATEGIES, Rung, apply_rung
+from airflow_aip.jobs.vertex.body import job_spec_key
+from airflow_aip.jobs.vertex.ladder import DURATION, STRATEGIES, Rung, apply_rung
 
 NAMES = (
     "scheduling_strategy",
@@ -78,7 +79,7 @@ def apply_placement(body: Mapping[str, Any], placement: Mapping[str, Any]) -> di
         persistent_resource_id=given.get("persistent_resource_id"),
     )
     out = apply_rung(body, rung, label=False)
-    spec: dict[str, Any] = out["trialJobSpec" if "trialJobSpec" in out else "jobSpec"]
+    spec: dict[str, Any] = out[job_spec_key(out)]
     if "restart_job_on_worker_restart" in given:
         spec.setdefault("scheduling", {})["restartJobOnWorkerRestart"] = given[
             "restart_job_on_worker_restart"

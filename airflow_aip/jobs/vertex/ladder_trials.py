@@ -21,9 +21,11 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow_aip.jobs.capacity import Ending, queued_seconds, ran_seconds
-from airflow_aip.jobs.ladder import Rung
+from airflow_aip.jobs.times import queued_seconds, ran_seconds
 from airflow_aip.jobs.trials import best_trial
+from airflow_aip.jobs.vertex.body import TRIAL_JOB_SPEC, job_spec_key
+from airflow_aip.jobs.vertex.capacity import Ending
+from airflow_aip.jobs.vertex.ladder import Rung
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir")
 FINISHED = ("SUCCEEDED", "FAILED")  # trial states (AI Platform's vocabulary) that used up budget
@@ -43,19 +45,19 @@ def continue_study(
     ``folder`` names the subfolder of the output directory its trials write to (see the module).
     A CustomJob body, or no earlier trials, comes back unchanged.
     """
-    if "trialJobSpec" not in body or not earlier:
+    if job_spec_key(body) != TRIAL_JOB_SPEC or not earlier:
         return dict(body)
     out = copy.deepcopy(dict(body))
     done = finished_trials(earlier)
     left = max(1, int(out.get("maxTrialCount") or 1) - done)
     out["maxTrialCount"] = left
     out["parallelTrialCount"] = min(int(out.get("parallelTrialCount") or 1), left)
-    output = out["trialJobSpec"].get("baseOutputDirectory") or {}
+    output = out[TRIAL_JOB_SPEC].get("baseOutputDirectory") or {}
     prefix = str(output.get("outputUriPrefix") or "")
     if prefix:
         moved = f"{prefix.rstrip('/')}/{folder}/"
         output["outputUriPrefix"] = moved
-        for pool in out["trialJobSpec"].get("workerPoolSpecs") or []:
+        for pool in out[TRIAL_JOB_SPEC].get("workerPoolSpecs") or []:
             for program in ("pythonPackageSpec", "containerSpec"):
                 if (pool.get(program) or {}).get("args"):
                     pool[program]["args"] = _moved_job_dir(pool[program]["args"], prefix, moved)

@@ -16,12 +16,13 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
-from airflow_aip.jobs.ladder import Rung
-from airflow_aip.jobs.logs import normalize_timestamp
 from airflow_aip.jobs.states import JobState
+from airflow_aip.jobs.times import queued_seconds
+from airflow_aip.jobs.vertex.body import job_spec_of
+from airflow_aip.jobs.vertex.hardware import gpu_quota_resource
+from airflow_aip.jobs.vertex.ladder import Rung
 
 RESOURCE_EXHAUSTED = 8  # google.rpc.Code
 STOCKOUT = "stockout"
@@ -64,36 +65,6 @@ def quota_refusal(status: int, message: str) -> str | None:
     return found.group(1).strip().rstrip(".")
 
 
-def epoch_seconds(value: object) -> float | None:
-    """An RFC 3339 time as UNIX seconds (nanoseconds kept as far as a float does), or None."""
-    normalized = normalize_timestamp(value)
-    if normalized is None:
-        return None
-    whole = datetime.strptime(normalized[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    return whole.timestamp() + float(f"0.{normalized[20:29]}")
-
-
-def _seconds(view: Mapping[str, Any], start: str, end: str, now: float | None) -> float | None:
-    began, ended = epoch_seconds(view.get(start)), epoch_seconds(view.get(end))
-    if began is None:
-        return None
-    if ended is None:
-        return None if now is None else max(0.0, now - began)
-    return max(0.0, ended - began)
-
-
-def queued_seconds(view: Mapping[str, Any], now: float | None) -> float | None:
-    """How long the job waited for its machines: createTime to startTime (or to its end, or now)."""
-    if view.get("start_time"):
-        return _seconds(view, "create_time", "start_time", None)
-    return _seconds(view, "create_time", "end_time", now)
-
-
-def ran_seconds(view: Mapping[str, Any], now: float | None) -> float | None:
-    """How long the job ran: startTime to endTime (or now); None before it started."""
-    return _seconds(view, "start_time", "end_time", now)
-
-
 def rung_ending(view: Mapping[str, Any], rung: Rung, now: float) -> Ending | None:
     """The capacity failure that ended this rung's job, or None (live, succeeded, or the trainer's fault).
 
@@ -113,21 +84,34 @@ def rung_ending(view: Mapping[str, Any], rung: Rung, now: float) -> Ending | Non
     return None
 
 
-def queued_reason(view: Mapping[str, Any]) -> str:
-    """``QUEUED for quota custom_model_training_nvidia_a100_gpus in us-central1``: what a QUEUED
-    Vertex AI job waits for. "Vertex AI keeps the job queued until you have sufficient quotas"
-    (understanding-training-service), so the metric is the one its primary pool draws on."""
-    from airflow_aip.jobs.vertex.hardware import gpu_quota_resource
+def why_waiting(view: Mapping[str, Any]) -> str | None:
+    """Why a Vertex AI job that has not started waits, in one sentence; None once it runs or ended.
 
-    spec = view.get("spec") or {}
-    job_spec = spec.get("trialJobSpec") or spec.get("jobSpec") or {}
+    QUEUED names the quota: "Vertex AI keeps the job queued until you have sufficient quotas"
+    (understanding-training-service), so the metric is the one its primary pool draws on.
+    PENDING is a search for machines: Flex-Start's up to its ``maxWaitDuration``.
+    """
+    state = JobState.parse(view.get("state"))
+    job_spec = job_spec_of(view.get("spec") or {})
+    scheduling = job_spec.get("scheduling") or {}
+    if state is JobState.QUEUED:
+        return _queued_for(view, job_spec, scheduling.get("strategy"))
+    if state is not JobState.PREPARING:
+        return None
+    if scheduling.get("strategy") == "FLEX_START":
+        limit = scheduling.get("maxWaitDuration")
+        return "Flex-Start: waiting for capacity" + (f" (up to {limit})" if limit else "")
+    return "Pending capacity: Vertex AI is finding machines for the job"
+
+
+def _queued_for(view: Mapping[str, Any], job_spec: Mapping[str, Any], strategy: object) -> str:
     pools = [p for p in job_spec.get("workerPoolSpecs") or [] if p]
     machine = (pools[0].get("machineSpec") or {}) if pools else {}
-    strategy = (job_spec.get("scheduling") or {}).get("strategy")
-    try:
-        preemptible = strategy in ("SPOT", "FLEX_START")
-        metric = gpu_quota_resource(machine.get("acceleratorType"), preemptible=preemptible)
-    except ValueError:
-        return f"QUEUED in {view.get('region')}"
     where = f" in {view['region']}" if view.get("region") else ""
+    try:
+        metric = gpu_quota_resource(
+            machine.get("acceleratorType"), preemptible=strategy in ("SPOT", "FLEX_START")
+        )
+    except ValueError:
+        return f"QUEUED{where}"
     return f"QUEUED for quota {metric}{where}"
