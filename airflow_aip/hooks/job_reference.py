@@ -10,6 +10,7 @@ never rewritten.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,15 @@ def job_hook(
     return VertexJobHook(gcp_conn_id, region=region, **common)
 
 
+#: A job API's fields, in the order :class:`JobApi` takes them.
+API_FIELDS = ("backend", "gcp_conn_id", "api_endpoint", "impersonation_chain", "project_id", "region")
+
+
+def chain_key(chain: str | Sequence[str] | None) -> tuple[str, ...]:
+    """An impersonation chain as a hashable key: one account or a list of them, the same either way."""
+    return (chain,) if isinstance(chain, str) else tuple(chain or ())
+
+
 @dataclass(frozen=True)
 class JobApi:
     """Where and as whom one task reaches its job: an immutable value, with its hooks built once."""
@@ -73,23 +83,34 @@ class JobApi:
             raise ValidationError("job_id", str(err)) from None
         return replace(self, region=location) if location else self
 
+    def to_json(self) -> dict[str, Any]:
+        """The one serialisation of a job API: what a trigger, a cancel and the UI rebuild it from."""
+        return {field: getattr(self, field) for field in API_FIELDS}
+
+    @classmethod
+    def from_json(cls, value: object) -> JobApi | None:
+        """The API :meth:`to_json` (or a pushed :meth:`for_job`) wrote; None for any other shape."""
+        if not isinstance(value, Mapping):
+            return None
+        if not isinstance(value.get("gcp_conn_id"), str) or not isinstance(value.get("backend"), str):
+            return None
+        fields: dict[str, Any] = {field: value.get(field) for field in API_FIELDS}
+        return cls(**fields)
+
+    def for_job(self, name: str, project_id: str | None) -> dict[str, Any]:
+        """The ``aip_job_api`` XCom: the job's resource name and how to reach it (the live tab reads it)."""
+        return {"name": name, **replace(self.addressing(name), project_id=project_id).to_json()}
+
     @property
     def arguments(self) -> dict[str, Any]:
-        """How this task reaches the job's API, as handed on to its trigger and to a cancel."""
-        return {
-            "gcp_conn_id": self.gcp_conn_id,
-            "api_endpoint": self.api_endpoint,
-            "impersonation_chain": self.impersonation_chain,
-            "backend": self.backend,
-            "region": self.region,
-        }
+        """How this task reaches the job's API, less the project, which its callers pass apart."""
+        return {k: v for k, v in self.to_json().items() if k != "project_id"}
 
     @property
     def poller_key(self) -> tuple[Any, ...]:
         """Who may share a job poller in a triggerer: one API, endpoint, identity, project, region."""
-        chain = self.impersonation_chain
-        chain_key = (chain,) if isinstance(chain, str) else tuple(chain or ())
-        return (self.backend, self.gcp_conn_id, self.api_endpoint, chain_key, self.project_id, self.region)
+        chain = chain_key(self.impersonation_chain)
+        return (self.backend, self.gcp_conn_id, self.api_endpoint, chain, self.project_id, self.region)
 
     def job_hook(self, **retry: Any) -> JobClient:
         return job_hook(project_id=self.project_id, **self.arguments, **retry)

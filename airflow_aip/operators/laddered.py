@@ -209,7 +209,7 @@ class LadderMixin:
         summary = summarize_job(job)
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=summary["job_id"])
         name = str(job["name"])  # each rung's job, in its own region: the UI's live tab reads it
-        api = {"name": name, **self.job_api.addressing(name).arguments, "project_id": job["project_id"]}
+        api = self.job_api.for_job(name, job["project_id"])
         context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=summary["console_url"])
         self._watched = (str(job["name"]), str(job["project_id"]))

@@ -377,7 +377,7 @@ class SubmitTrainingJobOperator(LadderMixin, JobHooksMixin, BaseOperator):
         self._watched = (name, project)
         summary = summarize_job(job)
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=job_id)
-        api = {"name": name, **self.job_api.addressing(name).arguments, "project_id": project}
+        api = self.job_api.for_job(name, project)
         context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)  # the UI's live tab reads the job
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=summary["console_url"])
         self.log.info("Training job %s (%s): %s", job_id, name, summary["console_url"])

@@ -133,7 +133,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         name = self.job_name
         project = self.hook.project_id
         context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=self.job_id)
-        api = {"name": name, **self.job_api_arguments, "project_id": project}
+        api = self.job_api.for_job(name, project)
         context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)  # the UI's live tab reads the job
         context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=self.console_url_for(name, self.job_id))
         if not self.deferrable:

@@ -39,7 +39,6 @@ WAITING_TASK_STATES = frozenset(
 # rung (a deferred task whose trigger fired goes back through scheduled and queued to resume).
 # Not up_for_retry: its job's end is the try's, and the next try submits anew.
 ACTIVE_TASK_STATES = WAITING_TASK_STATES - {"up_for_retry"}
-API_FIELDS = ("backend", "gcp_conn_id", "api_endpoint", "impersonation_chain", "project_id", "region")
 # An ended job no longer changes: its read is kept this long (a page of a killed task's job, or
 # Browse listing it, reads it once, not every interval).
 ENDED_TTL = 3600.0
@@ -60,28 +59,23 @@ HookFactory = Callable[[Mapping[str, Any]], JobReader]
 
 def build_hook(api: Mapping[str, Any]) -> JobClient:
     """The task's own job hook, trying each request once: a page must not wait out a retry policy."""
-    from airflow_aip.hooks.job_reference import job_hook
+    from airflow_aip.hooks.job_reference import JobApi
 
-    return job_hook(
-        str(api.get("backend")),
-        gcp_conn_id=str(api.get("gcp_conn_id")),
-        project_id=api.get("project_id"),
-        api_endpoint=api.get("api_endpoint"),
-        impersonation_chain=api.get("impersonation_chain"),
-        region=api.get("region"),
-        retry_attempts=1,
-    )
+    reached = JobApi.from_json(api)
+    if reached is None:
+        raise ValueError(f"not a job API: {api!r}")
+    return reached.job_hook(retry_attempts=1)
 
 
 def job_api_of(value: Any) -> dict[str, Any] | None:
-    """The pushed ``aip_job_api`` XCom if it has the shape the operators push, else None."""
-    if not isinstance(value, Mapping):
+    """The pushed ``aip_job_api`` XCom (:meth:`~airflow_aip.hooks.job_reference.JobApi.for_job`)
+    if it has that shape, else None."""
+    from airflow_aip.hooks.job_reference import JobApi
+
+    if not isinstance(value, Mapping) or not isinstance(value.get("name"), str) or not value["name"]:
         return None
-    if not isinstance(value.get("name"), str) or not value["name"]:
-        return None
-    if not isinstance(value.get("gcp_conn_id"), str) or not isinstance(value.get("backend"), str):
-        return None
-    return {"name": value["name"], **{field: value.get(field) for field in API_FIELDS}}
+    reached = JobApi.from_json(value)
+    return None if reached is None else {"name": value["name"], **reached.to_json()}
 
 
 @dataclass(frozen=True)
@@ -147,7 +141,7 @@ class LiveReads:
 
     def hook(self, api: Mapping[str, Any]) -> JobReader:
         """The hook for these arguments (the job's name aside), built once."""
-        key = json.dumps({f: api.get(f) for f in API_FIELDS}, sort_keys=True, default=str)
+        key = json.dumps({k: v for k, v in api.items() if k != "name"}, sort_keys=True, default=str)
         with self._guard:
             hook = self._hooks.get(key)
         if hook is None:
