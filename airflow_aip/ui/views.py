@@ -10,11 +10,11 @@ Only the fields a page draws leave the server, never the whole XCom.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote, urlencode
 
 from airflow_aip.jobs.logs import LogCursor, log_filter
+from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
@@ -127,13 +127,8 @@ def _summary_logs_url(summary: Mapping[str, Any]) -> str | None:
     return logs_url(summary.get("project_id"), log_id)
 
 
-def _seconds_between(start: Any, end: Any) -> float | None:
-    try:
-        began = datetime.fromisoformat(str(start).replace("Z", "+00:00"))
-        ended = datetime.fromisoformat(str(end).replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return round((ended - began).total_seconds(), 3)
+def _rounded(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
 
 
 def trial_key(trial: Mapping[str, Any]) -> str:
@@ -164,7 +159,7 @@ def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
         "step": int(step) if step is not None else None,
         "start_time": trial.get("startTime"),
         "end_time": trial.get("endTime"),
-        "duration_s": _seconds_between(trial.get("startTime"), trial.get("endTime")),
+        "duration_s": _rounded(seconds_between(trial.get("startTime"), trial.get("endTime"))),
         "stopped_early": bool(trial.get("isTrialStoppedEarly")),
     }
 

@@ -319,3 +319,16 @@ def test_task_payload_gives_the_job_its_runs_export(client: TestClient) -> None:
     assert job["export"] == RUN_EXPORT
     assert job["console_label"] == "Google Cloud console"
     assert job["tied_trial_keys"] == []
+
+
+def test_a_trials_duration_reads_vertex_nanosecond_times_on_every_python() -> None:
+    """Vertex AI sends up to nine fractional digits, which ``datetime.fromisoformat`` refuses on 3.10."""
+    from airflow_aip.ui.views import trial_row
+
+    trial = {
+        "trialId": "1",
+        "startTime": "2026-11-25T10:00:00.123456789Z",
+        "endTime": "2026-11-25T10:00:30.623456789Z",
+    }
+    assert trial_row(trial)["duration_s"] == 30.5
+    assert trial_row({"trialId": "2", "startTime": "2026-11-25T10:00:00Z"})["duration_s"] is None
