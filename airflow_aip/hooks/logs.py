@@ -227,7 +227,7 @@ class JobLogsHook(GoogleApiHook):
     # -- async (triggers) --------------------------------------------------------------------
 
     async def alist_entries(self, body: dict[str, Any]) -> dict[str, Any]:
-        """As :meth:`list_entries`, without blocking the event loop."""
+        """One ``entries.list`` call with ``body`` (one page), without blocking the event loop."""
         return await self.arequest("entries.list", "POST", LIST_PATH, body=body)
 
 

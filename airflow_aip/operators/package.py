@@ -26,8 +26,8 @@ from airflow_aip.uris import parse_gcs_uri
 class BuildTrainerPackageOperator(BaseOperator):
     """Build ``package_path``'s sdist; return ``{path, sha256, name, version, size, source, ...}``.
 
-    ``staging_uri``: also stage it (content-addressed, as ``StagePackagesOperator`` does) and
-    add its gs:// ``uri`` to the result.
+    :param staging_uri: also stage it (content-addressed, as ``StagePackagesOperator`` does) and
+        add its gs:// ``uri`` to the result.
     """
 
     template_fields: Sequence[str] = (
