@@ -1,7 +1,8 @@
 """Vertex AI Model Registry (aiplatform v1 ``models``): the only place that talks to it.
 
-The endpoint, credentials and typed errors are the shared core's
-(:class:`~airflow_aip.hooks.google_api.GoogleApiHook`), regional as for training.
+The regional endpoint and parent are Vertex AI's, as for training
+(:class:`~airflow_aip.hooks.aiplatform.RegionalAiplatformHook`); credentials and typed errors
+the shared core's.
 
 Exactly once without a request ID (see :mod:`airflow_aip.registry.upload`): an upload is sent
 once per decision. When its answer is lost (5xx, 429, a dropped connection), the version may
@@ -10,20 +11,20 @@ exist: the model's versions are listed by the upload's source label over :attr:`
 of a first version (``modelId``) that meets 409 lost a race with another first upload: it is
 sent again as a version of that model.
 
-The upload's long-running operation is read with :meth:`aread` by the triggerer's shared poller
-(:mod:`airflow_aip.triggers.job_polling`), as a job is: its state is RUNNING until ``done``.
+The upload's long-running operation is waited for as a job is, by the one wait step
+(:mod:`airflow_aip.jobs.waiting`): :meth:`read` (the worker's runner) and :meth:`aread` (the
+triggerer's shared poller, :mod:`airflow_aip.triggers.job_polling`) read it as a small view,
+:func:`operation_view`, whose state is RUNNING until ``done``, then SUCCEEDED or FAILED.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError
-from airflow_aip.hooks.google_api import GoogleApiHook
+from airflow_aip.hooks.aiplatform import RegionalAiplatformHook
 from airflow_aip.hooks.http_shared import is_transient, settled_lookup
-from airflow_aip.jobs.locations import check_location
-from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.models import operation_state
 from airflow_aip.jobs.watch import Listed, WatchBatch
 from airflow_aip.registry.upload import SOURCE_LABEL
@@ -31,29 +32,19 @@ from airflow_aip.registry.upload import SOURCE_LABEL
 UPLOAD_SENDS = 3
 
 
-class ModelRegistryHook(GoogleApiHook):
+def operation_view(name: str, operation: Mapping[str, Any]) -> dict[str, Any]:
+    """A long-running operation as the wait step reads a job: ``{name, state, operation}``."""
+    return {"name": name, "state": operation_state(operation), "operation": dict(operation)}
+
+
+class ModelRegistryHook(RegionalAiplatformHook):
     """Upload versions, find them, read their operations and move their aliases.
 
-    :param region: the models' location (``us-central1``): the endpoint and the parent.
-    Other arguments are the core's (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
+    Arguments are :class:`~airflow_aip.hooks.aiplatform.RegionalAiplatformHook`'s (``region``:
+    the models' location, the endpoint and the parent).
     """
 
     hook_name = "Vertex AI Model Registry (airflow_aip)"
-    api_label = "aiplatform v1"
-    default_host = "aiplatform"
-    endpoint_extra = "api_endpoint"
-    endpoint_env = VERTEX_AI.endpoint_env
-    settle_delays: tuple[float, ...] = (1.0, 2.0, 4.0)
-
-    def __init__(self, *args: Any, region: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.region = check_location(region, "region")
-
-    def google_host(self) -> str:
-        return f"{self.region}-aiplatform"
-
-    def parent(self) -> str:
-        return f"projects/{self.project_id}/locations/{self.region}"
 
     # -- reads ---------------------------------------------------------------------------------
 
@@ -133,7 +124,10 @@ class ModelRegistryHook(GoogleApiHook):
     async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:  # pragma: no cover
         return {}
 
+    def read(self, name: str) -> dict[str, Any]:
+        """The operation as the worker's wait reads a job (:func:`operation_view`)."""
+        return operation_view(name, self.read_operation(name))
+
     async def aread(self, name: str) -> dict[str, Any]:
-        """The operation as the poller reads a job: ``{name, state, operation}``."""
-        operation = await self.arequest("models.operations.get", "GET", f"v1/{name}")
-        return {"name": name, "state": operation_state(operation), "operation": operation}
+        """As :meth:`read`, without blocking the event loop (the triggerer's shared poller)."""
+        return operation_view(name, await self.arequest("models.operations.get", "GET", f"v1/{name}"))

@@ -1,11 +1,9 @@
 """Vertex AI custom training (aiplatform v1): the only place that talks to it.
 
-Its endpoint, credentials, signing and typed errors are the shared core's
-(:class:`~airflow_aip.hooks.google_api.GoogleApiHook`); the endpoint is regional
-(``https://{region}-aiplatform.googleapis.com/``: there is no global endpoint for training)
-unless overridden by the hook argument, the connection extra ``api_endpoint`` or gcloud's
-``CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM``. Answers leave here as the neutral job view
-(:mod:`airflow_aip.jobs.vertex.view`).
+Its regional endpoint and parent are Vertex AI's
+(:class:`~airflow_aip.hooks.aiplatform.RegionalAiplatformHook`: there is no global endpoint for
+training); credentials, signing and typed errors the shared core's. Answers leave here as the
+neutral job view (:mod:`airflow_aip.jobs.vertex.view`).
 
 Exactly once without a client ID. ``customJobs.create`` takes neither a job ID nor a request
 ID, so a re-sent create makes a second job. A create is therefore sent once per decision:
@@ -29,12 +27,11 @@ from functools import partial
 from typing import Any, ClassVar
 
 from airflow_aip.exceptions import ApiError, CapacityRefusedError, JobAlreadyExistsError, JobNotFoundError
-from airflow_aip.hooks.google_api import GoogleApiHook
+from airflow_aip.hooks.aiplatform import RegionalAiplatformHook
 from airflow_aip.hooks.http_shared import is_transient, settled_lookup
 from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
-from airflow_aip.jobs.locations import check_location
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.capacity import quota_refusal
@@ -42,37 +39,19 @@ from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, pa
 from airflow_aip.jobs.view import JobView, last_segment
 from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
 
-ENDPOINT_ENV = VERTEX_AI.endpoint_env
 CREATE_SENDS = 3  # a create whose answer is lost, and whose job never shows up, is sent again
 LIST_PAGE_SIZE = 100
 
 
-class VertexJobHook(GoogleApiHook):
+class VertexJobHook(RegionalAiplatformHook):
     """Create, find, read and cancel Vertex AI CustomJobs and HyperparameterTuningJobs, sync and async.
 
-    Other arguments are the core's (:class:`~airflow_aip.hooks.google_api.GoogleApiHook`).
-
-    :param region: the location (``us-central1``): the endpoint and the jobs' parent.
+    Arguments are :class:`~airflow_aip.hooks.aiplatform.RegionalAiplatformHook`'s (``region``:
+    the endpoint and the jobs' parent).
     """
 
     hook_name = "Vertex AI training (airflow_aip)"
-    api_label = "aiplatform v1"
-    default_host = "aiplatform"
-    endpoint_extra = "api_endpoint"
-    endpoint_env = ENDPOINT_ENV
     backend: ClassVar[Backend] = VERTEX_AI
-    # Seconds between the lookups that follow a lost create (list may lag a create).
-    settle_delays: tuple[float, ...] = (1.0, 2.0, 4.0)
-
-    def __init__(self, *args: Any, region: str, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.region = check_location(region, "region")
-
-    def google_host(self) -> str:
-        return f"{self.region}-aiplatform"
-
-    def parent(self, project_id: str | None = None) -> str:
-        return f"projects/{project_id or self.project_id}/locations/{self.region}"
 
     def _view(self, resource: dict[str, Any]) -> JobView:
         view = self.backend.view(resource, project_id=self.project_id, region=self.region)

@@ -16,6 +16,10 @@ the trigger starts at its serialized cursor, the sensor keeps the stream to hand
 runners follow it after each read of a running job and, once the job ended, drain it before
 the event, as each adapter did before it used a runner. Reads that failed stream nothing.
 
+What is waited for is a job, or anything read as one: a Model Registry upload's operation is
+read as ``{name, state, operation}`` (``hooks.registry.operation_view``), named ``what="model
+upload"`` in the lines logged, and ends with its own event (``event_of``).
+
 The hook given should try each request once (``JobHooksMixin.wait_hook``): the step owns the
 outage policy (backoff up to the deadline, one log line when an outage starts and one when it
 ends); a hook retrying on its own would log every retry and could outlast the deadline.
@@ -26,7 +30,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream
@@ -34,10 +38,16 @@ from airflow_aip.jobs.trials import best_trial_report
 from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event, summary_from_event
 
 if TYPE_CHECKING:
-    from airflow_aip.hooks.job_client import JobClient
     from airflow_aip.hooks.logs import JobLogsHook
 
 StreamFor = Callable[[Mapping[str, Any]], LogStream]
+EventOf = Callable[[Step], dict[str, Any]]
+
+
+class Reader(Protocol):
+    """What a worker's wait reads through: a job client, or the Model Registry's operations."""
+
+    def read(self, name: str) -> Mapping[str, Any]: ...
 
 
 def finished(event: Mapping[str, Any], log: Any) -> dict[str, Any]:
@@ -57,7 +67,7 @@ class WaitRunner:
 
     def __init__(
         self,
-        hook: JobClient | None,
+        hook: Reader | None,
         logs_hook: JobLogsHook | None,
         job_id: str,
         project_id: str,
@@ -70,6 +80,8 @@ class WaitRunner:
         follow_while_running: bool = True,
         jitter: Callable[[], float] | None = None,
         queued_limit: float | None = None,
+        what: str = "training job",
+        event_of: EventOf | None = None,
     ) -> None:
         self.hook = hook
         self.logs_hook = logs_hook
@@ -83,7 +95,8 @@ class WaitRunner:
         self.follow_while_running = follow_while_running
         self.jitter = jitter or random.random
         self.queued_limit = queued_limit  # a capacity ladder rung's limit on QUEUED (see jobs.waiting)
-        self.state = WaitState.begin(job_id, time.time())
+        self.event_of = event_of  # the event a wait ends with; None: a job's (``step_event``)
+        self.state = WaitState.begin(job_id, time.time(), what)
         self.stream: LogStream | None = None
         self.last_job: Mapping[str, Any] = {}  # the job's view as the last successful read showed it
 
@@ -114,6 +127,8 @@ class WaitRunner:
         return decided
 
     def event(self, decided: Step) -> dict[str, Any]:
+        if self.event_of is not None:
+            return self.event_of(decided)
         return step_event(decided, self.project_id, time.time(), self.job_name)
 
     def stream_of(self, seen: Seen, decided: Step) -> LogStream | None:

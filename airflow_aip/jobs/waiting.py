@@ -1,7 +1,9 @@
 """The one wait step: given what the last read of a job showed, what a waiting task does next.
 
 The operator in the worker, the trigger in the triggerer and the sensor in each of its modes all
-wait the same way, because they all take their decisions here; their runners
+wait the same way, because they all take their decisions here; so does a wait for a Model
+Registry upload's long-running operation, read as a job whose state is RUNNING until it is done
+(``WaitState.what`` names the thing waited for in the lines logged). Their runners
 (``airflow_aip.hooks.waiting``) only read the job, sleep and log what the step says. Three loops
 written apart once drifted: one turned a minute of 503s into an ``error`` event that cancelled a
 healthy job. The rules, in one place:
@@ -17,7 +19,8 @@ healthy job. The rules, in one place:
   running (or still unreadable) ends it as ``timed_out``.
 
 Pure: time, randomness and the read's outcome come in as arguments, so every decision is a unit
-test. The events a wait ends with (one per wait, the trigger's protocol) are built here too.
+test. The events a wait for a job ends with (one per wait, the trigger's protocol) are built
+here too; an operation's wait ends with its own (``airflow_aip.triggers.model_operation``).
 """
 
 from __future__ import annotations
@@ -63,17 +66,32 @@ class Outage:
 
 @dataclass(frozen=True)
 class WaitState:
-    """What one wait remembers between two reads (a runner keeps it; a fresh process starts anew)."""
+    """What one wait remembers between two reads (a runner keeps it; a fresh process starts anew).
+
+    ``what`` is what is waited for, as the lines logged name it: ``training job`` (read as "the
+    job" after its name), or ``model upload`` (an operation: "the upload").
+    """
 
     job_id: str
     started: float
     state: JobState = JobState.STATE_UNSPECIFIED
     outage: Outage | None = None
     queued_noted: float | None = None  # when the last "QUEUED for quota ..." line was logged
+    what: str = "training job"
 
     @classmethod
-    def begin(cls, job_id: str, now: float) -> WaitState:
-        return cls(job_id, now)
+    def begin(cls, job_id: str, now: float, what: str = "training job") -> WaitState:
+        return cls(job_id, now, what=what)
+
+    @property
+    def named(self) -> str:
+        """``Training job j1``: the start of a line about it."""
+        return f"{self.what[:1].upper()}{self.what[1:]} {self.job_id}"
+
+    @property
+    def short(self) -> str:
+        """``job``: the last word of ``what``, as a line names it again."""
+        return self.what.rsplit(" ", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -147,8 +165,8 @@ def step(
         logs.append(
             (
                 "info",
-                f"Training job {state.job_id} can be read again: the API outage lasted {lasted:.0f}s "
-                f"({state.outage.failures} failed reads); the job was left alone",
+                f"{state.named} can be read again: the API outage lasted {lasted:.0f}s "
+                f"({state.outage.failures} failed reads); the {state.short} was left alone",
             )
         )
     remembered = replace(state, state=observed, outage=None)
@@ -158,7 +176,7 @@ def step(
         if queued_limit is not None and waited >= queued_limit:
             return Step("outwaited", remembered, logs=tuple(logs), job=seen.job)
     elif observed is not state.state:
-        logs.append(("info", f"Training job {state.job_id} is {observed.value}"))
+        logs.append(("info", f"{state.named} is {observed.value}"))
     if observed.is_terminal:
         return Step("ended", remembered, logs=tuple(logs), job=seen.job)
     if deadline is not None and now >= deadline:
@@ -178,10 +196,10 @@ def _queued(
     waited = queued_seconds(job, now) or 0.0
     if waited < min(QUEUED_NOTE_AFTER, queued_limit or QUEUED_NOTE_AFTER):
         if state.state is not JobState.QUEUED:  # every job starts QUEUED: a moment there is no news
-            logs.append(("info", f"Training job {state.job_id} is QUEUED"))
+            logs.append(("info", f"{state.named} is QUEUED"))
     elif state.queued_noted is None or now - state.queued_noted >= QUEUED_NOTE_INTERVAL:
         reason = backend_of(job).why_waiting(job) or "QUEUED"
-        logs.append(("info", f"Training job {state.job_id} is {reason}, {waited / 60:.0f} min"))
+        logs.append(("info", f"{state.named} is {reason}, {waited / 60:.0f} min"))
         remembered = replace(remembered, queued_noted=now)
     return remembered, waited
 
@@ -189,19 +207,16 @@ def _queued(
 def _after_error(
     state: WaitState, seen: Seen, now: float, deadline: float | None, poll_interval: float, jitter: float
 ) -> Step:
-    job_id = state.job_id
+    it, the = f"{state.what} {state.job_id}", f"the {state.short}"
     if not seen.transient:
-        message = (
-            f"Cannot read training job {job_id} ({seen.error}); not transient: the task fails, "
-            "the job is left alone"
-        )
+        message = f"Cannot read {it} ({seen.error}); not transient: the task fails, {the} is left alone"
         return Step("failed", state, logs=(("warning", message),), error=seen.error)
     outage = state.outage
     logs: tuple[tuple[Level, str], ...] = ()
     if outage is None:
         message = (
-            f"Cannot read training job {job_id} ({seen.error}): an API outage; reading again until "
-            "it ends or the task's deadline, the job is left alone"
+            f"Cannot read {it} ({seen.error}): an API outage; reading again until "
+            f"it ends or the task's deadline, {the} is left alone"
         )
         logs = (("warning", message),)
         outage = Outage(now, 0, seen.error)
@@ -209,7 +224,7 @@ def _after_error(
     remembered = replace(state, outage=outage)
     if deadline is not None and now >= deadline:
         message = (
-            f"Training job {job_id} still cannot be read after {now - outage.started:.0f}s "
+            f"{state.named} still cannot be read after {now - outage.started:.0f}s "
             f"({outage.failures} failed reads; last: {seen.error})"
         )
         return Step("timed_out", remembered, logs=(*logs, ("warning", message)))

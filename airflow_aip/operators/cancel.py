@@ -9,7 +9,7 @@ from airflow.sdk import BaseOperator, Context
 
 from airflow_aip import config
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
+from airflow_aip.hooks.job_reference import API_FIELDS, JobHooksMixin
 
 
 class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
@@ -24,15 +24,7 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     :param region: the job's location on Vertex AI (default ``[aip] region``).
     """
 
-    template_fields: Sequence[str] = (
-        "backend",
-        "job_id",
-        "project_id",
-        "region",
-        "gcp_conn_id",
-        "api_endpoint",
-        "impersonation_chain",
-    )
+    template_fields: Sequence[str] = ("job_id", *API_FIELDS)
     ui_color = "#fce8e6"
 
     def __init__(

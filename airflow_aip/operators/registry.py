@@ -3,7 +3,8 @@
 :class:`RegisterModelOperator` uploads the model an :class:`~.export.ExportArtifactsOperator`
 exported (its manifest says what, from which job, trial and package, with which metric) as a
 new version of ``model``, exactly once (:mod:`airflow_aip.registry.upload`), waits for the
-upload's operation (deferred: through the triggerer's shared poller), and with
+upload's operation as a training job is waited for (the one wait step: in the worker, or
+deferred through the triggerer's shared poller), and with
 ``champion_alias`` moves that alias to it only if it beats the champion
 (:mod:`.promotion`). :class:`RollbackChampionOperator` moves the alias back to the previous
 champion the ledger recorded.
@@ -26,18 +27,29 @@ from airflow.sdk import Asset, BaseOperator, Context
 from airflow_aip import config
 from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.registry import ModelRegistryHook
+from airflow_aip.hooks.job_reference import API_FIELDS, JobHooksMixin
+from airflow_aip.hooks.registry import ModelRegistryHook, operation_view
 from airflow_aip.hooks.storage import StorageHook
-from airflow_aip.jobs.vertex.models import ModelRef, operation_error, operation_state
+from airflow_aip.hooks.waiting import SyncWait
+from airflow_aip.jobs.vertex.models import ModelRef
+from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.operators.promotion import ChampionKeeper, Outcome
 from airflow_aip.operators.registry_args import RegistryArguments, model_page, promotions_alias, serving_image
 from airflow_aip.registry.champion import Contender
 from airflow_aip.registry.upload import VersionSource, source_key, upload_request, version_source
-from airflow_aip.triggers.model_operation import ModelOperationTrigger
+from airflow_aip.triggers.model_operation import WHAT, ModelOperationTrigger, operation_event
+
+# How a registry task reaches the API, as its template fields: a job API's, less the backend
+# (the Model Registry is Vertex AI's alone).
+API_TEMPLATE_FIELDS = tuple(field for field in API_FIELDS if field != "backend")
 
 
-class _RegistryTask(RegistryArguments, BaseOperator):
-    """What both operators share: where the registry is, as whom, the ledger and the Asset."""
+class _RegistryTask(RegistryArguments, JobHooksMixin, BaseOperator):
+    """What both operators share: where the registry is, as whom, the ledger and the Asset.
+
+    Their hooks are built from the task's job API (``job_api``), as every task's are: its
+    connection, endpoint, identity, project, and the model's region.
+    """
 
     def __init__(
         self,
@@ -64,15 +76,17 @@ class _RegistryTask(RegistryArguments, BaseOperator):
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
 
+    def job_region(self) -> str:
+        return self.model_region()
+
     @cached_property
     def registry(self) -> ModelRegistryHook:
-        return ModelRegistryHook(
-            self.gcp_conn_id,
-            project_id=self.project_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
-            region=self.model_region(),
-        )
+        return ModelRegistryHook.for_api(self.job_api)
+
+    @cached_property
+    def wait_registry(self) -> ModelRegistryHook:
+        """``registry`` trying each read once, for waiting: the wait step owns outage policy."""
+        return ModelRegistryHook.for_api(self.job_api, retry_attempts=1)
 
     def project(self) -> str:
         return self.registry.project_id
@@ -134,11 +148,7 @@ class RegisterModelOperator(_RegistryTask):
         "ledger_uri",
         "training_data",
         "labels",
-        "project_id",
-        "region",
-        "gcp_conn_id",
-        "api_endpoint",
-        "impersonation_chain",
+        *API_TEMPLATE_FIELDS,
     )
     ui_color = "#e8f0fe"
 
@@ -212,16 +222,14 @@ class RegisterModelOperator(_RegistryTask):
                     end_time=time.time() + self.upload_timeout,
                 ),
                 method_name="execute_complete",
-                timeout=timedelta(seconds=self.upload_timeout + 60),
+                timeout=timedelta(seconds=self.upload_timeout + DEFERRAL_TIMEOUT_MARGIN),
             )
         return self._uploaded(context, model, source, self._wait(operation))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """The upload's operation ended (or the wait did): finish as :meth:`execute` would have."""
         model, source = self._checked(context)
-        if event.get("status") != "success":
-            raise AipError(f"Model upload to {model.name}: {event.get('message')}")
-        return self._uploaded(context, model, source, dict(event.get("operation") or {}))
+        return self._uploaded(context, model, source, event)
 
     # -- steps -----------------------------------------------------------------------------------
 
@@ -242,23 +250,30 @@ class RegisterModelOperator(_RegistryTask):
             raise ValidationError("manifest_uri", f"{self.manifest_uri} does not exist: did the export run?")
         return model, version_source(stored.content, self.manifest_uri)
 
-    def _wait(self, operation: dict[str, Any]) -> dict[str, Any]:
-        """Poll the upload's operation in the worker (not deferrable) until it is done."""
-        deadline = time.monotonic() + self.upload_timeout
-        while operation_state(operation) == "RUNNING":
-            if time.monotonic() > deadline:
-                raise AipError(
-                    f"Model upload {operation['name']} was not done within {self.upload_timeout} s"
-                )
-            time.sleep(self.poll_interval)
-            operation = self.registry.read_operation(str(operation["name"]))
-        return operation
+    def _wait(self, operation: Mapping[str, Any]) -> dict[str, Any]:
+        """Wait for the upload's operation in the worker (not deferrable): the trigger's event, here."""
+        name = str(operation["name"])
+        wait = SyncWait(
+            self.wait_registry,
+            None,
+            name,
+            self.registry.project_id,
+            job_name=name,
+            poll_interval=self.poll_interval,
+            deadline=time.time() + self.upload_timeout,
+            log=self.log,
+            what=WHAT,
+            event_of=operation_event,
+        )
+        return wait.run(operation_view(name, operation))
 
     def _uploaded(
-        self, context: Context, model: ModelRef, source: VersionSource, operation: Mapping[str, Any]
+        self, context: Context, model: ModelRef, source: VersionSource, event: Mapping[str, Any]
     ) -> dict[str, Any]:
-        if operation_state(operation) != "SUCCEEDED":
-            raise AipError(f"Model upload to {model.name} failed: {operation_error(operation)}")
+        """The version the upload made, once the wait for its operation ended (here or deferred)."""
+        if event.get("status") != "success":
+            raise AipError(f"Model upload to {model.name}: {event.get('message')}")
+        operation = event.get("operation") or {}
         version_id = str((operation.get("response") or {}).get("modelVersionId"))
         version = self.registry.get_model(model.at(version_id).versioned)
         if version is None:
@@ -342,11 +357,7 @@ class RollbackChampionOperator(_RegistryTask):
         "model",
         "champion_alias",
         "ledger_uri",
-        "project_id",
-        "region",
-        "gcp_conn_id",
-        "api_endpoint",
-        "impersonation_chain",
+        *API_TEMPLATE_FIELDS,
     )
     ui_color = "#fce8e6"
 

@@ -1,20 +1,22 @@
 """Wait for a Model Registry upload in the triggerer: its long-running operation, through the shared poller.
 
-The operation is read by the triggerer's :class:`~airflow_aip.triggers.job_polling.JobPoller`
-for the registry's API and identity, as a job is: one registration, woken only when its state
-changes (RUNNING → SUCCEEDED or FAILED) or a read fails. A transient failure (429, 5xx, a
-dropped connection) is ridden out with backoff until the deadline; any other yields ``error``.
+The operation is waited for as a job is, by the one wait step (:mod:`airflow_aip.jobs.waiting`)
+and the trigger's runner (:class:`~airflow_aip.triggers.watching.TriggerWait`): read by the
+triggerer's :class:`~airflow_aip.triggers.job_polling.JobPoller` for the registry's API and
+identity as ``{name, state, operation}`` (RUNNING until ``done``), one registration, woken only
+when its state changes or a read fails. A transient failure (429, 5xx, a dropped connection) is
+an outage, ridden out with the step's backoff until the deadline and logged once when it starts
+and once when it ends; any other yields ``error``. Nothing is changed by waiting: no side
+effects, so a trigger that runs twice does no harm.
 
-It yields one event, ``{status, message, operation_name, operation}``: ``success`` when the
-operation is done without error, ``failed`` with its error, ``timeout`` past ``end_time`` (an
-absolute UNIX time, so a triggerer restart does not move it) and ``error``. Nothing is changed
-by waiting: no side effects, so a trigger that runs twice does no harm.
+It yields one event, ``{status, message, operation_name, operation}`` (:func:`operation_event`,
+which the operator's wait in the worker ends with too): ``success`` when the operation is done
+without error, ``failed`` with its error, ``timeout`` past ``end_time`` (an absolute UNIX time,
+so a triggerer restart does not move it) and ``error``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import time
 from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import Any
@@ -22,17 +24,38 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
+from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.registry import ModelRegistryHook
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.vertex.models import operation_error
-from airflow_aip.jobs.waiting import Seen
+from airflow_aip.jobs.waiting import Step
 from airflow_aip.triggers.job_polling import job_poller
+from airflow_aip.triggers.watching import TriggerWait
 
 CLASSPATH = "airflow_aip.triggers.model_operation.ModelOperationTrigger"
-MAX_BACKOFF = 300.0
+WHAT = "model upload"  # how the wait's lines name the operation
 
 
-class ModelOperationTrigger(BaseTrigger):
+def operation_event(decided: Step) -> dict[str, Any]:
+    """The event a wait for an operation ends with, from the step that ended it (worker or triggerer)."""
+    name = decided.state.job_id
+    if decided.action == "ended":
+        operation = dict((decided.job or {}).get("operation") or {})
+        if decided.state.state is JobState.SUCCEEDED:
+            return _event(name, "success", f"{name} is done", operation)
+        return _event(name, "failed", f"the upload failed: {operation_error(operation)}", operation)
+    if decided.action == "timed_out":
+        return _event(name, "timeout", f"{name} was not done by its deadline")
+    if decided.action == "failed":
+        return _event(name, "error", f"cannot read {name}: {decided.error}")
+    raise ValueError(f"a {decided.action!r} step does not end an operation's wait")
+
+
+def _event(name: str, status: str, message: str, operation: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"status": status, "message": message, "operation_name": name, "operation": operation}
+
+
+class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
     """Poll one ``models.upload`` operation until it is done, the deadline passes, or it cannot be read.
 
     :param operation_name: ``projects/P/locations/L/models/M/operations/O``.
@@ -83,68 +106,31 @@ class ModelOperationTrigger(BaseTrigger):
         )
 
     @cached_property
-    def hook(self) -> ModelRegistryHook:
-        """Each read tried once: this trigger owns the backoff of an outage."""
-        return ModelRegistryHook(
-            self.gcp_conn_id,
-            project_id=self.project_id,
-            api_endpoint=self.api_endpoint,
-            impersonation_chain=self.impersonation_chain,
-            region=self.region,
-            retry_attempts=1,
-        )
+    def registry(self) -> ModelRegistryHook:
+        """Each read tried once: the wait step owns the backoff of an outage."""
+        return ModelRegistryHook.for_api(self.job_api, retry_attempts=1)
 
     @property
     def poller_key(self) -> tuple[Any, ...]:
-        chain = self.impersonation_chain
-        chain_key = (chain,) if isinstance(chain, str) else tuple(chain or ())
-        return ("models", self.gcp_conn_id, self.api_endpoint, chain_key, self.project_id, self.region)
+        """The job API's key (endpoint, identity, project, region) for the registry's operations."""
+        return ("models", *self.job_api.poller_key[1:])
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
+        wait = TriggerWait(
+            None,
+            None,
+            self.operation_name,
+            self.project_id,
+            job_name=self.operation_name,
+            poll_interval=self.poll_interval,
+            deadline=self.end_time,
+            log=self.log,
+            poller=job_poller(self.poller_key, lambda: self.registry),
+            what=WHAT,
+            event_of=operation_event,
+        )
         try:
-            event = await self._wait()
+            event = await wait.run()
         except Exception as err:  # a bug of ours fails the task with its reason
-            event = self._event("error", f"{type(err).__name__}: {err}")
+            event = _event(self.operation_name, "error", f"{type(err).__name__}: {err}")
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]
-
-    async def _wait(self) -> dict[str, Any]:
-        inbox: asyncio.Queue[Seen] = asyncio.Queue()
-        poller = job_poller(self.poller_key, lambda: self.hook)
-        watch = poller.watch(self.operation_name, self.operation_name, self.poll_interval, inbox.put_nowait)
-        failures = 0
-        try:
-            while True:
-                left = None if self.end_time is None else max(0.0, self.end_time - time.time())
-                try:
-                    seen = await asyncio.wait_for(inbox.get(), timeout=left)
-                except asyncio.TimeoutError:
-                    return self._event("timeout", f"{self.operation_name} was not done by its deadline")
-                if seen.job is None:
-                    if not seen.transient:
-                        return self._event("error", f"cannot read {self.operation_name}: {seen.error}")
-                    failures += 1
-                    if failures == 1:
-                        self.log.warning("Reading %s failed (%s): retrying", self.operation_name, seen.error)
-                    watch.read_in(min(MAX_BACKOFF, self.poll_interval * 2**failures))
-                    continue
-                failures = 0
-                state = JobState.parse(seen.job.get("state"))
-                operation = dict(seen.job.get("operation") or {})
-                if state is JobState.SUCCEEDED:
-                    return self._event("success", f"{self.operation_name} is done", operation)
-                if state is JobState.FAILED:
-                    return self._event(
-                        "failed", f"the upload failed: {operation_error(operation)}", operation
-                    )
-                self.log.info("Model upload %s is running", self.operation_name)
-                watch.read_in(self.poll_interval)
-        finally:
-            watch.close()
-
-    def _event(self, status: str, message: str, operation: dict[str, Any] | None = None) -> dict[str, Any]:
-        return {
-            "status": status,
-            "message": message,
-            "operation_name": self.operation_name,
-            "operation": operation,
-        }

@@ -179,3 +179,25 @@ def test_events_of_each_ending() -> None:
 
     with pytest.raises(ValueError, match="does not end a wait"):
         step_event(decide(START, job("RUNNING")), "proj", T0)
+
+
+# -- what is waited for ---------------------------------------------------------------------
+
+
+def test_an_operation_waits_as_a_job_under_its_own_name() -> None:
+    """A Model Registry upload's operation, read as RUNNING until done, takes the same decisions."""
+    start = WaitState.begin("op7", T0, what="model upload")
+    running = decide(start, Seen({"state": "RUNNING"}))
+    assert (running.action, running.logs) == ("wait", (("info", "Model upload op7 is RUNNING"),))
+    outage = decide(running.state, UNAVAILABLE, T0 + 30)
+    assert outage.logs[0][1].startswith("Cannot read model upload op7 (ApiError")
+    assert outage.logs[0][1].endswith("the upload is left alone")
+    back = decide(outage.state, Seen({"state": "SUCCEEDED"}), T0 + 40)
+    assert back.action == "ended"
+    assert [message for _, message in back.logs] == [
+        "Model upload op7 can be read again: the API outage lasted 10s (1 failed reads); "
+        "the upload was left alone",
+        "Model upload op7 is SUCCEEDED",
+    ]
+    denied = decide(start, DENIED)
+    assert denied.logs[0][1].endswith("not transient: the task fails, the upload is left alone")

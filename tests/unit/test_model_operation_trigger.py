@@ -23,4 +23,14 @@ def test_the_trigger_serializes_every_argument_and_rebuilds_the_same() -> None:
     assert set(kwargs) == set(ModelOperationTrigger.__init__.__code__.co_varnames[1:9])
     # Operations share the triggerer's poller with others of the same API, identity, project, region.
     assert rebuilt.poller_key == trigger.poller_key
-    assert trigger.poller_key[0] == "models"
+    assert trigger.poller_key == (
+        "models",
+        "conn",
+        "http://127.0.0.1:1/",
+        ("a@p.iam.gserviceaccount.com",),
+        "p",
+        "us-central1",
+    )
+    # one account, as a string or a list of one: the same identity, the same poller (chain_key)
+    alone = ModelOperationTrigger(**{**kwargs, "impersonation_chain": "a@p.iam.gserviceaccount.com"})
+    assert alone.poller_key == trigger.poller_key
