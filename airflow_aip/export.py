@@ -2,8 +2,11 @@
 
 Pure: the export operator fetches the job and lists objects through hooks, then asks this
 module every question of policy (:mod:`airflow_aip.export_plan` applies these rules to one
-export, as a plan the storage hook carries out). The best trial comes from :func:`airflow_aip.jobs.best_trial`
-(via the job summary), so "best" means the same thing here as in XCom and in the local service.
+export, as a plan the storage hook carries out). Whether it may be promoted is the champion
+gate's answer (:func:`airflow_aip.registry.gate.judge`, the Model Registry store's rule too);
+this module says what the gate reads of an export and of a champion manifest. The best trial
+comes from :func:`airflow_aip.jobs.best_trial` (via the job summary), so "best" means the same
+thing here as in XCom and in the local service.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import JobState, objective_value
 from airflow_aip.jobs.backends import backend_of
+from airflow_aip.jobs.trials import Goal
 from airflow_aip.jobs.view import AI_PLATFORM
+from airflow_aip.registry.gate import Standing
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 MANIFEST_NAME = "manifest.json"
@@ -34,7 +39,7 @@ class ExportSource:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
     metric_tag: str | None = None
     metric: float | None = None
-    goal: str = "MAXIMIZE"
+    goal: str = Goal.MAXIMIZE.value
     backend: str = AI_PLATFORM
     resource_name: str | None = None
 
@@ -94,7 +99,7 @@ def export_source(summary: Mapping[str, Any], source_subdir: str | None = None) 
         hyperparameters=dict(best.get("hyperparameters") or {}),
         metric_tag=summary.get("hyperparameter_metric_tag"),
         metric=objective_value(best),
-        goal=str(summary.get("goal") or "MAXIMIZE"),
+        goal=Goal.parse(summary.get("goal")).value,
         backend=backend,
         resource_name=name,
     )
@@ -112,19 +117,31 @@ def metric_from_file(data: bytes, key: str, field_name: str = "metrics_file") ->
     return number
 
 
-def beats(challenger: float | None, champion: float | None, goal: str) -> bool:
-    """True when the challenger should replace the champion (no champion: always; ties: never)."""
-    if champion is None:
-        return True
-    if challenger is None:
-        return False
-    return challenger < champion if goal == "MINIMIZE" else challenger > champion
-
-
 def champion_metric(manifest: Mapping[str, Any]) -> float | None:
     """The metric a current model's manifest records, or None when it records none."""
     value = (manifest.get("metric") or {}).get("value")
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+
+def source_standing(source: ExportSource, destination: GcsUri) -> Standing:
+    """The export as the champion gate reads it, named by where it is exported to."""
+    return Standing(destination.uri, source.metric, source.metric_tag, Goal.parse(source.goal))
+
+
+def champion_standing(manifest: Mapping[str, Any], champion_uri: str) -> Standing:
+    """The champion manifest as the gate reads it, named by the model it points at.
+
+    A manifest the export wrote names its model (``model_uri``), so a re-run of the champion's
+    own export is recognised as the champion; a goal that is neither MAXIMIZE nor MINIMIZE is a
+    ValidationError on ``champion_manifest_uri``.
+    """
+    metric = manifest.get("metric") or {}
+    return Standing(
+        str(manifest.get("model_uri") or champion_uri),
+        champion_metric(manifest),
+        str(metric["tag"]) if metric.get("tag") else None,
+        Goal.parse(metric.get("goal"), "champion_manifest_uri"),
+    )
 
 
 def relative_names(prefix: GcsUri, object_uris: Sequence[str]) -> list[str]:

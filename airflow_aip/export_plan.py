@@ -4,6 +4,9 @@ Pure, like :mod:`airflow_aip.export` whose rules it applies. The operator reads 
 source listing and the manifests through hooks and hands them here; the storage hook then
 carries the plan out without a judgement of its own. Every rule (the champion gate, what a
 re-run rewrites, what XCom says) is therefore decided in one place and tested without a bucket.
+The champion gate is :func:`airflow_aip.registry.gate.judge`, the Model Registry store's too: a
+model that does not win (kept out, or refused because the two cannot be compared) is neither
+copied nor promoted, and the task succeeds saying why.
 """
 
 from __future__ import annotations
@@ -17,13 +20,14 @@ from airflow_aip.exceptions import AipError
 from airflow_aip.export import (
     MANIFEST_NAME,
     ExportSource,
-    beats,
     build_manifest,
     champion_metric,
+    champion_standing,
     relative_names,
     same_export,
+    source_standing,
 )
-from airflow_aip.jobs.trials import metrics_apart
+from airflow_aip.registry.gate import Verdict, judge
 from airflow_aip.uris import GcsUri
 
 
@@ -113,7 +117,7 @@ def plan_export(
     champion_uri: GcsUri | None = None,
     champion: StoredManifest | None = None,
 ) -> ExportPlan:
-    """The export of ``source`` below ``destination_root``, or none when it does not beat the champion.
+    """The export of ``source`` below ``destination_root``, or none when the champion gate says no.
 
     ``listed`` is every object below the source prefix, ``packages`` the job's trainer packages
     (their metadata, None when not in Cloud Storage), ``existing_manifest`` what the destination
@@ -128,29 +132,38 @@ def plan_export(
         "metric": source.metric,
         "metric_tag": source.metric_tag,
     }
-    current = champion_metric(champion.content) if champion else None
-    if champion_uri:
-        summary["champion_metric"] = current
-        if not beats(source.metric, current, source.goal):
-            summary.update(promoted=False, exported=False, destination=None)
-            return ExportPlan((), (), summary, (_verdict("Not exported", source, current, "does not beat"),))
-
     destination = export_destination(source, destination_root)
+    manifest_uri = destination.join(MANIFEST_NAME).uri
+    verdict: Verdict | None = None
+    if champion_uri:
+        by_hand = (
+            f"To promote it anyway, export it without champion_manifest_uri, then copy {manifest_uri} "
+            f"over {champion_uri.uri}."
+        )
+        held = champion_standing(champion.content, champion_uri.uri) if champion else None
+        verdict = judge(source_standing(source, destination), held, by_hand=by_hand)
+        summary.update(
+            champion_metric=champion_metric(champion.content) if champion else None, reason=verdict.reason
+        )
+        if not verdict.promote:
+            summary.update(promoted=False, exported=False, destination=None)
+            return ExportPlan((), (), summary, (f"Not exported: {verdict.reason}",))
+
     copies, objects = _copies(source, destination, listed)
     manifest = build_manifest(source, destination, objects, _package_entries(packages), run, exported_at)
-    manifest_uri = destination.join(MANIFEST_NAME).uri
     writes, notes = [], []
     if existing_manifest and same_export(existing_manifest.content, manifest):
         notes.append(f"{destination.uri} already holds this export: nothing rewritten")
     else:
         generation = existing_manifest.generation if existing_manifest else 0
         writes.append(ManifestWrite(manifest_uri, manifest, generation))
-    if champion_uri:
-        writes.append(ManifestWrite(champion_uri.uri, manifest, champion.generation if champion else 0))
-        verdict = _verdict(f"Promoted {destination.uri}", source, current, "beats")
-        notes.append(f"{verdict}; {champion_uri.uri} is the new champion")
-    else:
+    if champion_uri is None or verdict is None:
         notes.append("No champion_manifest_uri: exported without a promotion gate")
+    elif champion and same_export(champion.content, manifest):
+        notes.append(f"{champion_uri.uri} already names this export: nothing rewritten")
+    else:
+        writes.append(ManifestWrite(champion_uri.uri, manifest, champion.generation if champion else 0))
+        notes.append(f"Promoted {destination.uri}: {verdict.reason}; {champion_uri.uri} is the new champion")
     summary.update(
         destination=destination.uri,
         manifest_uri=manifest_uri,
@@ -188,9 +201,3 @@ def _package_entries(packages: Mapping[str, ListedObject | None]) -> list[dict[s
         }
         for uri, info in packages.items()
     ]
-
-
-def _verdict(subject: str, source: ExportSource, champion: float | None, relation: str) -> str:
-    metric = source.metric_tag or "metric"
-    new, held = metrics_apart(source.metric, champion)
-    return f"{subject}: {metric} {new} {relation} the champion's {held} (goal {source.goal})"

@@ -1,17 +1,61 @@
-"""Choosing the best hyperparameter trial, once, for the operator, the export and the local service."""
+"""Choosing the best hyperparameter trial, once, for the operator, the export and the local service.
+
+:class:`Goal` is which way a metric is better, read once: the trial choice here, the local
+service's search, the Vertex AI translation and the champion gate (:mod:`airflow_aip.registry.gate`)
+all ask it, so "unspecified" cannot mean maximize in one place and an error in another.
+"""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from enum import Enum
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 
 DEFAULT_METRIC_TAG = "training/hptuning/metric"
-# Google: "GOAL_TYPE_UNSPECIFIED: Goal Type will default to maximize."
-_DIRECTIONS = {"MAXIMIZE": 1, "GOAL_TYPE_UNSPECIFIED": 1, "MINIMIZE": -1}
+_UNSPECIFIED = frozenset({"", "GOAL_TYPE_UNSPECIFIED", "GOAL_UNSPECIFIED"})
 _LOSING_STATES = frozenset({"FAILED", "CANCELLED", "CANCELLING"})
+
+
+class Goal(str, Enum):
+    """Which way a metric is better: a study's goal on both APIs, and a manifest's ``metric.goal``."""
+
+    MAXIMIZE = "MAXIMIZE"
+    MINIMIZE = "MINIMIZE"
+
+    def __str__(self) -> str:
+        return self.value
+
+    @classmethod
+    def parse(cls, value: object, field: str = "goal") -> Goal:
+        """The goal ``value`` names; None, "" and an unspecified goal are MAXIMIZE.
+
+        The one place that default is written. It is the APIs' own: ml v1's HyperparameterSpec
+        and Vertex AI's StudySpec.MetricSpec both document ``GOAL_TYPE_UNSPECIFIED`` as "Goal Type
+        will default to maximize" (ml.v1.json, aiplatform.v1.json), so a job that names no goal
+        was tuned to maximize, and is compared that way. Anything else is a ValidationError on
+        ``field``: guessing a direction would promote the worse model.
+        """
+        if isinstance(value, Goal):
+            return value
+        if value is None or (isinstance(value, str) and value in _UNSPECIFIED):
+            return cls.MAXIMIZE
+        try:
+            return cls(value)
+        except ValueError:
+            rule = f"must be MAXIMIZE or MINIMIZE (unspecified: MAXIMIZE), got {value!r}"
+            raise ValidationError(field, rule) from None
+
+    @property
+    def sign(self) -> int:
+        """1 to maximize, -1 to minimize: ``sign * value`` is larger for the better value."""
+        return 1 if self is Goal.MAXIMIZE else -1
+
+    def better(self, a: float, b: float) -> bool:
+        """True when ``a`` is strictly better than ``b`` (a tie is not better)."""
+        return self.sign * a > self.sign * b
 
 
 def objective_value(trial: Mapping[str, Any]) -> float | None:
@@ -39,18 +83,15 @@ def best_trial(trials: Sequence[Mapping[str, Any]], goal: str | None) -> dict[st
     A trial with no (finite) final metric, or that ended FAILED or CANCELLED, never wins.
     Ties go to the earlier trial in the list, so the answer is stable between polls.
     """
-    goal = goal or "GOAL_TYPE_UNSPECIFIED"
-    if goal not in _DIRECTIONS:
-        raise ValidationError("goal", f"must be MAXIMIZE or MINIMIZE, got {goal!r}")
-    direction = _DIRECTIONS[goal]
+    direction = Goal.parse(goal)
     best: Mapping[str, Any] | None = None
-    best_score = -math.inf
+    best_value = 0.0
     for trial in trials:
         value = objective_value(trial)
         if value is None or trial.get("state") in _LOSING_STATES:
             continue
-        if direction * value > best_score:
-            best, best_score = trial, direction * value
+        if best is None or direction.better(value, best_value):
+            best, best_value = trial, value
     return dict(best) if best is not None else None
 
 
@@ -64,7 +105,7 @@ def best_trial_report(summary: Mapping[str, Any]) -> str | None:
         return None
     value = objective_value(best)
     tag = summary.get("hyperparameter_metric_tag") or DEFAULT_METRIC_TAG
-    goal = summary.get("goal") or "MAXIMIZE"
+    goal = Goal.parse(summary.get("goal"))
     trials = [t for t in summary.get("trials") or [] if isinstance(t, Mapping)]
     scored = [t for t in trials if objective_value(t) is not None and t.get("state") not in _LOSING_STATES]
     tied = [str(t.get("trialId")) for t in scored if objective_value(t) == value]

@@ -2,8 +2,12 @@
 
 The copy lands in ``{destination_uri}/{job_id}[_trial{N}]/`` with ``manifest.json`` written
 last, so a reader that sees the manifest sees a complete model. With ``champion_manifest_uri``
-the export happens only when the new metric beats the current model's, and the champion
-manifest is then replaced with a generation precondition, so two promoters never both win.
+the export happens only past the champion gate (:func:`airflow_aip.registry.gate.judge`, the
+Model Registry store's rule too): no champion yet, or a better metric on the same metric tag and
+goal (a tie keeps the champion). A champion or candidate without a metric, or one chosen on
+another tag or goal, is refused: nothing is copied, the task succeeds and its ``reason`` says how
+to promote by hand. The champion manifest is replaced with a generation precondition, so two
+promoters never both win.
 """
 
 from __future__ import annotations
@@ -45,7 +49,8 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         (default: ``model`` on Vertex AI, where ``AIP_MODEL_DIR`` points; the job dir on ml v1).
     :param metrics_file: for jobs that are not tuned, a JSON file below the source whose
         ``metric_key`` is the model's metric (tuning jobs use the best trial's final metric).
-    :param champion_manifest_uri: the current model's manifest; export only if we beat it.
+    :param champion_manifest_uri: the current model's manifest; export (and replace it) only past
+        the champion gate. The XCom then carries ``champion_metric`` and the gate's ``reason``.
     :param earlier_jobs: resource names of tuning jobs whose trials count too (the submit
         summary's ``earlier_jobs``: a capacity ladder's earlier rungs, a resumed study's earlier
         job); the best trial is chosen over all of them, and exported from its own job's folder.

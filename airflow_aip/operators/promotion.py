@@ -1,7 +1,10 @@
 """Moving a champion alias past the gate, or back: the ledger's compare-and-swap, then the alias.
 
-The rules are :mod:`airflow_aip.registry.champion`'s (the gate, the ledger's content, why a
-ledger at all); this carries them out through the two hooks, and nothing else decides.
+The rules are :mod:`airflow_aip.registry.champion`'s (the gate, which is
+:func:`airflow_aip.registry.gate.judge` as for the Cloud Storage store; the ledger's content; why
+a ledger at all); this carries them out through the two hooks, and nothing else decides. A
+refusal (a champion without a metric, another metric tag or goal) promotes nothing and fails
+nothing: the outcome's reason says how to move the alias by hand.
 
 A promotion:
 
@@ -31,13 +34,13 @@ from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs.vertex.models import ModelRef
 from airflow_aip.registry.champion import (
     Contender,
-    Verdict,
     after_promotion,
     after_rollback,
     check_ledger,
-    judge,
+    judge_version,
     ledger_head,
 )
+from airflow_aip.registry.gate import Verdict
 from airflow_aip.registry.upload import version_source
 
 COMMIT_TRIES = 5  # commits lost to other promoters before this one gives up, and says so
@@ -80,7 +83,7 @@ class ChampionKeeper:
         manifest_uri = f"{artifact}/{MANIFEST_NAME}" if artifact.startswith("gs://") else None
         stored = self.storage.read_manifest(manifest_uri) if manifest_uri else None
         if stored is None:
-            return Contender(version_id, None, None, "MAXIMIZE", manifest_uri)
+            return Contender(version_id, None, None, None, manifest_uri)
         source = version_source(stored.content, str(manifest_uri))
         return Contender(
             version_id, source.metric, source.metric_tag, source.goal, manifest_uri, source.job_id
@@ -137,12 +140,11 @@ class ChampionKeeper:
 
     # -- steps -----------------------------------------------------------------------------------
 
-    @staticmethod
-    def _judge(candidate: Contender, head: Contender | None, holder: Contender | None) -> Verdict:
+    def _judge(self, candidate: Contender, head: Contender | None, holder: Contender | None) -> Verdict:
         """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
-        verdict = judge(candidate, holder)
+        verdict = judge_version(candidate, holder, alias=self.alias, ledger_uri=self.ledger_uri)
         if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
-            return judge(candidate, head)
+            return judge_version(candidate, head, alias=self.alias, ledger_uri=self.ledger_uri)
         return verdict
 
     def _commit(self, stored: StoredManifest | None, ledger: Mapping[str, Any]) -> bool:

@@ -2,7 +2,8 @@
 
 Who is champion is the registry's answer: the version holding the alias. How good it is comes
 from its own export manifest (``{artifactUri}/manifest.json``), never from a label that
-formatting could round.
+formatting could round. Whether a version takes the alias is :func:`airflow_aip.registry.gate.judge`'s
+answer, the rule the Cloud Storage store applies too.
 
 Why a ledger as well as the alias. ``mergeVersionAliases`` moves an alias in one call, but it
 is not conditional: two runs that both beat the old champion would both move it, and the last
@@ -24,8 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.export import beats
-from airflow_aip.jobs.trials import metrics_apart
+from airflow_aip.jobs.trials import Goal
+from airflow_aip.registry.gate import Standing, Verdict, judge
 
 LEDGER_VERSION = 1
 MAX_HISTORY = 50
@@ -38,7 +39,7 @@ class Contender:
     version_id: str
     metric: float | None
     metric_tag: str | None
-    goal: str
+    goal: str | None
     manifest_uri: str | None = None
     job_id: str | None = None
 
@@ -54,7 +55,7 @@ class Contender:
             if isinstance(metric, int | float) and not isinstance(metric, bool)
             else None,
             metric_tag=data.get("metric_tag"),
-            goal=str(data.get("goal") or "MAXIMIZE"),
+            goal=Goal.parse(data.get("goal"), "ledger_uri").value,
             manifest_uri=data.get("manifest_uri"),
             job_id=data.get("job_id"),
         )
@@ -62,44 +63,23 @@ class Contender:
     def describe(self) -> str:
         return f"version {self.version_id} ({self.metric_tag or 'metric'} {self.metric})"
 
-
-@dataclass(frozen=True)
-class Verdict:
-    """Whether the candidate takes the alias, and the one line that says why."""
-
-    promote: bool
-    reason: str
+    def standing(self) -> Standing:
+        """What the gate reads of this version."""
+        return Standing(f"version {self.version_id}", self.metric, self.metric_tag, Goal.parse(self.goal))
 
 
-def judge(candidate: Contender, champion: Contender | None) -> Verdict:
-    """The gate: promote only a version that beats the champion on the same metric and goal."""
-    if champion is None:
-        return Verdict(True, "there is no champion yet")
-    if champion.version_id == candidate.version_id:
-        return Verdict(True, f"version {candidate.version_id} already holds the alias")
-    if candidate.metric is None:
-        return Verdict(False, f"version {candidate.version_id} records no metric to compare")
-    if champion.metric is None:
-        return Verdict(
-            False,
-            f"the champion, version {champion.version_id}, has no manifest with a metric "
-            f"({champion.manifest_uri}): compare by hand, then move the alias",
-        )
-    if (champion.metric_tag and candidate.metric_tag and champion.metric_tag != candidate.metric_tag) or (
-        champion.goal != candidate.goal
-    ):
-        return Verdict(
-            False,
-            f"the champion was chosen on {champion.metric_tag} ({champion.goal}) and this version on "
-            f"{candidate.metric_tag} ({candidate.goal}): they cannot be compared",
-        )
-    tag = candidate.metric_tag or "metric"
-    new, held = metrics_apart(candidate.metric, champion.metric)
-    if beats(candidate.metric, champion.metric, candidate.goal):
-        return Verdict(True, f"{tag} {new} beats the champion's {held} ({candidate.goal})")
-    return Verdict(
-        False, f"{tag} {new} does not beat the champion's {held} ({candidate.goal}; a tie keeps the champion)"
+def judge_version(
+    candidate: Contender, champion: Contender | None, *, alias: str, ledger_uri: str
+) -> Verdict:
+    """The gate on the Model Registry: does ``candidate`` take ``alias`` from ``champion`` (None: nobody's)?
+
+    A refusal says how to move the alias by hand; the candidate stays registered either way.
+    """
+    by_hand = (
+        f"To promote version {candidate.version_id} anyway, move {alias} to it with the registry's "
+        f"mergeVersionAliases (a move by hand bypasses the ledger {ledger_uri})."
     )
+    return judge(candidate.standing(), champion.standing() if champion else None, by_hand=by_hand)
 
 
 def check_ledger(ledger: Mapping[str, Any] | None, model: str) -> None:

@@ -22,6 +22,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.labels import VERTEX_LABELS, sanitize_label_value, validate_labels
+from airflow_aip.jobs.trials import Goal
 from airflow_aip.jobs.vertex.models import ModelRef, validate_alias
 from airflow_aip.uris import parse_gcs_uri
 
@@ -75,7 +76,7 @@ def version_source(manifest: Mapping[str, Any], manifest_uri: str) -> VersionSou
         trial_id=str(manifest["trial_id"]) if manifest.get("trial_id") else None,
         metric=float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None,
         metric_tag=str(metric["tag"]) if metric.get("tag") else None,
-        goal=str(metric.get("goal") or "MAXIMIZE"),
+        goal=Goal.parse(metric.get("goal"), "manifest_uri").value,
         packages=tuple(str(p.get("uri")) for p in manifest.get("packages") or [] if p.get("uri")),
         airflow=dict(manifest.get("airflow") or {}),
         manifest_uri=manifest_uri,

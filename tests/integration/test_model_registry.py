@@ -7,6 +7,7 @@ Google's own Vertex AI SDK (``aiplatform.Model``, ``ModelRegistry``): nobody her
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import urllib.request
@@ -16,11 +17,14 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from airflow.sdk.exceptions import TaskDeferred
 
 from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.operators import RegisterModelOperator, RollbackChampionOperator
+from airflow_aip.triggers.model_operation import ModelOperationTrigger
 from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
 from tests.fixtures.vertex import LOCATION, vertex_sdk
+from tests.unit.test_champion_gate import CASES, PROMOTE, REFUSE, GateCase, Side
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -58,6 +62,15 @@ def _export(world: SimpleNamespace, name: str, accuracy: float, *, model_file: b
         "airflow": {"dag_id": "d", "task_id": "export", "run_id": f"manual__{name}"},
         "hyperparameters": {"C": 1.0},
     }
+    world.gcs.blob(f"{prefix}/manifest.json").upload_from_string(json.dumps(manifest))
+    return f"gs://{world.bucket}/{prefix}/manifest.json"
+
+
+def _export_side(world: SimpleNamespace, name: str, side: Side) -> str:
+    """A finished export whose manifest records ``side`` (the champion gate's table)."""
+    prefix = f"{world.folder}/{name}"
+    world.gcs.blob(f"{prefix}/model.joblib").upload_from_string(b"model bytes " + name.encode())
+    manifest = side.manifest(f"gs://{world.bucket}/{prefix}", name)
     world.gcs.blob(f"{prefix}/manifest.json").upload_from_string(json.dumps(manifest))
     return f"gs://{world.bucket}/{prefix}/manifest.json"
 
@@ -143,6 +156,44 @@ def test_better_versions_take_the_champion_alias_and_a_rollback_moves_it_back(wo
     assert version.container_spec.image_uri == "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
     with pytest.raises(ValidationError, match="nothing to roll back to"):
         _rollback(world)
+
+
+def test_a_deferred_upload_waits_in_the_trigger_and_ends_as_in_the_worker(world: SimpleNamespace) -> None:
+    """The upload's operation (importing for a second) waited for by the trigger, as the triggerer
+    rebuilds it; the task resumes from its event exactly as the worker's wait would have ended."""
+    arguments = {**_arguments(world), "framework": "scikit-learn", "poll_interval": 0.2}
+    manifest = _export(world, "job_deferred", 0.9)
+    op = RegisterModelOperator(task_id="register", manifest_uri=manifest, deferrable=True, **arguments)
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(_context())
+    assert isinstance(deferred.value.trigger, ModelOperationTrigger)
+    rebuilt = ModelOperationTrigger(**deferred.value.trigger.serialize()[1])
+
+    async def run() -> list[dict[str, Any]]:
+        return [event.payload async for event in rebuilt.run()]
+
+    (event,) = asyncio.run(run())
+    assert event["status"] == "success"
+    assert event["operation"]["response"]["modelVersionId"] == "1"
+    resumed = RegisterModelOperator(task_id="register", manifest_uri=manifest, deferrable=True, **arguments)
+    result = resumed.execute_complete(_context(), event)
+    assert (result["version_id"], result["uploaded"], result["promoted"]) == ("1", True, True)
+    assert _champion(world) == "1"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_the_champion_gate_table(world: SimpleNamespace, case: GateCase) -> None:
+    """tests/unit/test_champion_gate.py's table, through RegisterModelOperator and the registry."""
+    if case.champion is not None:
+        held = _register(world, _export_side(world, "job_champion", case.champion))
+        assert (held["version_id"], held["promoted"]) == ("1", True)  # nothing held the alias
+    candidate = _register(world, _export_side(world, "job_candidate", case.candidate))
+    assert candidate["promoted"] is (case.decision is PROMOTE)
+    assert case.says in candidate["reason"]
+    if case.decision is REFUSE:  # how to promote by hand, in this store
+        assert "mergeVersionAliases" in candidate["reason"]
+    champion = "1" if case.champion is not None and case.decision is not PROMOTE else candidate["version_id"]
+    assert _champion(world) == champion
 
 
 def test_a_retry_finds_its_own_version_and_never_uploads_twice(world: SimpleNamespace) -> None:

@@ -6,13 +6,16 @@ import pytest
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.export import (
-    beats,
     champion_metric,
+    champion_standing,
     export_source,
     metric_from_file,
     relative_names,
     same_export,
+    source_standing,
 )
+from airflow_aip.jobs.trials import Goal
+from airflow_aip.registry.gate import Standing, judge
 from airflow_aip.uris import parse_gcs_uri
 
 
@@ -92,7 +95,33 @@ def test_source_subdir_cannot_escape() -> None:
     ],
 )
 def test_beats(challenger: float | None, champion: float | None, goal: str, expected: bool) -> None:
-    assert beats(challenger, champion, goal) is expected
+    """What ``beats`` decided before the gate was one rule (tests/unit/test_champion_gate.py has it all)."""
+    held = Standing("champion", champion, "accuracy", Goal(goal)) if champion is not None else None
+    verdict = judge(Standing("challenger", challenger, "accuracy", Goal(goal)), held, by_hand="by hand")
+    assert verdict.promote is expected
+
+
+def test_an_unspecified_goal_is_exported_as_maximize() -> None:
+    for goal in ("GOAL_TYPE_UNSPECIFIED", ""):
+        source = export_source(_tuning(goal=goal))
+        assert (source.goal, source.trial_id) == ("MAXIMIZE", "2")
+
+
+def test_the_gate_reads_an_export_by_its_destination_and_a_champion_by_its_model() -> None:
+    source = export_source(_tuning(goal="MINIMIZE"))
+    destination = parse_gcs_uri("gs://models/iris/j1_trial1")
+    assert source_standing(source, destination) == Standing(
+        "gs://models/iris/j1_trial1", 0.8, "training/hptuning/metric", Goal.MINIMIZE
+    )
+    manifest = {"model_uri": destination.uri, "metric": {"tag": "loss", "value": 0.2}}
+    assert champion_standing(manifest, "gs://models/champion.json") == Standing(
+        destination.uri, 0.2, "loss", Goal.MAXIMIZE
+    )
+    assert champion_standing({}, "gs://models/champion.json") == Standing(
+        "gs://models/champion.json", None, None, Goal.MAXIMIZE
+    )
+    with pytest.raises(ValidationError, match="champion_manifest_uri: must be MAXIMIZE or MINIMIZE"):
+        champion_standing({"metric": {"value": 1.0, "goal": "BIGGER"}}, "gs://models/champion.json")
 
 
 def test_metric_from_file_names_the_field() -> None:

@@ -60,8 +60,8 @@ def _plan(
     )
 
 
-def _champion(value: float, generation: int = 7) -> StoredManifest:
-    return StoredManifest(generation, {"metric": {"tag": "accuracy", "value": value, "goal": "MAXIMIZE"}})
+def _champion(value: float, generation: int = 7, goal: str = "MAXIMIZE") -> StoredManifest:
+    return StoredManifest(generation, {"metric": {"tag": "accuracy", "value": value, "goal": goal}})
 
 
 def test_without_a_champion_every_object_is_copied_then_the_manifest_written() -> None:
@@ -147,7 +147,8 @@ def test_the_first_champion_is_created_only_if_there_is_none() -> None:
 def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_written(
     metric: float, goal: str
 ) -> None:
-    plan = _plan(listed=[], source=_source(metric, goal), champion_uri=CHAMPION, champion=_champion(0.8))
+    champion = _champion(0.8, goal=goal)  # one chosen on another goal is refused: test_champion_gate.py
+    plan = _plan(listed=[], source=_source(metric, goal), champion_uri=CHAMPION, champion=champion)
     assert (plan.copies, plan.writes) == ((), ())
     assert plan.xcom(0) == {
         "job_id": "j1",
@@ -156,6 +157,7 @@ def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_writ
         "metric": metric,
         "metric_tag": "accuracy",
         "champion_metric": 0.8,
+        "reason": f"accuracy {metric} does not beat the champion's 0.8 (goal {goal})",
         "promoted": False,
         "exported": False,
         "destination": None,
@@ -163,6 +165,23 @@ def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_writ
     assert plan.report(0) == [
         f"Not exported: accuracy {metric} does not beat the champion's 0.8 (goal {goal})"
     ]
+
+
+def test_a_rerun_of_the_champions_own_export_rewrites_nothing() -> None:
+    """The champion already: exported again (nothing copied twice), no manifest rewritten."""
+    first = _plan(champion_uri=CHAMPION, champion=None)
+    written = first.writes[0].content
+    again = _plan(
+        champion_uri=CHAMPION,
+        champion=StoredManifest(7, written),
+        existing_manifest=StoredManifest(42, written),
+        exported_at="later",
+    )
+    assert again.writes == ()
+    result = again.xcom(0)
+    assert (result["exported"], result["promoted"], result["champion_metric"]) == (True, True, 0.9)
+    assert result["reason"] == "gs://models/iris/j1_trial2 is the champion already"
+    assert again.report(0)[-1] == "gs://models/champion.json already names this export: nothing rewritten"
 
 
 def test_nothing_below_the_source_is_an_error() -> None:

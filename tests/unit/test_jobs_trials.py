@@ -11,7 +11,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, best_trial
 from airflow_aip.jobs.mlv1.backend import console_url
 from airflow_aip.jobs.mlv1.diff import diff_training_input
-from airflow_aip.jobs.trials import best_trial_report, metrics_apart
+from airflow_aip.jobs.trials import Goal, best_trial_report, metrics_apart
 from tests.fixtures.views import ml_summary
 
 TRIALS: list[dict[str, Any]] = [
@@ -48,6 +48,38 @@ def test_unknown_goal() -> None:
     with pytest.raises(ValidationError) as err:
         best_trial(TRIALS, "BIGGEST")
     assert err.value.field == "goal"
+
+
+@pytest.mark.parametrize(
+    ("value", "goal"),
+    [
+        (None, Goal.MAXIMIZE),
+        ("", Goal.MAXIMIZE),
+        ("GOAL_TYPE_UNSPECIFIED", Goal.MAXIMIZE),  # ml.v1.json, aiplatform.v1.json: "default to maximize"
+        ("GOAL_UNSPECIFIED", Goal.MAXIMIZE),
+        ("MAXIMIZE", Goal.MAXIMIZE),
+        ("MINIMIZE", Goal.MINIMIZE),
+        (Goal.MINIMIZE, Goal.MINIMIZE),
+    ],
+)
+def test_a_goal_reads_unspecified_as_maximize(value: object, goal: Goal) -> None:
+    assert Goal.parse(value) is goal
+
+
+@pytest.mark.parametrize("value", ["minimize", "BIGGEST", 2, True])
+def test_any_other_goal_is_refused_naming_the_field(value: object) -> None:
+    with pytest.raises(ValidationError, match="must be MAXIMIZE or MINIMIZE") as err:
+        Goal.parse(value, "studySpec.metrics[0].goal")
+    assert err.value.field == "studySpec.metrics[0].goal"
+
+
+def test_better_is_strict_and_follows_the_sign() -> None:
+    assert (Goal.MAXIMIZE.sign, Goal.MINIMIZE.sign) == (1, -1)
+    assert [Goal.MAXIMIZE.better(0.9, 0.8), Goal.MAXIMIZE.better(0.8, 0.9)] == [True, False]
+    assert [Goal.MINIMIZE.better(0.1, 0.2), Goal.MINIMIZE.better(0.2, 0.1)] == [True, False]
+    # a tie is not better
+    assert [Goal.MAXIMIZE.better(0.8, 0.8), Goal.MINIMIZE.better(0.8, 0.8)] == [False, False]
+    assert str(Goal.MINIMIZE) == f"{Goal.MINIMIZE}" == "MINIMIZE"
 
 
 def test_console_url() -> None:

@@ -16,7 +16,14 @@ from airflow_aip.jobs.vertex.models import (
     validate_model_id,
 )
 from airflow_aip.jobs.vertex.serving import missing_artifact, serving_image_for, serving_of
-from airflow_aip.registry.champion import Contender, after_promotion, after_rollback, judge, ledger_head
+from airflow_aip.registry.champion import (
+    Contender,
+    after_promotion,
+    after_rollback,
+    judge_version,
+    ledger_head,
+)
+from airflow_aip.registry.gate import Verdict
 from airflow_aip.registry.upload import (
     SOURCE_LABEL,
     package_sha256,
@@ -127,6 +134,10 @@ def test_an_upload_of_a_manifest_without_a_model_is_refused() -> None:
 
 def _c(version: str, metric: float | None, tag: str = "accuracy", goal: str = "MAXIMIZE") -> Contender:
     return Contender(version, metric, tag, goal)
+
+
+def judge(candidate: Contender, champion: Contender | None) -> Verdict:
+    return judge_version(candidate, champion, alias="champion", ledger_uri="gs://bkt/ledger.json")
 
 
 def test_the_gate_promotes_only_a_better_version_on_the_same_metric() -> None:

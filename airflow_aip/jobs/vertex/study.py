@@ -16,6 +16,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.hyperparameters import LOG_SCALES, MAX_DISCRETE_VALUES, check_parameter_id
+from airflow_aip.jobs.trials import Goal
 
 _VALUE_SPECS = {
     "doubleValueSpec": "DOUBLE",
@@ -179,7 +180,7 @@ def search_spec(job: Mapping[str, Any]) -> dict[str, Any]:
     )
     return {
         **others,
-        "goal": "MINIMIZE" if metric["goal"] == "MINIMIZE" else "MAXIMIZE",
+        "goal": Goal.parse(metric["goal"], "studySpec.metrics[0].goal").value,
         "hyperparameterMetricTag": metric["metricId"],
         "params": params,
         "algorithm": study.get("algorithm", "ALGORITHM_UNSPECIFIED"),

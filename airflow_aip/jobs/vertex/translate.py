@@ -17,7 +17,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.training_input import deep_merge
-from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
+from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.vertex.body import check_executor_image, validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.vertex.machines import (
@@ -282,7 +282,7 @@ def _container_spec(spec: Mapping[str, Any], role: str) -> dict[str, Any]:
 def study_fields(hyperparameters: Mapping[str, Any]) -> dict[str, Any]:
     """ml v1's HyperparameterSpec as a HyperparameterTuningJob's studySpec and trial counts."""
     # resumePreviousJobId is not a study field on Vertex AI: to_vertex hands it to the submit path.
-    goal = "MINIMIZE" if hyperparameters.get("goal") == "MINIMIZE" else "MAXIMIZE"  # unspecified = maximize
+    goal = Goal.parse(hyperparameters.get("goal"), "hyperparameters.goal").value
     metric_id = hyperparameters.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG
     study: dict[str, Any] = {
         "metrics": [{"metricId": metric_id, "goal": goal}],

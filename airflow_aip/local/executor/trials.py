@@ -28,6 +28,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from airflow_aip.jobs import JobState, duration_seconds
+from airflow_aip.jobs.trials import Goal
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.provisioning import Failure, Provisioning, SpotWatch
 from airflow_aip.local.executor.runner import Attempt
@@ -96,7 +97,7 @@ class TuningRun:
         self.max_failed = int(spec.get("maxFailedTrials", 0))
         # Vertex's measurementSelectionType: the final measurement is the last report or the best.
         self.pick_best = spec.get("measurementSelection") == "BEST"
-        self.sign = -1.0 if spec.get("goal") == "MINIMIZE" else 1.0
+        self.goal = Goal.parse(spec.get("goal"))
         self._start, self._publish, self._track, self.log = start, publish, track, log
         self.trials: list[dict[str, Any]] = []
         self.running: dict[str, _Running] = {}
@@ -212,7 +213,7 @@ class TuningRun:
         point = {"trainingStep": str(report.global_step), "objectiveValue": report.value, **_stamp(report)}
         running.trial.setdefault("allMetrics", []).append(point)
         running.last = report
-        if running.best is None or self.sign * report.value > self.sign * running.best.value:
+        if running.best is None or self.goal.better(report.value, running.best.value):
             running.best = report
 
     def _final(self, running: _Running) -> MetricReport | None:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from airflow_aip.jobs.trials import Goal
+
 MAX_GRID_POINTS = 100_000
 
 
@@ -108,9 +110,9 @@ class HyperparameterSearch:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.params: Sequence[Mapping[str, Any]] = spec["params"]
-        self.goal = spec.get("goal", "MAXIMIZE")
+        self.goal = Goal.parse(spec.get("goal"))
         self.discrete_as_float = spec.get("discreteFormat") == "float"
-        direction: Literal["minimize", "maximize"] = "minimize" if self.goal == "MINIMIZE" else "maximize"
+        direction: Literal["minimize", "maximize"] = "minimize" if self.goal is Goal.MINIMIZE else "maximize"
         seed = int(hashlib.sha256(seed_text.encode()).hexdigest()[:8], 16)
         algorithm = spec.get("algorithm", "ALGORITHM_UNSPECIFIED")
         max_trials = int(spec.get("maxTrials", 1))
