@@ -12,7 +12,6 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 
-GOALS = ("GOAL_TYPE_UNSPECIFIED", "MAXIMIZE", "MINIMIZE")
 LOG_SCALES = ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
 GRID_TYPES = ("INTEGER", "CATEGORICAL", "DISCRETE")
 MAX_DISCRETE_VALUES = 1000

@@ -15,7 +15,7 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 
 DEFAULT_METRIC_TAG = "training/hptuning/metric"
-_UNSPECIFIED = frozenset({"", "GOAL_TYPE_UNSPECIFIED", "GOAL_UNSPECIFIED"})
+UNSPECIFIED_GOALS = frozenset({"", "GOAL_TYPE_UNSPECIFIED", "GOAL_UNSPECIFIED"})
 _LOSING_STATES = frozenset({"FAILED", "CANCELLED", "CANCELLING"})
 
 
@@ -40,7 +40,7 @@ class Goal(str, Enum):
         """
         if isinstance(value, Goal):
             return value
-        if value is None or (isinstance(value, str) and value in _UNSPECIFIED):
+        if value is None or (isinstance(value, str) and value in UNSPECIFIED_GOALS):
             return cls.MAXIMIZE
         try:
             return cls(value)

@@ -332,3 +332,15 @@ def test_a_trials_duration_reads_vertex_nanosecond_times_on_every_python() -> No
     }
     assert trial_row(trial)["duration_s"] == 30.5
     assert trial_row({"trialId": "2", "startTime": "2026-11-25T10:00:00Z"})["duration_s"] is None
+
+
+def test_the_cloud_storage_gates_refusal_shows_in_its_own_words() -> None:
+    """A champion on another metric tag is refused, not beaten: the page says what the gate said."""
+    from airflow_aip.ui.views import champion_comparison
+
+    refused = "the champion was chosen on loss, this model on accuracy: they cannot be compared"
+    export = {"job_id": "j", "exported": False, "promoted": False, "metric": 0.9, "champion_metric": 0.2}
+    shown = champion_comparison([{**export, "reason": refused}])
+    assert shown is not None and (shown["promoted"], shown["reason"]) == (False, refused)
+    older = champion_comparison([export])  # an export result from before the gate gave its reason
+    assert older is not None and older["reason"] == "it does not beat the champion"

@@ -15,7 +15,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.schema import DURATION, TRAINING_INPUT_SCHEMA, check_object
-from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
+from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, UNSPECIFIED_GOALS, Goal
 
 _INDEX = re.compile(r"\[[0-9]+\]")
 DEFAULTS: dict[str, Any] = {
@@ -58,8 +58,8 @@ def _canonical(value: Any, path: str) -> Any:
             return f"{Decimal(value[:-1]).normalize():f}s"
         except InvalidOperation:
             return value
-    if path == "hyperparameters.goal" and value == "GOAL_TYPE_UNSPECIFIED":
-        return "MAXIMIZE"
+    if path == "hyperparameters.goal" and value in UNSPECIFIED_GOALS:
+        return Goal.MAXIMIZE.value
     if isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer():
         return int(value)
     return value

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
+from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.view import AI_PLATFORM, JobView
 
 
@@ -68,7 +68,7 @@ def view_from_ml(job: Mapping[str, Any], project_id: str | None = None) -> JobVi
             if tuning
             else None
         ),
-        "goal": (spec.get("goal") or "MAXIMIZE") if tuning else None,
+        "goal": Goal.parse(spec.get("goal")).value if tuning else None,
         "parameters": ml_parameters(spec) if tuning else [],
         "trials": [dict(t) for t in output.get("trials") or []],
         "spec": {"trainingInput": dict(training_input)},

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.jobs.states import JobState
-from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG
+from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
@@ -163,7 +163,7 @@ def view_from_vertex(resource: Mapping[str, Any], *, project_id: str, region: st
         "output_dir": (job_spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"),
         "is_hyperparameter_tuning_job": tuning,
         "hyperparameter_metric_tag": metric_id if tuning else None,
-        "goal": (metric.get("goal") or "MAXIMIZE") if tuning else None,
+        "goal": Goal.parse(metric.get("goal")).value if tuning else None,
         "parameters": parameters if tuning else [],
         "trials": [trial_view(t, metric_id, kinds) for t in resource.get("trials") or []],
         "spec": dict(resource),
