@@ -341,6 +341,8 @@ def test_the_cloud_storage_gates_refusal_shows_in_its_own_words() -> None:
     refused = "the champion was chosen on loss, this model on accuracy: they cannot be compared"
     export = {"job_id": "j", "exported": False, "promoted": False, "metric": 0.9, "champion_metric": 0.2}
     shown = champion_comparison([{**export, "reason": refused}])
-    assert shown is not None and (shown["promoted"], shown["reason"]) == (False, refused)
+    assert shown is not None
+    assert (shown["promoted"], shown["reason"]) == (False, refused)
     older = champion_comparison([export])  # an export result from before the gate gave its reason
-    assert older is not None and older["reason"] == "it does not beat the champion"
+    assert older is not None
+    assert older["reason"] == "it does not beat the champion"
