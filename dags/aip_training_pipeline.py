@@ -108,7 +108,7 @@ with DAG(
             "strategy per line, tried in order. SPOT (cheaper, can be reclaimed) first, then "
             "STANDARD: the next line is tried only when Vertex AI has no capacity for this one, "
             "never when the trainer fails. Empty: one job, on STANDARD. FLEX_START, reservations "
-            "and other machines or regions per rung are set in code (capacity_ladder=).",
+            "and other machines or regions per rung are set in code (placement=[...]).",
         ),
     },
 ) as dag:
@@ -143,28 +143,33 @@ with DAG(
         backend="{{ params.backend }}",
         region="{{ params.region }}",
         job_id_prefix="iris_tuning",
-        package_uris=staged_uris,
-        python_module=TRAINER_MODULE,
-        job_dir="gs://{{ params.bucket }}/jobs/{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}",
-        args=["--train-data", data["train"], "--eval-data", data["eval"], "--metric-tag", METRIC_TAG],
-        scale_tier="{{ params.scale_tier }}",
-        runtime_version="{{ params.runtime_version }}",
-        python_version="{{ params.python_version }}",
-        framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
-        hyperparameters={
-            "goal": "MAXIMIZE",
-            "hyperparameterMetricTag": METRIC_TAG,
-            "maxTrials": "{{ params.max_trials }}",
-            "maxParallelTrials": "{{ params.max_parallel_trials }}",
-            "algorithm": "{{ params.algorithm }}",
-            "params": TUNING_PARAMS,
+        # AI Platform's trainingInput, as in gcloud's config.yaml; upstream outputs and templates
+        # inside it are resolved when the task runs (and make those tasks upstream of this one).
+        training_input={
+            "packageUris": staged_uris,
+            "pythonModule": TRAINER_MODULE,
+            "jobDir": "gs://{{ params.bucket }}/jobs/{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}",
+            "args": ["--train-data", data["train"], "--eval-data", data["eval"], "--metric-tag", METRIC_TAG],
+            "scaleTier": "{{ params.scale_tier }}",
+            "runtimeVersion": "{{ params.runtime_version }}",
+            "pythonVersion": "{{ params.python_version }}",
+            "hyperparameters": {
+                "goal": "MAXIMIZE",
+                "hyperparameterMetricTag": METRIC_TAG,
+                "maxTrials": "{{ params.max_trials }}",
+                "maxParallelTrials": "{{ params.max_parallel_trials }}",
+                "algorithm": "{{ params.algorithm }}",
+                "params": TUNING_PARAMS,
+            },
         },
-        # The capacity ladder: each rung one job, created once; a rung is given up only for capacity.
-        # A rung may also be a mapping, e.g. {"label": "l4", "strategy": "FLEX_START",
-        # "max_wait_duration": "3600s", "machine_type": "g2-standard-4", "accelerator_type":
-        # "NVIDIA_L4", "accelerator_count": 1}. The form's list goes as JSON, and none on
-        # ai_platform: the ml v1 API has no Spot VMs, so there is nothing to climb.
-        capacity_ladder="{{ params.capacity_ladder | tojson if params.backend == 'vertex' else '' }}",
+        framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
+        # A list of placements is a capacity ladder: each rung one job, created once; a rung is
+        # given up only for capacity. A rung may also be a mapping, e.g. {"label": "l4", "strategy":
+        # "FLEX_START", "max_wait_duration": "3600s", "machine_type": "g2-standard-4",
+        # "accelerator_type": "NVIDIA_L4", "accelerator_count": 1}; one mapping places the one job.
+        # The form's list goes as JSON, and none on ai_platform: the ml v1 API has no Spot VMs, so
+        # there is nothing to climb.
+        placement="{{ params.capacity_ladder | tojson if params.backend == 'vertex' else '' }}",
         deferrable=True,
     )
 

@@ -27,14 +27,12 @@ if TYPE_CHECKING:
 __all__ = ["submit_lineage"]
 
 
-def submit_lineage(
-    summary: Any, args: Any = None, package_uris: Any = None, specs: Sequence[Any] = ()
-) -> OperatorLineage[Any, Any] | None:
-    """SubmitTrainingJobOperator: the data in its args and its packages in, its output directory out.
+def submit_lineage(summary: Any, specs: Sequence[Any] = ()) -> OperatorLineage[Any, Any] | None:
+    """SubmitTrainingJobOperator: the data in its job's args and its packages in, its output directory out.
 
-    ``args`` and ``package_uris`` are the operator's rendered arguments, ``specs`` the other
-    places a job's args and packages may come from (``training_input``, ``config``, a Vertex AI
-    ``vertex_job``). The job itself is a run facet, not a dataset.
+    ``specs`` are where a job's args and packages come from, rendered: the operator's
+    ``training_input``, ``config`` (a mapping or a file path) and a Vertex AI ``vertex_job``. The
+    job itself is a run facet, not a dataset.
     """
     try:
         operator_lineage_type()
@@ -43,8 +41,8 @@ def submit_lineage(
     summary = summary if isinstance(summary, Mapping) else {}
     output_dir = str_or_none(summary.get("output_dir"))
     loaded = [_loaded(spec) for spec in specs]
-    all_args = list(args or []) if isinstance(args, list | tuple) else []
-    packages = list(package_uris or []) if isinstance(package_uris, list | tuple) else []
+    all_args: list[Any] = []
+    packages: list[Any] = []
     for spec in loaded:
         all_args += values_under(spec, "args")
         packages += values_under(spec, "packageUris")

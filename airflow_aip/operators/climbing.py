@@ -27,7 +27,7 @@ from airflow_aip.operators.submission import submit_job
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
 
-HookFor = Callable[[str | None], "JobClient"]  # the job hook of a region
+HookFor = Callable[..., "JobClient"]  # (region, **retry): the job hook of a region (the task's own: None)
 
 
 @dataclass

@@ -38,8 +38,8 @@ repeated or skipped at every poke.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from collections.abc import Sequence
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
@@ -48,19 +48,12 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 from airflow_aip import config
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin, cancel_quietly
-from airflow_aip.hooks.waiting import SyncWait, finished
-from airflow_aip.jobs.logs import LogStream, check_lines_per_minute
-from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
-from airflow_aip.links import (
-    CONSOLE_URL_XCOM_KEY,
-    JOB_API_XCOM_KEY,
-    JOB_ID_XCOM_KEY,
-    TrainingJobConsoleLink,
-    record_ending,
-)
+from airflow_aip.hooks.job_reference import JobHooksMixin
+from airflow_aip.hooks.waiting import SyncWait
+from airflow_aip.jobs.logs import check_lines_per_minute
+from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
-from airflow_aip.triggers.training import TrainingJobTrigger
+from airflow_aip.operators.watching import JobWatch, WaitPolicy
 
 
 class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
@@ -118,7 +111,6 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.cancel_on_kill = cancel_on_kill
-        self._log_stream: LogStream | None = None  # across pokes of one process (poke mode)
         self._job_name: str | None = None
 
     @property
@@ -128,33 +120,36 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             self._job_name = self.job_name_for(self.job_id)
         return self._job_name
 
+    @cached_property
+    def watch(self) -> JobWatch:
+        """The sensor's watch over the job, kept across pokes of one process (its log stream too)."""
+        policy = WaitPolicy(
+            deferrable=self.deferrable,
+            poll_interval=float(self.poke_interval),
+            wait_timeout=self.timeout,
+            cancel_on_kill=self.cancel_on_kill,
+            stream_logs=self.stream_logs,
+            max_log_lines_per_minute=self.max_log_lines_per_minute,
+        )
+        return JobWatch(self, self.job_api, policy, clock=time.time)
+
     def execute(self, context: Context) -> Any:
         check_lines_per_minute(self.max_log_lines_per_minute)
         name = self.job_name
         project = self.hook.project_id
-        context["ti"].xcom_push(key=JOB_ID_XCOM_KEY, value=self.job_id)
-        api = self.job_api.for_job(name, project)
-        context["ti"].xcom_push(key=JOB_API_XCOM_KEY, value=api)  # the UI's live tab reads the job
-        context["ti"].xcom_push(key=CONSOLE_URL_XCOM_KEY, value=self.console_url_for(name, self.job_id))
+        self.watch.announce(context, self.job_id, name, project, self.console_url_for(name, self.job_id))
         if not self.deferrable:
             return super().execute(context)
         wait = self._wait(project, deadline=None)
         checked = wait.observe()
         if checked.done:
             return self._outcome(wait.event(checked))
-        self.defer(
-            trigger=TrainingJobTrigger.for_task(
-                self,
-                job_id=self.job_id,
-                job_name=name,
-                project_id=project,
-                poll_interval=self.poke_interval,
-                end_time=time.time() + self.timeout,
-                masked_values=masked_values_in(wait.last_job.get("spec")),
-                log_cursor=self._log_stream.cursor.to_json() if self._log_stream else None,
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=self.timeout + DEFERRAL_TIMEOUT_MARGIN),
+        self.watch.defer(
+            job_id=self.job_id,
+            job_name=name,
+            project_id=project,
+            masked_values=masked_values_in(wait.last_job.get("spec")),
+            log_cursor=self.watch.cursor(),
         )
 
     def poke(self, context: Context) -> PokeReturnValue:
@@ -170,41 +165,27 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         return PokeReturnValue(is_done=True, xcom_value=self._outcome(wait.event(checked)))
 
     def _wait(self, project: str, *, deadline: float | None, follow_while_running: bool = True) -> SyncWait:
-        return SyncWait(
+        return self.watch.wait(
             self.wait_hook,
-            self.logs_hook,
             self.job_id,
+            self.job_name,
             project,
-            job_name=self.job_name,
-            poll_interval=float(self.poke_interval),
             deadline=deadline,
-            log=self.log,
-            stream_for=self._stream_for if self.stream_logs else None,
             follow_while_running=follow_while_running,
         )
-
-    def _stream_for(self, job: Mapping[str, Any]) -> LogStream:
-        """The sensor's stream (kept on it: the trigger continues from its cursor)."""
-        if self._log_stream is None:
-            self._log_stream = LogStream.for_job(
-                str(job["log_id"]), job.get("create_time"), lines_per_minute=self.max_log_lines_per_minute
-            )
-        return self._log_stream
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         return self._outcome(event)
 
     def on_kill(self) -> None:
         """Killed while poking (deferred kills: the trigger's on_kill): cancel the job if asked to."""
-        if not self.cancel_on_kill:
-            return
-        api = self.job_api_arguments
-        cancel_quietly(self.job_name, project_id=self.project_id, reason="task killed", log=self.log, **api)
+        if self.cancel_on_kill:
+            self.watch.cancel(self.job_name, self.project_id, reason="task killed")
 
     def _outcome(self, event: dict[str, Any]) -> dict[str, Any]:
-        record_ending(event, self.log)
+        """The summary, or the job's ending as a sensor's: no retry, or a sensor timeout (never a cancel)."""
         try:
-            return finished(event, self.log)
+            return self.watch.finish(event, cancel_on_timeout=False)
         except JobFailedError as err:
             raise AirflowFailException(str(err)) from err
         except JobWaitTimeoutError as err:

@@ -47,7 +47,7 @@ from airflow_aip.operators import ExportArtifactsOperator, SubmitTrainingJobOper
 with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     submit = SubmitTrainingJobOperator(
         task_id="submit", project_id={project!r}, region={region!r}, job_id_prefix={name!r},
-        training_input={training_input!r}, capacity_ladder={ladder!r}, config={config!r},
+        training_input={training_input!r}, placement={ladder!r}, config={config!r},
         executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
         deferrable={deferrable!r}, poll_interval=0.5, retries=0, wait_timeout={wait_timeout!r},
     )
@@ -152,7 +152,7 @@ def test_a_retry_passes_the_rungs_already_tried_and_adopts_the_job_of_the_rung_r
             project_id=PROJECT,
             region=REGION,
             training_input=training_input,
-            capacity_ladder=[A100, CPU],
+            placement=[A100, CPU],
             executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
             deferrable=False,
             poll_interval=0.5,

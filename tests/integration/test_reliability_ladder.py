@@ -46,7 +46,7 @@ from airflow_aip.operators import SubmitTrainingJobOperator
 with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     SubmitTrainingJobOperator(
         task_id="submit", project_id="{{{{ dag_run.conf['project_id'] }}}}", region={region!r},
-        training_input={training_input!r}, capacity_ladder={ladder!r},
+        training_input={training_input!r}, placement={ladder!r},
         executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
         deferrable=False, poll_interval=1, retries=0,
     )

@@ -33,7 +33,7 @@ from airflow_aip.sensors import TrainingJobSensor
 with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
     submit = SubmitTrainingJobOperator(
         task_id="submit", project_id={project!r}, job_id_prefix={prefix!r},
-        training_input={training_input!r}, hyperparameters={hyperparameters!r},
+        training_input={training_input!r},
         executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
         deferrable={deferrable!r}, poll_interval=0.5, retries=0,
     )

@@ -15,6 +15,7 @@ number of waits: a list call carries up to 100 jobs) in ``make test``; fifty are
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG
 
@@ -45,20 +46,29 @@ def many_dag(dag_id: str, jobs: int) -> DAG:
     return dag
 
 
+def job_input(map_index: int, jobs: int) -> dict[str, Any]:
+    """The job's trainingInput: the test trainer's ``gated`` module, with ``job_args``."""
+    return {
+        "runtimeVersion": "2.11",  # on Vertex AI: which pre-built container
+        "packageUris": ["{{ dag_run.conf['package_uri'] }}"],
+        "pythonModule": "aip_test_trainer.gated",
+        "jobDir": "{{ dag_run.conf['job_dir'] }}/{{ ti.map_index }}",
+        "args": job_args(map_index, jobs),
+    }
+
+
 def _submit_all(jobs: int) -> None:
     SubmitTrainingJobOperator.partial(
         task_id="train",
         project_id="{{ dag_run.conf['project_id'] }}",
         region="us-central1",
-        runtime_version="2.11",  # on Vertex AI: which pre-built container
-        package_uris=["{{ dag_run.conf['package_uri'] }}"],
-        python_module="aip_test_trainer.gated",
-        job_dir="{{ dag_run.conf['job_dir'] }}/{{ ti.map_index }}",
         deferrable=True,
         poll_interval=POLL_INTERVAL,
         stream_logs=True,
         retries=0,
-    ).expand(args=[job_args(i, jobs) for i in range(jobs)])  # literal values: templates are rendered
+    ).expand(
+        training_input=[job_input(i, jobs) for i in range(jobs)]
+    )  # literal values: templates are rendered
 
 
 dags = [many_dag(dag_id, jobs) for dag_id, jobs in SIZES.items()]

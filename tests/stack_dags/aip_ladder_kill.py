@@ -34,7 +34,7 @@ def ladder_dag(dag_id: str, first_rung: dict[str, Any], seconds: str, **waiting:
             task_id=waiting.pop("task_id"),
             project_id="{{ dag_run.conf['project_id'] }}",
             training_input=training_input("sleep", ["--seconds", seconds]),
-            capacity_ladder=[first_rung, CPU_RUNG],
+            placement=[first_rung, CPU_RUNG],
             poll_interval=2,
             **waiting,
         )

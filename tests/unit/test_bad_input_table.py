@@ -2,7 +2,8 @@
 
 One table: job IDs and prefixes, each trainingInput rule, hyperparameter specs, URIs and bucket
 names, package trees, export destinations, config files that are neither YAML nor JSON, and
-Vertex AI's scheduling and placement arguments and capacity ladders (each refused on ml v1 too).
+Vertex AI's placements and capacity ladders (each refused on ml v1 too), and a field given both
+in its old spelling and in its new one.
 Each row must raise ValidationError naming the field (PackagingError where a build fails), and
 the fakes at the HTTP boundary (the ml v1 API, Cloud Storage) must have seen no request, and no
 output directory may have been created.
@@ -34,15 +35,18 @@ from tests.unit.ml_fake import FakeMlApi, serve_hook
 
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 TI = "trainingInput"
+TI_ARG = "training_input"
 HP = "trainingInput.hyperparameters"
 SUBMIT: dict[str, Any] = {
     "task_id": "train",
     "backend": "ai_platform",
     "project_id": "proj",
     "region": "us-central1",
-    "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
-    "python_module": "trainer.task",
-    "job_dir": "gs://bucket/out",
+    "training_input": {
+        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
+        "pythonModule": "trainer.task",
+        "jobDir": "gs://bucket/out",
+    },
     "api_endpoint": "http://127.0.0.1:8089/",
     "gcp_conn_id": "aip_missing_conn",
     "wait_for_completion": False,
@@ -60,17 +64,21 @@ def context() -> Any:
     return task_context(NoXComTI("dag"), WHEN)
 
 
-def submit(**overrides: Any) -> Case:
-    return lambda _: SubmitTrainingJobOperator(**{**SUBMIT, **overrides}).execute(context())
+def submit(fields: dict[str, Any] | None = None, **overrides: Any) -> Case:
+    """Submit SUBMIT's job with ``fields`` over its training_input (None: the field removed)."""
+    merged = {**SUBMIT["training_input"], **(fields or {})}
+    training_input = {key: value for key, value in merged.items() if value is not None}
+    arguments = {**SUBMIT, "training_input": training_input, **overrides}
+    return lambda _: SubmitTrainingJobOperator(**arguments).execute(context())
 
 
 def tuned(**spec: Any) -> Case:
-    return submit(hyperparameters={"goal": "MAXIMIZE", "params": [PARAM], **spec})
+    return submit({"hyperparameters": {"goal": "MAXIMIZE", "params": [PARAM], **spec}})
 
 
-def vertex(**overrides: Any) -> Case:
+def vertex(fields: dict[str, Any] | None = None, **overrides: Any) -> Case:
     """Submit on Vertex AI: a request would reach no server (and not be a ValidationError)."""
-    return submit(backend="vertex", runtime_version="2.11", **overrides)
+    return submit({"runtimeVersion": "2.11", **(fields or {})}, backend="vertex", **overrides)
 
 
 def config_file(name: str, content: bytes) -> Case:
@@ -140,21 +148,20 @@ def connection(extra: dict[str, Any], **overrides: Any) -> Case:
 
 KEY = '{"type": "service_account", "client_email": "a@p.iam.gserviceaccount.com"}'
 A100 = {  # one A100 on its machine: what FLEX_START takes
-    "scale_tier": "CUSTOM",
-    "master_type": "a2-highgpu-1g",
-    "master_config": {"acceleratorConfig": {"type": "NVIDIA_TESLA_A100", "count": "1"}},
+    "scaleTier": "CUSTOM",
+    "masterType": "a2-highgpu-1g",
+    "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_A100", "count": "1"}},
 }
 TENSORBOARD = "projects/proj/locations/us-central1/tensorboards/1"
-LADDER = "capacity_ladder"
-# Vertex AI's scheduling and placement arguments, each with a value Vertex AI would take.
-PLACEMENT = {
-    "scheduling_strategy": "SPOT",
+LADDER = "placement"
+# A job's placement, each key with a value Vertex AI would take, and a capacity ladder.
+PLACEMENT: dict[str, Any] = {
+    "strategy": "SPOT",
     "max_wait_duration": "3600s",
     "restart_job_on_worker_restart": False,
     "reservation": "my-reservation",
     "persistent_resource_id": "my-resource",
     "tensorboard": TENSORBOARD,
-    LADDER: ["SPOT", "STANDARD"],
 }
 
 TABLE = [
@@ -170,67 +177,81 @@ TABLE = [
     pytest.param(submit(wait_timeout=-5), "wait_timeout", id="negative wait timeout"),
     # -- trainingInput rules --------------------------------------------------------------
     pytest.param(submit(region=None), f"{TI}.region", id="region missing"),
-    pytest.param(submit(package_uris=None), f"{TI}.packageUris", id="no package"),
-    pytest.param(submit(python_module=None), f"{TI}.pythonModule", id="no module"),
-    pytest.param(submit(python_module="trainer-task"), f"{TI}.pythonModule", id="module not dotted name"),
+    pytest.param(submit({"packageUris": None}), f"{TI}.packageUris", id="no package"),
+    pytest.param(submit({"pythonModule": None}), f"{TI}.pythonModule", id="no module"),
+    pytest.param(submit({"pythonModule": "trainer-task"}), f"{TI}.pythonModule", id="module not dotted name"),
     pytest.param(
-        submit(package_uris=[f"gs://bucket/p{i}.tar.gz" for i in range(101)]),
+        submit({"packageUris": [f"gs://bucket/p{i}.tar.gz" for i in range(101)]}),
         f"{TI}.packageUris",
         id="over 100 packages",
     ),
-    pytest.param(submit(scale_tier="HUGE"), f"{TI}.scaleTier", id="unknown scale tier"),
-    pytest.param(submit(scale_tier="CUSTOM"), f"{TI}.masterType", id="CUSTOM without masterType"),
+    pytest.param(submit({"scaleTier": "HUGE"}), f"{TI}.scaleTier", id="unknown scale tier"),
+    pytest.param(submit({"scaleTier": "CUSTOM"}), f"{TI}.masterType", id="CUSTOM without masterType"),
     pytest.param(
-        submit(worker_count=2, worker_type="n1-standard-4"), f"{TI}.workerCount", id="workers outside CUSTOM"
+        submit({"workerCount": 2, "workerType": "n1-standard-4"}),
+        f"{TI}.workerCount",
+        id="workers outside CUSTOM",
     ),
     pytest.param(
-        submit(scale_tier="CUSTOM", master_type="n1-standard-4", worker_count=2),
+        submit({"scaleTier": "CUSTOM", "masterType": "n1-standard-4", "workerCount": 2}),
         f"{TI}.workerType",
         id="workers without a type",
     ),
     pytest.param(submit(labels=["team", "ml"]), "labels", id="labels not a mapping"),
     pytest.param(
-        submit(scale_tier="CUSTOM", master_type="m", worker_count=-1),
+        submit({"scaleTier": "CUSTOM", "masterType": "m", "workerCount": -1}),
         f"{TI}.workerCount",
         id="negative count",
     ),
     pytest.param(
-        submit(scheduling={"maxWaitTime": "60s"}),
+        submit({"scheduling": {"maxWaitTime": "60s"}}),
         f"{TI}.scheduling.maxWaitTime",
         id="maxWaitTime under 1800s",
     ),
     pytest.param(
-        submit(scheduling={"maxWaitTime": "1h"}), f"{TI}.scheduling.maxWaitTime", id="duration not in seconds"
+        submit({"scheduling": {"maxWaitTime": "1h"}}),
+        f"{TI}.scheduling.maxWaitTime",
+        id="duration not in seconds",
     ),
     pytest.param(
-        submit(scheduling={"maxRunningTime": "3600.0000000001s"}),
+        submit({"scheduling": {"maxRunningTime": "3600.0000000001s"}}),
         f"{TI}.scheduling.maxRunningTime",
         id="duration finer than nanoseconds",
     ),
     pytest.param(
-        submit(scheduling={"maxRunningTime": "0s"}), f"{TI}.scheduling.maxRunningTime", id="maxRunningTime 0"
-    ),
-    pytest.param(submit(scheduling={"priority": 1001}), f"{TI}.scheduling.priority", id="priority over 1000"),
-    pytest.param(
-        submit(master_config={"imageUri": "gcr.io/p/image"}), f"{TI}.packageUris", id="container and package"
+        submit({"scheduling": {"maxRunningTime": "0s"}}),
+        f"{TI}.scheduling.maxRunningTime",
+        id="maxRunningTime 0",
     ),
     pytest.param(
-        submit(master_config={"containerArgs": ["--x"]}),
+        submit({"scheduling": {"priority": 1001}}), f"{TI}.scheduling.priority", id="priority over 1000"
+    ),
+    pytest.param(
+        submit({"masterConfig": {"imageUri": "gcr.io/p/image"}}),
+        f"{TI}.packageUris",
+        id="container and package",
+    ),
+    pytest.param(
+        submit({"masterConfig": {"containerArgs": ["--x"]}}),
         f"{TI}.masterConfig.containerArgs",
         id="container args without image",
     ),
     pytest.param(
-        submit(master_config={"acceleratorConfig": {"count": "0", "type": "NVIDIA_TESLA_T4"}}),
+        submit({"masterConfig": {"acceleratorConfig": {"count": "0", "type": "NVIDIA_TESLA_T4"}}}),
         f"{TI}.masterConfig.acceleratorConfig.count",
         id="zero accelerators",
     ),
-    pytest.param(submit(service_account="trainer"), f"{TI}.serviceAccount", id="service account not email"),
-    pytest.param(submit(training_input={"epochs": 3}), f"{TI}.epochs", id="unknown field"),
-    pytest.param(submit(runtime_version=2.1), f"{TI}.runtimeVersion", id="runtime version as a float"),
-    pytest.param(submit(args="--epochs 2"), f"{TI}.args", id="args not a list"),
+    pytest.param(
+        submit({"serviceAccount": "trainer"}), f"{TI}.serviceAccount", id="service account not email"
+    ),
+    pytest.param(submit({"epochs": 3}), f"{TI}.epochs", id="unknown field"),
+    pytest.param(submit({"runtimeVersion": 2.1}), f"{TI}.runtimeVersion", id="runtime version as a float"),
+    pytest.param(submit({"args": "--epochs 2"}), f"{TI}.args", id="args not a list"),
     pytest.param(submit(labels={f"k{i}": "v" for i in range(65)}), "labels", id="over 64 labels"),
     # -- hyperparameter specs -------------------------------------------------------------
-    pytest.param(submit(hyperparameters={"goal": "MAXIMIZE", "params": []}), f"{HP}.params", id="no params"),
+    pytest.param(
+        submit({"hyperparameters": {"goal": "MAXIMIZE", "params": []}}), f"{HP}.params", id="no params"
+    ),
     pytest.param(
         tuned(params=[{**PARAM, "minValue": 2.0}]), f"{HP}.params[0].minValue", id="min not below max"
     ),
@@ -268,9 +289,13 @@ TABLE = [
     pytest.param(tuned(hyperparameterMetricTag=""), f"{HP}.hyperparameterMetricTag", id="empty metric tag"),
     pytest.param(tuned(goal="BIGGER"), f"{HP}.goal", id="unknown goal"),
     # -- URIs and bucket names ------------------------------------------------------------
-    pytest.param(submit(job_dir="/local/out"), f"{TI}.jobDir", id="job dir not gs"),
-    pytest.param(submit(job_dir="gs://my-google-bucket/out"), f"{TI}.jobDir", id="bucket contains google"),
-    pytest.param(submit(package_uris=["gs://bucket"]), f"{TI}.packageUris[0]", id="package URI is a bucket"),
+    pytest.param(submit({"jobDir": "/local/out"}), f"{TI}.jobDir", id="job dir not gs"),
+    pytest.param(
+        submit({"jobDir": "gs://my-google-bucket/out"}), f"{TI}.jobDir", id="bucket contains google"
+    ),
+    pytest.param(
+        submit({"packageUris": ["gs://bucket"]}), f"{TI}.packageUris[0]", id="package URI is a bucket"
+    ),
     pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "s3://bucket/x"), "staging_uri", id="staging not gs"),
     pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://ab/x"), "staging_uri", id="bucket too short"),
     pytest.param(stage(["{tmp}/pkg-1.0.tar.gz"], "gs://Bucket/x"), "staging_uri", id="bucket uppercase"),
@@ -370,37 +395,37 @@ TABLE = [
     #    Vertex AI's own; nothing is sent (a request would reach no server and not be a ValidationError)
     pytest.param(submit(backend="mars"), "backend", id="backend unknown"),
     pytest.param(
-        submit(backend="vertex", runtime_version="1.15", python_version="3.7"),
+        submit({"runtimeVersion": "1.15", "pythonVersion": "3.7"}, backend="vertex"),
         f"{TI}.runtimeVersion",
         id="vertex: runtime version with no container",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", scheduling={"priority": 5}),
+        vertex({"scheduling": {"priority": 5}}),
         f"{TI}.scheduling.priority",
         id="vertex: job priority",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", scale_tier="BASIC_TPU"),
+        vertex({"scaleTier": "BASIC_TPU"}),
         f"{TI}.scaleTier",
         id="vertex: a TPU scale tier",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", region="global"),
+        vertex(region="global"),
         f"{TI}.region",
         id="vertex: no global endpoint",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", executor_image_uri="docker.io/me/trainer:1"),
+        vertex(executor_image_uri="docker.io/me/trainer:1"),
         "executor_image_uri",
         id="vertex: not a pre-built training container",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", vertex_job={"jobSpec": {"workerPoolSpecs": "x"}}),
+        vertex(vertex_job={"jobSpec": {"workerPoolSpecs": "x"}}),
         "jobSpec.workerPoolSpecs",
         id="vertex: vertex_job of the wrong shape",
     ),
     pytest.param(
-        submit(backend="vertex", runtime_version="2.11", vertex_job=["x"]),
+        vertex(vertex_job=["x"]),
         "vertex_job",
         id="vertex_job a list",
     ),
@@ -414,94 +439,108 @@ TABLE = [
         "region",
         id="vertex: export of a job in no Vertex AI region",
     ),
-    # -- Vertex AI's scheduling and placement arguments, and the capacity ladder: every rung is
-    #    built and checked (machine table included) before the first is sent
-    pytest.param(vertex(scheduling_strategy="CHEAP"), "scheduling_strategy", id="strategy unknown"),
-    pytest.param(vertex(scheduling_strategy="spot"), "scheduling_strategy", id="strategy lowercase"),
-    pytest.param(vertex(max_wait_duration="3600s"), "max_wait_duration", id="max wait without a strategy"),
+    # -- Vertex AI's placement (a job's, or a capacity ladder: every rung is built and checked,
+    #    machine table included, before the first is sent)
+    pytest.param(vertex(placement={"strategy": "CHEAP"}), f"{LADDER}.strategy", id="strategy unknown"),
+    pytest.param(vertex(placement={"strategy": "spot"}), f"{LADDER}.strategy", id="strategy lowercase"),
     pytest.param(
-        vertex(scheduling_strategy="SPOT", max_wait_duration="3600s"),
-        "max_wait_duration",
+        vertex(placement={"max_wait_duration": "3600s"}),
+        f"{LADDER}.max_wait_duration",
+        id="max wait without a strategy",
+    ),
+    pytest.param(
+        vertex(placement={"strategy": "SPOT", "max_wait_duration": "3600s"}),
+        f"{LADDER}.max_wait_duration",
         id="max wait without FLEX_START",
     ),
     pytest.param(
-        vertex(**A100, scheduling_strategy="FLEX_START", max_wait_duration="1h"),
-        "max_wait_duration",
+        vertex(A100, placement={"strategy": "FLEX_START", "max_wait_duration": "1h"}),
+        f"{LADDER}.max_wait_duration",
         id="max wait not in seconds",
     ),
     pytest.param(
-        vertex(**A100, scheduling_strategy="FLEX_START", max_wait_duration=3600),
-        "max_wait_duration",
+        vertex(A100, placement={"strategy": "FLEX_START", "max_wait_duration": 3600}),
+        f"{LADDER}.max_wait_duration",
         id="max wait a number",
     ),
     pytest.param(
-        vertex(scheduling_strategy="FLEX_START"),
+        vertex(placement={"strategy": "FLEX_START"}),
         "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
         id="FLEX_START without one of its GPUs",
     ),
     pytest.param(
-        vertex(restart_job_on_worker_restart="yes"),
-        "restart_job_on_worker_restart",
+        vertex(placement={"restart_job_on_worker_restart": "yes"}),
+        f"{LADDER}.restart_job_on_worker_restart",
         id="restart on worker restart not a bool",
     ),
-    pytest.param(vertex(reservation=""), "reservation", id="reservation empty"),
-    pytest.param(vertex(persistent_resource_id=""), "persistent_resource_id", id="persistent resource empty"),
+    pytest.param(vertex(placement={"reservation": ""}), f"{LADDER}.reservation", id="reservation empty"),
     pytest.param(
-        vertex(persistent_resource_id="Not An ID"),
+        vertex(placement={"persistent_resource_id": ""}),
+        f"{LADDER}.persistent_resource_id",
+        id="persistent resource empty",
+    ),
+    pytest.param(
+        vertex(placement={"persistent_resource_id": "Not An ID"}),
         "jobSpec.persistentResourceId",
         id="persistent resource not an ID",
     ),
-    pytest.param(vertex(network="my-net"), "jobSpec.network", id="network not a resource name"),
-    pytest.param(vertex(tensorboard=TENSORBOARD), "jobSpec.serviceAccount", id="tensorboard, no account"),
+    pytest.param(vertex({"network": "my-net"}), "jobSpec.network", id="network not a resource name"),
     pytest.param(
-        vertex(tensorboard="tb", service_account="a@p.iam.gserviceaccount.com"),
+        vertex(placement={"tensorboard": TENSORBOARD}), "jobSpec.serviceAccount", id="tensorboard, no account"
+    ),
+    pytest.param(
+        vertex({"serviceAccount": "a@p.iam.gserviceaccount.com"}, placement={"tensorboard": "tb"}),
         "jobSpec.tensorboard",
         id="tensorboard not a resource name",
     ),
-    pytest.param(vertex(capacity_ladder="SPOT"), LADDER, id="ladder a string"),
-    pytest.param(vertex(capacity_ladder='["SPOT"'), LADDER, id="ladder as broken JSON text"),
-    pytest.param(vertex(capacity_ladder={"strategy": "SPOT"}), LADDER, id="ladder a mapping"),
-    pytest.param(vertex(capacity_ladder='{"strategy": "SPOT"}'), LADDER, id="ladder as JSON of a mapping"),
-    pytest.param(vertex(capacity_ladder=["SPOT"] * 9), LADDER, id="ladder over 8 rungs"),
-    pytest.param(vertex(capacity_ladder=[3]), f"{LADDER}[0]", id="rung neither name nor mapping"),
-    pytest.param(vertex(capacity_ladder=[{"speed": 1}]), f"{LADDER}[0].speed", id="rung field unknown"),
-    pytest.param(vertex(capacity_ladder=["CHEAP"]), f"{LADDER}[0].strategy", id="rung strategy unknown"),
     pytest.param(
-        vertex(capacity_ladder=["SPOT", {"label": "Big_GPU"}]), f"{LADDER}[1].label", id="rung label caps"
+        vertex(placement={"strategy": "SPOT", "region": "europe-west4"}),
+        f"{LADDER}.region",
+        id="a rung's field in a job's placement",
     ),
+    pytest.param(vertex(placement={"speed": 1}), f"{LADDER}.speed", id="placement field unknown"),
+    pytest.param(vertex(placement="SPOT"), LADDER, id="ladder a string"),
+    pytest.param(vertex(placement='["SPOT"'), LADDER, id="ladder as broken JSON text"),
+    pytest.param(vertex(placement=3), LADDER, id="placement neither a mapping nor a list"),
     pytest.param(
-        vertex(capacity_ladder=[{"label": "r2"}]), f"{LADDER}[0].label", id="rung label like an attempt"
+        vertex(placement='{"strategy": "CHEAP"}'), f"{LADDER}.strategy", id="placement as JSON of a mapping"
     ),
-    pytest.param(vertex(capacity_ladder=["SPOT", "SPOT"]), f"{LADDER}[1].label", id="rung label repeats"),
+    pytest.param(vertex(placement=["SPOT"] * 9), LADDER, id="ladder over 8 rungs"),
+    pytest.param(vertex(placement=[3]), f"{LADDER}[0]", id="rung neither name nor mapping"),
+    pytest.param(vertex(placement=[{"speed": 1}]), f"{LADDER}[0].speed", id="rung field unknown"),
+    pytest.param(vertex(placement=["CHEAP"]), f"{LADDER}[0].strategy", id="rung strategy unknown"),
     pytest.param(
-        vertex(capacity_ladder=[{"queued_limit": 0}]), f"{LADDER}[0].queued_limit", id="queued limit 0"
+        vertex(placement=["SPOT", {"label": "Big_GPU"}]), f"{LADDER}[1].label", id="rung label caps"
     ),
+    pytest.param(vertex(placement=[{"label": "r2"}]), f"{LADDER}[0].label", id="rung label like an attempt"),
+    pytest.param(vertex(placement=["SPOT", "SPOT"]), f"{LADDER}[1].label", id="rung label repeats"),
+    pytest.param(vertex(placement=[{"queued_limit": 0}]), f"{LADDER}[0].queued_limit", id="queued limit 0"),
     pytest.param(
-        vertex(capacity_ladder=["SPOT", {"queued_limit": -60}]),
+        vertex(placement=["SPOT", {"queued_limit": -60}]),
         f"{LADDER}[1].queued_limit",
         id="queued limit negative",
     ),
     pytest.param(
-        vertex(capacity_ladder=[{"strategy": "SPOT", "max_wait_duration": "600s"}]),
+        vertex(placement=[{"strategy": "SPOT", "max_wait_duration": "600s"}]),
         f"{LADDER}[0].max_wait_duration",
         id="rung max wait without FLEX_START",
     ),
     pytest.param(
-        vertex(capacity_ladder=[{"strategy": "FLEX_START", "max_wait_duration": "1h"}]),
+        vertex(placement=[{"strategy": "FLEX_START", "max_wait_duration": "1h"}]),
         f"{LADDER}[0].max_wait_duration",
         id="rung max wait not in seconds",
     ),
     pytest.param(
-        vertex(capacity_ladder=[{"region": "mars-central1"}]), f"{LADDER}[0].region", id="rung region unknown"
+        vertex(placement=[{"region": "mars-central1"}]), f"{LADDER}[0].region", id="rung region unknown"
     ),
     pytest.param(
-        vertex(capacity_ladder=[{"accelerator_count": -1}]),
+        vertex(placement=[{"accelerator_count": -1}]),
         f"{LADDER}[0].accelerator_count",
         id="rung accelerator count negative",
     ),
     pytest.param(
         vertex(
-            capacity_ladder=[
+            placement=[
                 "SPOT",
                 {"label": "a100", "machine_type": "n1-standard-4", "accelerator_type": "NVIDIA_TESLA_A100"},
             ]
@@ -510,13 +549,35 @@ TABLE = [
         id="rung 2's A100 on an n1 machine",
     ),
     pytest.param(
-        vertex(capacity_ladder=["SPOT", "FLEX_START"]),
+        vertex(placement=["SPOT", "FLEX_START"]),
         f"{LADDER}[1].jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType",
         id="rung 2 FLEX_START without one of its GPUs",
     ),
     *(
-        pytest.param(submit(**{name: value}), name, id=f"ai_platform: {name}")
-        for name, value in PLACEMENT.items()
+        pytest.param(submit(placement={key: value}), f"{LADDER}.{key}", id=f"ai_platform: placement {key}")
+        for key, value in PLACEMENT.items()
+    ),
+    pytest.param(submit(placement=["SPOT", "STANDARD"]), LADDER, id="ai_platform: a capacity ladder"),
+    # -- a field given in its old spelling (deprecated) and in its new one ---------------------
+    pytest.param(
+        submit(package_uris=["gs://bucket/trainer-0.2.tar.gz"]),
+        f"{TI_ARG}.packageUris",
+        id="package_uris= and training_input's packageUris",
+    ),
+    pytest.param(
+        vertex(placement={"strategy": "SPOT"}, scheduling_strategy="SPOT"),
+        LADDER,
+        id="scheduling_strategy= and placement=",
+    ),
+    pytest.param(
+        vertex(placement={"strategy": "SPOT"}, capacity_ladder=["SPOT", "STANDARD"]),
+        LADDER,
+        id="capacity_ladder= and placement=",
+    ),
+    pytest.param(
+        lambda _: SubmitTrainingJobOperator(**{**SUBMIT, "training_input": ["x"]}).execute(context()),
+        TI_ARG,
+        id="training_input not a mapping",
     ),
 ]
 

@@ -47,22 +47,22 @@ def test_rungs_from_strategy_names_and_mappings_get_labels() -> None:
 @pytest.mark.parametrize(
     ("ladder", "field"),
     [
-        ("SPOT", "capacity_ladder"),
-        ([], "capacity_ladder"),
-        (["SPOT"] * 9, "capacity_ladder"),
-        ([{"strategy": "CHEAP"}], "capacity_ladder[0].strategy"),
-        ([{"speed": 1}], "capacity_ladder[0].speed"),
-        (["SPOT", "SPOT"], "capacity_ladder[1].label"),
-        ([{"label": "r2"}], "capacity_ladder[0].label"),
-        ([{"label": "Has_Caps"}], "capacity_ladder[0].label"),
-        ([{"strategy": "SPOT", "max_wait_duration": "60s"}], "capacity_ladder[0].max_wait_duration"),
-        ([{"strategy": "FLEX_START", "max_wait_duration": "1h"}], "capacity_ladder[0].max_wait_duration"),
-        ([{"queued_limit": 0}], "capacity_ladder[0].queued_limit"),
-        ([{"queued_limit": True}], "capacity_ladder[0].queued_limit"),
-        ([{"region": "mars-central1"}], "capacity_ladder[0].region"),
-        ([{"accelerator_count": -1}], "capacity_ladder[0].accelerator_count"),
-        ([{"machine_type": ""}], "capacity_ladder[0].machine_type"),
-        ([3], "capacity_ladder[0]"),
+        ("SPOT", "placement"),
+        ([], "placement"),
+        (["SPOT"] * 9, "placement"),
+        ([{"strategy": "CHEAP"}], "placement[0].strategy"),
+        ([{"speed": 1}], "placement[0].speed"),
+        (["SPOT", "SPOT"], "placement[1].label"),
+        ([{"label": "r2"}], "placement[0].label"),
+        ([{"label": "Has_Caps"}], "placement[0].label"),
+        ([{"strategy": "SPOT", "max_wait_duration": "60s"}], "placement[0].max_wait_duration"),
+        ([{"strategy": "FLEX_START", "max_wait_duration": "1h"}], "placement[0].max_wait_duration"),
+        ([{"queued_limit": 0}], "placement[0].queued_limit"),
+        ([{"queued_limit": True}], "placement[0].queued_limit"),
+        ([{"region": "mars-central1"}], "placement[0].region"),
+        ([{"accelerator_count": -1}], "placement[0].accelerator_count"),
+        ([{"machine_type": ""}], "placement[0].machine_type"),
+        ([3], "placement[0]"),
     ],
 )
 def test_bad_rungs_name_their_field(ladder: Any, field: str) -> None:
@@ -320,17 +320,54 @@ def test_a_continued_study_moves_the_job_dir_argument_with_its_output() -> None:
     assert args == ["--job-dir=gs://b/out/resumed", "--lr", "0.1", "--job_dir", "gs://b/out/resumed"]
 
 
-def test_a_ladder_may_come_as_the_json_a_template_renders_and_an_empty_one_is_none() -> None:
-    from airflow_aip.jobs.vertex.ladder import ladder_given
+def test_a_placement_may_come_as_the_json_a_template_renders_and_an_empty_one_is_none() -> None:
+    from airflow_aip.jobs.vertex.placement import parse_placement, placement_given
 
-    assert [r.label for r in parse_ladder('["SPOT", {"strategy": "STANDARD"}]')] == ["spot", "standard"]
-    assert [ladder_given(v) for v in (None, [], "", "null", "None", "[]", ["SPOT"], '["SPOT"]')] == [
+    placed = parse_placement('["SPOT", {"strategy": "STANDARD"}]')
+    assert [r.label for r in placed.rungs] == ["spot", "standard"]
+    assert parse_placement('{"strategy": "SPOT"}').job == {"scheduling_strategy": "SPOT"}
+    values: tuple[object, ...] = (
+        None,
+        [],
+        {},
+        "",
+        "null",
+        "None",
+        "[]",
+        "{}",
+        ["SPOT"],
+        '["SPOT"]',
+        {"strategy": "SPOT"},
+    )
+    assert [placement_given(v) for v in values] == [
         False,
         False,
         False,
         False,
         False,
         False,
+        False,
+        False,
+        True,
         True,
         True,
     ]
+    assert not parse_placement("").given
+
+
+def test_a_job_placement_takes_the_job_s_keys_and_a_rung_takes_them_too() -> None:
+    from airflow_aip.jobs.vertex.placement import parse_placement
+
+    placed = parse_placement({"strategy": "FLEX_START", "max_wait_duration": "600s", "tensorboard": "tb"})
+    assert placed.job == {
+        "scheduling_strategy": "FLEX_START",
+        "max_wait_duration": "600s",
+        "tensorboard": "tb",
+    }
+    assert (placed.rungs, placed.field) == ((), "placement.strategy")
+    (rung,) = parse_placement([{"strategy": "SPOT", "restart_job_on_worker_restart": True}]).rungs
+    spec = apply_rung(CUSTOM, rung)["jobSpec"]
+    assert spec["scheduling"] == {"strategy": "SPOT", "restartJobOnWorkerRestart": True}
+    with pytest.raises(ValidationError) as caught:
+        parse_placement({"strategy": "SPOT", "queued_limit": 60})
+    assert caught.value.field == "placement.queued_limit"

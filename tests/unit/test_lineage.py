@@ -231,7 +231,7 @@ class TestSubmit:
             "--eval-data=gs://b/d/eval.csv",
             "--out=gs://b/jobs/iris_1/m",
         ]
-        result = submit_lineage(ML_SUMMARY, args, [STAGED])
+        result = submit_lineage(ML_SUMMARY, [{"args": args, "packageUris": [STAGED]}])
         assert result is not None
         assert _ids(result.inputs) == [("gs://b", "d/train.csv"), ("gs://b", "d/eval.csv"), STAGED_ID]
         assert _json(result.inputs[2])["facets"]["aipPackage"]["sha256"] == SHA
@@ -251,7 +251,7 @@ class TestSubmit:
             "trialJobSpec": {"workerPoolSpecs": [{"pythonPackageSpec": {"packageUris": [STAGED]}}]},
         }
         specs = ({"args": ["--train-data", "gs://b/d/train.csv"]}, str(config), vertex_job)
-        result = submit_lineage(TUNED_SUMMARY, None, None, specs)
+        result = submit_lineage(TUNED_SUMMARY, specs)
         assert result is not None
         assert _ids(result.inputs) == [("gs://b", "d/train.csv"), ("gs://b", "d/from_config.csv"), STAGED_ID]
         assert _ids(result.outputs) == [("gs://b", "jobs/iris_2")]
@@ -261,13 +261,13 @@ class TestSubmit:
 
     def test_an_unreadable_config_adds_nothing(self, tmp_path: Path) -> None:
         result = submit_lineage(
-            ML_SUMMARY, ["--data", "gs://b/a.csv"], None, [str(tmp_path / "missing.yaml")]
+            ML_SUMMARY, [{"args": ["--data", "gs://b/a.csv"]}, str(tmp_path / "missing.yaml")]
         )
         assert result is not None
         assert _ids(result.inputs) == [("gs://b", "a.csv")]
 
     def test_no_summary_still_names_the_inputs(self) -> None:
-        result = submit_lineage(None, ["--data", "gs://b/a.csv"])
+        result = submit_lineage(None, [{"args": ["--data", "gs://b/a.csv"]}])
         assert result is not None
         assert (_ids(result.inputs), result.outputs, result.run_facets) == ([("gs://b", "a.csv")], [], {})
 
@@ -393,9 +393,8 @@ class TestOperators:
         op = SubmitTrainingJobOperator(
             task_id="train",
             backend="ai_platform",
-            package_uris=[STAGED],
-            args=["--train-data", "gs://b/d/train.csv"],
-            training_input={"args": ["--eval-data=gs://b/d/eval.csv"]},
+            training_input={"packageUris": [STAGED], "args": ["--train-data", "gs://b/d/train.csv"]},
+            config={"trainingInput": {"args": ["--eval-data=gs://b/d/eval.csv"]}},
         )
         assert op._kept(dict(ML_SUMMARY)) == ML_SUMMARY
         result = op.get_openlineage_facets_on_complete(None)
@@ -405,7 +404,9 @@ class TestOperators:
     def test_a_resumed_submit_keeps_what_execute_complete_returned(
         self, monkeypatch: pytest.MonkeyPatch
     ) -> None:
-        op = SubmitTrainingJobOperator(task_id="train", backend="vertex", args=["--data", "gs://b/a.csv"])
+        op = SubmitTrainingJobOperator(
+            task_id="train", backend="vertex", training_input={"args": ["--data", "gs://b/a.csv"]}
+        )
         seen: list[Any] = []
 
         def execute_complete(context: Any, event: dict[str, Any]) -> dict[str, Any]:
@@ -437,7 +438,10 @@ class TestWithoutTheProvider:
     def test_builders_return_none(self) -> None:
         assert build_lineage(BUILT) is None
         assert stage_lineage([BUILT], [STAGED]) is None
-        assert submit_lineage(ML_SUMMARY, ["--data", "gs://b/a.csv"], [STAGED]) is None
+        assert (
+            submit_lineage(ML_SUMMARY, [{"args": ["--data", "gs://b/a.csv"], "packageUris": [STAGED]}])
+            is None
+        )
         assert export_lineage(TestExportAndRegister.EXPORTED) is None
         assert (
             register_lineage({"artifact_uri": "gs://b/m", "model": "projects/p/locations/l/models/m"}) is None

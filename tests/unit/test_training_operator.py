@@ -48,10 +48,12 @@ ARGS: dict[str, Any] = {
     "backend": "ai_platform",  # ml v1, faked at the HTTP boundary (Vertex AI: test_vertex_adapters)
     "project_id": "proj",
     "region": "us-central1",
-    "package_uris": ["gs://bucket/trainer-0.1.tar.gz"],
-    "python_module": "trainer.task",
-    "args": ["--epochs", "2"],
-    "job_dir": "gs://bucket/out",
+    "training_input": {
+        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
+        "pythonModule": "trainer.task",
+        "args": ["--epochs", "2"],
+        "jobDir": "gs://bucket/out",
+    },
     "api_endpoint": LOCAL,
     "gcp_conn_id": "aip_missing_conn",
     "poll_interval": 30,
@@ -95,8 +97,11 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     return fake
 
 
-def operator(**kwargs: Any) -> SubmitTrainingJobOperator:
-    return SubmitTrainingJobOperator(**{**ARGS, **kwargs})
+def operator(training_input: dict[str, Any] | None = None, **kwargs: Any) -> SubmitTrainingJobOperator:
+    """The ARGS task; ``training_input``'s fields go over ARGS' (a None value removes the field)."""
+    fields = {**ARGS["training_input"], **(training_input or {})}
+    fields = {key: value for key, value in fields.items() if value is not None}
+    return SubmitTrainingJobOperator(**{**ARGS, "training_input": fields, **kwargs})
 
 
 def sent_bodies(api: FakeMlApi) -> list[dict[str, Any]]:
@@ -107,7 +112,7 @@ def test_template_fields_are_attributes() -> None:
     op = operator()
     for name in op.template_fields:
         assert hasattr(op, name), name
-    for name in ("job_id_prefix", "job_dir", "args", "package_uris", "hyperparameters", "config", "labels"):
+    for name in ("job_id_prefix", "training_input", "placement", "config", "vertex_job", "labels"):
         assert name in op.template_fields
 
 
@@ -195,7 +200,7 @@ def test_deferring_hands_the_masked_values_in_its_job_to_the_trigger(
 
     secret = f"token-{uuid.uuid4().hex}"
     mask_secret(secret)  # as resolving a Variable named like a token does
-    op = operator(deferrable=True, args=["--auth", f"Bearer {secret}", "--epochs", "2"])
+    op = operator({"args": ["--auth", f"Bearer {secret}", "--epochs", "2"]}, deferrable=True)
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(make_context())
     assert deferred.value.trigger.masked_values == [secret]  # the value alone, not the whole arg
@@ -204,7 +209,9 @@ def test_deferring_hands_the_masked_values_in_its_job_to_the_trigger(
 
 def test_deferrable_adopting_a_finished_job_does_not_defer(api: FakeMlApi, clock: FakeClock) -> None:
     op = operator(deferrable=True)
-    api.add_job("proj", JOB_ID, "SUCCEEDED", **op.build_job(make_context())[0].body)  # an earlier try's job
+    api.add_job(
+        "proj", JOB_ID, "SUCCEEDED", **op.build_job(make_context()).requests[0].body
+    )  # an earlier try's
     assert op.execute(make_context())["state"] == "SUCCEEDED"
 
 
@@ -310,7 +317,7 @@ def test_on_kill_while_waiting_in_worker_cancels(api: FakeMlApi, clock: FakeCloc
 
 def test_on_kill_respects_cancel_on_kill(api: FakeMlApi) -> None:
     op = operator(cancel_on_kill=False)
-    op._watched = (JOB_ID, "proj")
+    op._watching().watched = (JOB_ID, "proj")
     op.on_kill()
     assert api.cancels == []
     operator().on_kill()  # nothing submitted yet: nothing to cancel
@@ -448,7 +455,7 @@ def test_job_id_prefix_map_index_and_run_after(api: FakeMlApi, clock: FakeClock)
 def test_two_runs_in_one_second_get_two_ids_and_a_retry_keeps_its_id() -> None:
     first, second, retry = FakeTI(), FakeTI(), FakeTI()
     second.run_id = "manual__2024-03-09T07:05:01.500000+00:00"  # triggered in the same second
-    ids = [operator().build_job(make_context(ti))[1](1) for ti in (first, second, retry)]
+    ids = [operator().build_job(make_context(ti)).base_id for ti in (first, second, retry)]
     assert ids[0] != ids[1]
     assert ids[0] == ids[2] == JOB_ID
 
@@ -465,13 +472,16 @@ def test_explicit_job_id(api: FakeMlApi, clock: FakeClock) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "field"),
     [
-        ({"scale_tier": "CUSTOM"}, "trainingInput.masterType"),
-        ({"python_module": None}, "trainingInput.pythonModule"),
+        ({"training_input": {"scaleTier": "CUSTOM"}}, "trainingInput.masterType"),
+        ({"training_input": {"pythonModule": None}}, "trainingInput.pythonModule"),
         ({"if_exists": "replace"}, "if_exists"),
         ({"poll_interval": 0}, "poll_interval"),
         ({"max_log_lines_per_minute": 0}, "max_log_lines_per_minute"),
         ({"labels": {f"k{i}": "v" for i in range(70)}}, "labels"),
-        ({"hyperparameters": {"params": [], "goal": "MAXIMIZE"}}, "trainingInput.hyperparameters.params"),
+        (
+            {"training_input": {"hyperparameters": {"params": [], "goal": "MAXIMIZE"}}},
+            "trainingInput.hyperparameters.params",
+        ),
     ],
 )
 def test_bad_input_fails_before_any_request(
@@ -483,17 +493,15 @@ def test_bad_input_fails_before_any_request(
     assert api.requests == []
 
 
-def test_config_file_then_training_input_then_arguments(
-    api: FakeMlApi, clock: FakeClock, tmp_path: Path
-) -> None:
+def test_config_file_then_training_input(api: FakeMlApi, clock: FakeClock, tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
     config.write_text(
         "trainingInput:\n  scaleTier: CUSTOM\n  masterType: n1-standard-4\n  region: europe-west1\n"
         "  scheduling: {maxWaitTime: 3600s}\nlabels:\n  team: ml\n"
     )
     operator(
+        {"masterType": "n1-standard-8", "pythonVersion": "3.7"},
         config=str(config),
-        training_input={"masterType": "n1-standard-8", "pythonVersion": "3.7"},
         wait_for_completion=False,
         labels={"cost-center": "42"},
     ).execute(make_context())

@@ -15,12 +15,14 @@ also move the job to another machine, accelerator or region. The rules, owned he
   retried with backoff and never climbs.
 - Every rung's body is built and validated before anything is sent (machine table rules
   included), so a ladder that could fail on rung 3 fails before rung 1 is created.
+
+The operator's ``placement`` is a ladder when it is a list (:mod:`.placement` parses it); each
+error names the rung's field, ``placement[2].strategy``.
 """
 
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields, replace
@@ -41,7 +43,7 @@ from airflow_aip.jobs.vertex.machines import image_for
 if TYPE_CHECKING:
     from airflow_aip.jobs.request import JobRequest
 
-FIELD = "capacity_ladder"
+FIELD = "placement"
 RUNG_LABEL = "aip_rung"
 STRATEGIES = ("STANDARD", "SPOT", "FLEX_START")
 MAX_RUNGS = 8
@@ -52,6 +54,8 @@ _ATTEMPT_LIKE = re.compile(r"r[0-9]+")
 _ATTEMPT_ROOM = len(f"_r{MAX_ATTEMPTS}")
 DURATION = re.compile(r"[0-9]+(\.[0-9]{1,9})?s")
 _DEFAULT_LABELS = {"STANDARD": "standard", "SPOT": "spot", "FLEX_START": "flex"}
+# What the ml v1 API is told about a placement (it has no Spot VMs, Flex-Start or reservations).
+VERTEX_ONLY = "is Vertex AI's vocabulary (Spot, Flex-Start, reservations): set backend='vertex' to use it"
 
 
 @dataclass(frozen=True)
@@ -61,7 +65,9 @@ class Rung:
     ``queued_limit``: seconds the job may stay QUEUED (waiting for quota) before the rung is
     given up: its job is cancelled and the next rung tried. ``max_wait_duration``: Flex-Start's
     own wait limit, sent to Vertex AI (``"3600s"``). ``reservation``: a reservation's name (or
-    resource name) to consume, or ``"any"``.
+    resource name) to consume, or ``"any"``. ``restart_job_on_worker_restart`` and
+    ``tensorboard``: the job's own settings (``scheduling.restartJobOnWorkerRestart``,
+    ``tensorboard``), set on the rung's job.
     """
 
     label: str
@@ -74,6 +80,8 @@ class Rung:
     accelerator_count: int | None = None
     reservation: str | None = None
     persistent_resource_id: str | None = None
+    restart_job_on_worker_restart: bool | None = None
+    tensorboard: str | None = None
 
     def describe(self) -> str:
         """``spot (SPOT, a2-highgpu-1g, 1 x NVIDIA_TESLA_A100, europe-west4)``: for the task log."""
@@ -94,47 +102,32 @@ class Rung:
 _KEYS = tuple(f.name for f in fields(Rung))
 
 
-def ladder_given(value: object) -> bool:
-    """Whether ``capacity_ladder`` asks for a ladder: None, an empty list and the text an empty
-    form field renders (``""``, ``"null"``, ``"None"``, ``"[]"``) mean one job, as without one."""
-    if isinstance(value, str):
-        return value.strip() not in ("", "null", "None", "[]")
-    return value is not None and value != []
+def parse_ladder(value: Sequence[object], field: str = FIELD) -> tuple[Rung, ...]:
+    """The rungs of a ladder: a list of strategies (``"SPOT"``) or mappings of :class:`Rung`'s fields.
 
-
-def parse_ladder(value: object) -> tuple[Rung, ...]:
-    """The rungs of ``capacity_ladder``: a list of strategies (``"SPOT"``) or mappings of :class:`Rung`'s
-    fields, or that list as JSON text (what ``{{ params.ladder | tojson }}`` renders). Every rule is
-    checked here, each error naming ``capacity_ladder[i].field``."""
-    if isinstance(value, str) and value.lstrip().startswith("["):  # a template renders text
-        try:
-            value = json.loads(value)
-        except ValueError:
-            raise ValidationError(FIELD, f"is not a JSON list of rungs: {value!r}") from None
+    Every rule is checked here, each error naming ``{field}[i].key``.
+    """
     if isinstance(value, str) or not isinstance(value, Sequence) or not value:
-        raise ValidationError(FIELD, f"must be a non-empty list of rungs, got {value!r}")
+        raise ValidationError(field, f"must be a non-empty list of rungs, got {value!r}")
     if len(value) > MAX_RUNGS:
-        raise ValidationError(FIELD, f"takes at most {MAX_RUNGS} rungs, got {len(value)}")
-    rungs = [_rung(item, f"{FIELD}[{i}]") for i, item in enumerate(value)]
+        raise ValidationError(field, f"takes at most {MAX_RUNGS} rungs, got {len(value)}")
+    rungs = [_rung(item, f"{field}[{i}]") for i, item in enumerate(value)]
     labels = [r.label for r in rungs]
     for i, label in enumerate(labels):
         if labels.index(label) != i:
-            raise ValidationError(f"{FIELD}[{i}].label", f"{label!r} is already rung {labels.index(label)}'s")
+            raise ValidationError(f"{field}[{i}].label", f"{label!r} is already rung {labels.index(label)}'s")
     return tuple(rungs)
 
 
-def _rung(item: object, path: str) -> Rung:
-    if isinstance(item, str):
-        item = {"strategy": item}
-    if not isinstance(item, Mapping):
-        raise ValidationError(path, f"must be a strategy name or a mapping, got {type(item).__name__}")
+def check_rung(item: Mapping[str, Any], path: str) -> Rung:
+    """One rung's fields, every rule checked (errors name ``{path}.key``); labelled by default."""
     unknown = sorted(set(item) - set(_KEYS))
     if unknown:
         raise ValidationError(f"{path}.{unknown[0]}", f"is not a rung field; use one of {', '.join(_KEYS)}")
     strategy = item.get("strategy")
     if strategy is not None and strategy not in STRATEGIES:
         raise ValidationError(f"{path}.strategy", f"must be one of {', '.join(STRATEGIES)}, got {strategy!r}")
-    label = item.get("label") or _default_label(item)
+    label = item.get("label") or default_label(item)
     if not isinstance(label, str) or not _LABEL.fullmatch(label) or _ATTEMPT_LIKE.fullmatch(label):
         rule = "must be 1-12 lowercase letters and digits, starting with a letter and not r<number>"
         raise ValidationError(f"{path}.label", f"{rule}, got {label!r}")
@@ -142,6 +135,14 @@ def _rung(item: object, path: str) -> Rung:
     _check_placement(item, path)
     limit = item.get("queued_limit")
     return Rung(**{**dict(item), "label": label, "queued_limit": float(limit) if limit is not None else None})
+
+
+def _rung(item: object, path: str) -> Rung:
+    if isinstance(item, str):
+        item = {"strategy": item}
+    if not isinstance(item, Mapping):
+        raise ValidationError(path, f"must be a strategy name or a mapping, got {type(item).__name__}")
+    return check_rung(item, path)
 
 
 def _check_waits(item: Mapping[str, Any], path: str) -> None:
@@ -163,12 +164,18 @@ def _check_placement(item: Mapping[str, Any], path: str) -> None:
     count = item.get("accelerator_count")
     if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 0):
         raise ValidationError(f"{path}.accelerator_count", f"must be a whole number >= 0, got {count!r}")
-    for name in ("machine_type", "accelerator_type", "reservation", "persistent_resource_id"):
+    for name in ("machine_type", "accelerator_type", "reservation", "persistent_resource_id", "tensorboard"):
         if item.get(name) is not None and (not isinstance(item[name], str) or not item[name]):
             raise ValidationError(f"{path}.{name}", f"must be a non-empty string, got {item[name]!r}")
+    restart = item.get("restart_job_on_worker_restart")
+    if restart is not None and not isinstance(restart, bool):
+        raise ValidationError(
+            f"{path}.restart_job_on_worker_restart", f"must be true or false, got {restart!r}"
+        )
 
 
-def _default_label(item: Mapping[str, Any]) -> str:
+def default_label(item: Mapping[str, Any]) -> str:
+    """The label of a rung that gives none: its reservation, persistent resource or strategy."""
     if item.get("reservation"):
         return "reserved"
     if item.get("persistent_resource_id"):
@@ -202,8 +209,12 @@ def apply_rung(body: Mapping[str, Any], rung: Rung, *, label: bool = True) -> di
             scheduling.pop("maxWaitDuration", None)
     if rung.max_wait_duration is not None:
         spec.setdefault("scheduling", {})["maxWaitDuration"] = rung.max_wait_duration
+    if rung.restart_job_on_worker_restart is not None:
+        spec.setdefault("scheduling", {})["restartJobOnWorkerRestart"] = rung.restart_job_on_worker_restart
     if rung.persistent_resource_id is not None:
         spec["persistentResourceId"] = rung.persistent_resource_id
+    if rung.tensorboard is not None:
+        spec["tensorboard"] = rung.tensorboard
     for pool in spec.get("workerPoolSpecs") or []:
         if pool:
             _apply_machine(pool.setdefault("machineSpec", {}), rung)
@@ -260,7 +271,5 @@ def rung_request(request: JobRequest, rung: Rung, field: str = FIELD) -> JobRequ
 def ladder_requests(request: JobRequest, rungs: Sequence[Rung]) -> tuple[JobRequest, ...]:
     """Every rung's request, all validated before the first is sent (a bad rung 3 fails at once)."""
     if not request.backend.schedules_capacity:
-        raise ValidationError(
-            FIELD, "is a Vertex AI feature (Spot, Flex-Start, reservations); use backend='vertex'"
-        )
+        raise ValidationError(FIELD, VERTEX_ONLY)
     return tuple(rung_request(request, rung, f"{FIELD}[{i}]") for i, rung in enumerate(rungs))
