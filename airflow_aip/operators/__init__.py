@@ -7,14 +7,16 @@ from airflow_aip.operators.export import ExportArtifactsOperator
 from airflow_aip.operators.package import BuildTrainerPackageOperator
 from airflow_aip.operators.registry import RegisterModelOperator, RollbackChampionOperator
 from airflow_aip.operators.staging import StagePackagesOperator
-from airflow_aip.operators.training import SubmitTrainingJobOperator
+from airflow_aip.operators.training import Placement, SubmitTrainingJobOperator, TrainingInput
 
 __all__ = [
     "BuildTrainerPackageOperator",
     "CancelTrainingJobOperator",
     "ExportArtifactsOperator",
+    "Placement",
     "RegisterModelOperator",
     "RollbackChampionOperator",
     "StagePackagesOperator",
     "SubmitTrainingJobOperator",
+    "TrainingInput",
 ]

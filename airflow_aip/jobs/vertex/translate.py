@@ -164,7 +164,7 @@ def _scheduling(scheduling: Mapping[str, Any], overlay: Mapping[str, Any]) -> di
             raise ValidationError(
                 f"{TI}.scheduling.maxWaitTime",
                 "Vertex AI limits the wait for resources only with scheduling.strategy FLEX_START "
-                "(maxWaitDuration); pass scheduling_strategy='FLEX_START' (or set it in vertex_job), "
+                "(maxWaitDuration); pass placement={'strategy': 'FLEX_START'} (or set it in vertex_job), "
                 "or remove maxWaitTime",
             )
         out["maxWaitDuration"] = scheduling["maxWaitTime"]
