@@ -1,7 +1,8 @@
 """Run every ``bench/bench_*.py`` and write ``bench/RESULTS.md``.
 
 Each figure is printed beside its baseline measured in the same run, as a ratio; a module that
-cannot take its measurement makes the runner exit non-zero.
+cannot take its measurement makes the runner exit non-zero. With ``--only``, the sections it
+measured replace theirs in the results file and the others stay as they were measured.
 
     python -m bench.run [--repeats N] [--only packaging,trigger]
 """
@@ -12,6 +13,7 @@ import argparse
 import importlib
 import os
 import platform
+import re
 import sys
 import traceback
 from datetime import datetime, timezone
@@ -60,6 +62,27 @@ def render(figures: list[Figure], failures: list[str]) -> str:
     return "\n".join(lines)
 
 
+def merge(previous: str, fresh: str, topics: set[str]) -> str:
+    """``previous`` with ``fresh``'s sections in place of theirs (new ones at the end) and its
+    machine and failure lines kept but for the topics re-run (``topics``, as ``--only`` names them)."""
+
+    def sections(text: str) -> tuple[str, dict[str, str]]:
+        head, *parts = re.split(r"(?m)^(?=## )", text)
+        return head, {part.split("\n", 1)[0]: part.rstrip("\n") + "\n\n" for part in parts}
+
+    head, old = sections(previous)
+    _, new = sections(fresh)
+    new.pop("## Machine", None)
+    failed = "## Failed measurements"
+    kept = [line for line in old.pop(failed, "").splitlines() if line.startswith("- ")]
+    kept = [line for line in kept if line[2:].split(":", 1)[0] not in topics]
+    kept += [line for line in new.pop(failed, "").splitlines() if line.startswith("- ")]
+    merged = {**old, **new}
+    if kept:
+        merged[failed] = "\n".join([failed, "", *kept]) + "\n\n"
+    return (head + "".join(merged.values())).rstrip("\n") + "\n"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeats", type=int, default=5)
@@ -85,7 +108,10 @@ def main() -> int:
             ratio = f" ratio {fig.ratio:.3g}" if fig.ratio else ""
             print(f"   {fig.name}: {fig.ours.cell(fig.unit)}{ratio}")
         figures.extend(got)
-    opts.output.write_text(render(figures, failures))
+    text = render(figures, failures)
+    if wanted and opts.output.exists():
+        text = merge(opts.output.read_text(), text, wanted)
+    opts.output.write_text(text)
     print(f"wrote {opts.output}")
     if not figures and not failures:
         print("no benchmark ran", file=sys.stderr)

@@ -96,6 +96,12 @@ def job_stats(result: dict[str, Any], poll: float) -> dict[str, Any]:
     }
 
 
+def last_running(result: dict[str, Any]) -> float:
+    """Seconds into the watch when the last job turned RUNNING (its news comes a round later)."""
+    t0 = float(result["t0"])
+    return max((float(job["run"]) for job in result["api"]["jobs"].values() if job["run"]), default=t0) - t0
+
+
 def service_ms(result: dict[str, Any], prefixes: tuple[str, ...]) -> tuple[float, float]:
     """Mean and max milliseconds the fake API spent answering one request of those methods."""
     rows = [row for method, row in result["api"]["service"].items() if method.startswith(prefixes)]
@@ -287,8 +293,8 @@ def notes(scenarios: dict[str, _Scenario], results: dict[str, dict[str, Any]], p
         "Each scenario is one fresh watcher process against a fake ml v1 / Vertex AI / Cloud Logging "
         "API (bench/trigger_api.py, its own process, not measured); jobs end 2-6 poll intervals "
         f"({poll:g}s) after they are first named (10-12 for the 5,000-wait scenarios and their "
-        "per-job-get baselines, RUNNING from 25-30 s: 'waiting' is their CPU from 35 s to 95 s into "
-        "the watch, every job running and none changing). Share of one "
+        "per-job-get baselines, RUNNING from 25-30 s: 'waiting' is their CPU from 45 s to 95 s into "
+        "the watch, every job running and seen so, none changing, five whole rounds). Share of one "
         "core = the watcher's CPU seconds over the watch / its wall seconds; RSS added = its peak "
         "during the watch over its size before. One measurement per scenario (CPU figures are noisy "
         "on a shared 2-core machine).",
@@ -304,7 +310,8 @@ def notes(scenarios: dict[str, _Scenario], results: dict[str, dict[str, Any]], p
             f"event p99 {s['delivered_p99']:.2f}s; requests per round told apart by {s['rounds_how']}; "
             f"the fake API answered a job-API call in {mean:.2f} ms (mean), {worst:.0f} ms (max); RSS "
             f"added at the end +{result['rss_end']:.1f} MiB; {result['lines_logged']} trigger log lines"
-            + (f"; non-200 answers: {bad}" if bad else "")
+            f"; last job RUNNING {last_running(result):.1f}s into the watch; load average "
+            f"{result.get('load', math.nan):.2f} as it started" + (f"; non-200 answers: {bad}" if bad else "")
         )
     if "logs" in results:
         g = log_stats(results["logs"])

@@ -19,13 +19,22 @@ connection lookup are warmed first, as in a running triggerer. RSS added is the 
 watch (``VmHWM``, reset as the watch starts) over the resident size before it. Each trigger's ``log`` is
 replaced by a :class:`Collect`, which keeps each line and when it was logged (log scenarios) or
 only counts them, so no scenario pays for formatting log records the others do not.
+
+``AIP_BENCH_TRIGGER_PROFILE=N``: cProfile the event loop over the steady stretch (the long
+scenarios' "waiting" figure) and hand back its top N functions by own and by cumulative CPU
+time, and the garbage collector's passes. The profiler slows what it watches: a profiled run's
+CPU figures are not figures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import cProfile
+import gc
+import io
 import json
 import os
+import pstats
 import random
 import re
 import resource
@@ -44,6 +53,7 @@ CONN_ID = "aip_bench"
 REGION = "us-central1"
 _LINE = re.compile(r"\] line (\d+) @(\d+)$")
 _DROPPED = re.compile(r"\.\.\. (\d+) lines dropped")
+PROFILE_TOP = int(os.environ.get("AIP_BENCH_TRIGGER_PROFILE") or 0)
 
 
 class Collect:
@@ -133,7 +143,9 @@ def _trigger_classes() -> tuple[type[Any], type[Any]]:
     return TrainingJobTrigger, PerJobGetTrigger
 
 
-def _watch_with_triggers(config: dict[str, Any]) -> tuple[list[tuple[float, float]], dict[str, Collect]]:
+def _watch_with_triggers(
+    config: dict[str, Any], profile: _Profile | None = None
+) -> tuple[list[tuple[float, float]], dict[str, Collect]]:
     shared, per_job = _trigger_classes()
     cls = per_job if config["mode"] == "per_job" else shared
     vertex = config["backend"] == "vertex"
@@ -159,6 +171,8 @@ def _watch_with_triggers(config: dict[str, Any]) -> tuple[list[tuple[float, floa
         raise RuntimeError(f"trigger for {job['job_id']} ended without an event")
 
     async def every_job() -> list[tuple[float, float]]:
+        if profile is not None:
+            profile.loop = asyncio.get_running_loop()
         return await asyncio.gather(*(one(job) for job in config["jobs"]))
 
     return asyncio.run(every_job()), logs
@@ -168,8 +182,9 @@ class _Steady:
     """CPU seconds over a stretch of the watch (``[from, to]`` seconds after its start), sampled
     by a thread that wakes twice: at each end of the stretch."""
 
-    def __init__(self, t0: float, window: list[float] | None) -> None:
+    def __init__(self, t0: float, window: list[float] | None, profile: _Profile | None = None) -> None:
         self.marks: list[tuple[float, float]] = []
+        self.profile = profile
         self.done = threading.Event()
         self.thread = None
         if window:
@@ -181,6 +196,8 @@ class _Steady:
             if self.done.wait(max(0.0, t0 + at - time.time())):
                 return
             self.marks.append((time.time(), _cpu()))
+            if self.profile is not None:
+                self.profile.mark(len(self.marks) == 1)
 
     def stop(self) -> None:
         self.done.set()
@@ -191,6 +208,50 @@ class _Steady:
             return None
         (t_a, cpu_a), (t_b, cpu_b) = self.marks
         return {"cpu": cpu_b - cpu_a, "wall": t_b - t_a}
+
+
+class _Profile:
+    """cProfile of the event loop's thread in CPU seconds, on from the steady stretch's start to its
+    end (cProfile profiles the thread that enables it: the sampling thread asks the loop to switch
+    it), and the garbage collector's passes meanwhile, which cProfile charges to whatever allocated."""
+
+    def __init__(self, top: int) -> None:
+        self.top = top
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.profiler = cProfile.Profile(time.process_time)
+        self.gc = [[0, 0.0] for _ in range(3)]  # per generation: passes, CPU seconds
+        self._gc_start = 0.0
+
+    def mark(self, start: bool) -> None:
+        if self.loop is not None:
+            self.loop.call_soon_threadsafe(self._switch, start)
+
+    def _switch(self, on: bool) -> None:
+        if on:
+            gc.callbacks.append(self._gc)
+            self.profiler.enable()
+        else:
+            self.profiler.disable()
+            gc.callbacks.remove(self._gc)
+
+    def _gc(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._gc_start = time.process_time()
+        else:
+            row = self.gc[info["generation"]]
+            row[0] += 1
+            row[1] += time.process_time() - self._gc_start
+
+    def report(self) -> list[str]:
+        out = io.StringIO()
+        try:
+            stats = pstats.Stats(self.profiler, stream=out)
+        except TypeError:  # never enabled: the watch ended before the stretch began
+            return []
+        for key in ("tottime", "cumulative"):
+            stats.sort_stats(key).print_stats(self.top)
+        passes = ", ".join(f"gen{g}: {n} passes {s:.3f}s" for g, (n, s) in enumerate(self.gc))
+        return [line for line in out.getvalue().splitlines() if line.strip()] + [f"gc: {passes}"]
 
 
 # -- the thread baseline ---------------------------------------------------------------------
@@ -282,12 +343,13 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     # RSS counts the baseline's clients (each sensor has one); CPU does not count building them.
     Path("/proc/self/clear_refs").write_text("5")  # VmHWM := VmRSS: the peak is the watch's own
     cpu0, t0 = _cpu(), time.time()
-    steady = _Steady(t0, config.get("steady"))
+    profile = _Profile(PROFILE_TOP) if PROFILE_TOP and config["mode"] != "threads" else None
+    steady = _Steady(t0, config.get("steady"), profile)
     logs: dict[str, Collect] = {}
     if config["mode"] == "threads":
         done = _watch_with_threads(config, hooks)
     else:
-        done, logs = _watch_with_triggers(config)
+        done, logs = _watch_with_triggers(config, profile)
     cpu, t1 = _cpu() - cpu0, time.time()
     steady.stop()
     rss_end, rss_peak = _status_mib() - rss0, _status_mib("VmHWM") - rss0
@@ -304,6 +366,8 @@ def main(config: dict[str, Any]) -> dict[str, Any]:
     }
     if config["logs"]:
         out["log"] = log_report(logs, set(config["chatty"]))
+    if profile is not None:
+        out["profile"] = profile.report()
     return out
 
 

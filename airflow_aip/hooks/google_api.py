@@ -23,6 +23,7 @@ credentials are loaded and refreshed in a thread, and triggers on one connection
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import AbstractAsyncContextManager
 from functools import cached_property, lru_cache
@@ -250,11 +251,17 @@ class GoogleApiHook(GoogleCloudBaseHook):
         self, method: str, verb: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
     ) -> dict[str, Any]:
         """As :meth:`request`, without blocking the event loop."""
+        return _json(await self.arequest_bytes(method, verb, path, body=body, params=params))
+
+    async def arequest_bytes(
+        self, method: str, verb: str, path: str, *, body: Any = None, params: dict[str, Any] | None = None
+    ) -> bytes:
+        """As :meth:`arequest`, the answer's body as it came: a watch list compares it with its last."""
         await self.aprepare()
         url = self.root_url + path
         target = request_url(url, params)
 
-        async def once() -> dict[str, Any]:
+        async def once() -> bytes:
             response = None
             for refresh in (False, True):
                 headers = await self._asign(verb, url, refresh=refresh)
@@ -264,7 +271,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
                     )
                 if not _needs_refresh(response.status_code, refresh, self.is_local):
                     break
-            return _decoded(response, method)
+            return _checked(response, method).content
 
         async for attempt in AsyncRetrying(**self._retry_policy):
             with attempt:
@@ -345,7 +352,15 @@ def _needs_refresh(status: int, refreshed: bool, local: bool) -> bool:
 
 
 def _decoded(response: httpx.Response | None, method: str) -> dict[str, Any]:
+    return _json(_checked(response, method).content)
+
+
+def _checked(response: httpx.Response | None, method: str) -> httpx.Response:
     assert response is not None  # the loop above always sends at least once
     if response.status_code >= 400:
         raise api_error(response.status_code, error_message(response.content, response.reason_phrase), method)
-    return dict(response.json() or {}) if response.content else {}
+    return response
+
+
+def _json(content: bytes) -> dict[str, Any]:
+    return dict(json.loads(content) or {}) if content else {}

@@ -23,14 +23,14 @@ from urllib.parse import quote
 from airflow_aip.exceptions import JobAlreadyExistsError, JobNotFoundError, ValidationError
 from airflow_aip.hooks.google_api import GoogleApiHook
 from airflow_aip.hooks.http_shared import error_message, is_transient
-from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
+from airflow_aip.hooks.job_client import acancel_unless_ended, alist_watched, cancel_unless_ended
 from airflow_aip.jobs import JobState, validate_job, validate_job_id
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.mlv1.backend import MLV1
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.view import JobView
-from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
+from airflow_aip.jobs.watch import Listed, WatchBatch, batches
 from airflow_aip.uris import is_loopback
 
 __all__ = [
@@ -182,9 +182,12 @@ class TrainingJobHook(GoogleApiHook):
         ]
 
     async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
-        """The batch's jobs the list answered, by watched name (ml v1 lists whole jobs)."""
-        params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
-        listed = await self.alist_all("jobs.list", f"v1/{quote(batch.parent)}/jobs", "jobs", params)
+        """The batch's jobs the list answered, by watched name (ml v1 lists whole jobs; an answer as
+        last round's is not parsed again: :func:`~airflow_aip.hooks.job_client.alist_watched`)."""
+        path = f"v1/{quote(batch.parent)}/jobs"
+        return await alist_watched(self, batch, "jobs.list", path, "jobs", partial(self._listed, batch))
+
+    def _listed(self, batch: WatchBatch, listed: list[dict[str, Any]]) -> dict[str, Listed]:
         project = batch.parent.removeprefix("projects/")
         found: dict[str, Listed] = {}
         for job in listed:

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 from airflow_aip.exceptions import ApiError, CapacityRefusedError, JobAlreadyExistsError, JobNotFoundError
 from airflow_aip.hooks.aiplatform import RegionalAiplatformHook
 from airflow_aip.hooks.http_shared import is_transient, settled_lookup
-from airflow_aip.hooks.job_client import acancel_unless_ended, cancel_unless_ended
+from airflow_aip.hooks.job_client import acancel_unless_ended, alist_watched, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.request import JobRequest
@@ -37,7 +37,7 @@ from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.capacity import quota_refusal
 from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name
 from airflow_aip.jobs.view import JobView, last_segment
-from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch, batches
+from airflow_aip.jobs.watch import Listed, WatchBatch, batches
 
 CREATE_SENDS = 3  # a create whose answer is lost, and whose job never shows up, is sent again
 LIST_PAGE_SIZE = 100
@@ -137,12 +137,16 @@ class VertexJobHook(RegionalAiplatformHook):
         ]
 
     async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
-        """The batch's jobs the list answered, by watched name (matched by kind and numeric ID:
-        Google answers the project's number where a name may say its ID). Lists leave a tuning
-        job's trials out, so such a job is not ``complete``."""
-        params = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
+        """The batch's jobs the list answered, by watched name (an answer as last round's is not
+        parsed again: :func:`~airflow_aip.hooks.job_client.alist_watched`)."""
         path = f"v1/{batch.parent}/{batch.kind}"
-        listed = await self.alist_all(f"{batch.kind}.list", path, batch.kind, params)
+        return await alist_watched(
+            self, batch, f"{batch.kind}.list", path, batch.kind, partial(self._listed, batch)
+        )
+
+    def _listed(self, batch: WatchBatch, listed: list[dict[str, Any]]) -> dict[str, Listed]:
+        """Matched by kind and numeric ID (Google answers the project's number where a name may
+        say its ID). Lists leave a tuning job's trials out, so such a job is not ``complete``."""
         wanted = {last_segment(name): name for name in batch.names}
         found: dict[str, Listed] = {}
         for resource in listed:

@@ -13,9 +13,10 @@ the same project and region, share one :class:`JobPoller`:
 - A round reads every watch that is due, and every watch due within half the shortest poll
   interval (reading them early keeps the watches in step, so the next round takes them all
   again): one list call per batch of 100 jobs (:mod:`airflow_aip.jobs.watch`), filtered to
-  them. A job the list does not answer (not created by us, or a list lagging a create) is
-  read with a get; so is a Vertex AI tuning job that has ended, because lists leave out the
-  trials its summary reports.
+  them; an answer byte for byte the batch's last is not parsed again
+  (:func:`airflow_aip.hooks.job_client.alist_watched`). A job the list does not answer (not
+  created by us, or a list lagging a create) is read with a get; so is a Vertex AI tuning job
+  that has ended, because lists leave out the trials its summary reports.
 - A trigger is woken only when its job's state changed, or its read failed, or recovered:
   the wait step does nothing with an unchanged running job, and 5,000 coroutines woken every
   round would cost more than the reads. Its deadline is its own timer.
@@ -93,6 +94,7 @@ class JobWatch:
         self.interval = interval
         self.deliver = deliver
         self.due = NEVER  # when the next read is wanted (NEVER: being read, or deciding)
+        self.reading = False  # read by the round under way
         self.told: JobState | None = None  # the state the trigger last heard (None: none, or a failure)
 
     def read_in(self, seconds: float) -> None:
@@ -135,7 +137,9 @@ class JobPoller(RoundScheduler):
         super().__init__(clock=clock, on_idle=on_idle)
         self.hook = hook
         self.watches: dict[JobWatch, None] = {}  # registration order
+        self.named: dict[str, list[JobWatch]] = {}  # the watches of each job (two tasks may watch one)
         self.gets_only = False  # the API refused a list: read each job by itself
+        self._batched: tuple[tuple[str, ...], list[WatchBatch]] = ((), [])  # the last round's jobs, batches
 
     # -- registration --------------------------------------------------------------------------
 
@@ -143,6 +147,7 @@ class JobPoller(RoundScheduler):
         """Register a job; its first read comes with the next round (or within GATHER_SECONDS)."""
         watch = JobWatch(self, name, job_id, interval, deliver)
         self.watches[watch] = None
+        self.named.setdefault(name, []).append(watch)
         self.schedule(watch, self.clock() + min(GATHER_SECONDS, interval / 2))
         self.start()
         return watch
@@ -152,7 +157,13 @@ class JobPoller(RoundScheduler):
         self.due_at(due)
 
     def remove(self, watch: JobWatch) -> None:
-        self.watches.pop(watch, None)
+        if watch in self.watches:
+            del self.watches[watch]
+            same = self.named[watch.name]
+            same.remove(watch)
+            if not same:
+                del self.named[watch.name]
+            self._batched = ((), self._batched[1])  # a job's ID is its first watch's: it may change
         if not self.watches:
             self.wake()
 
@@ -178,19 +189,25 @@ class JobPoller(RoundScheduler):
 
         Each batch's answer is handed on as soon as it is in: a page of parsed jobs is let go
         before the next arrives, and the first batches' news does not wait for the last.
+
+        A round keeps no object per watch: ``due`` holds names, a watch read carries ``reading``.
+        Anything per watch that lived through a round (5,000 lists, or tuples) would outlive the
+        garbage collector's young passes, and those survivors are what its full passes over the
+        whole triggerer are paid for.
         """
         window = self.clock() + self.coalesce()
-        due: dict[str, list[JobWatch]] = {}
+        due: dict[str, None] = {}  # the jobs read, in registration order
+        read = 0
         for watch in self.watches:
             if watch.due <= window:
-                watch.due = NEVER
-                due.setdefault(watch.name, []).append(watch)
+                watch.due, watch.reading = NEVER, True
+                due[watch.name] = None
+                read += 1
         if not due:
             return 0
-        read = sum(len(watches) for watches in due.values())
-        names = list(due)
+        names = tuple(due)
         try:
-            batches = [] if self.gets_only else self._batches({name: due[name][0].job_id for name in names})
+            batches = [] if self.gets_only else self._batches(names)
             await _bounded(self._list_and_offer(batch, due) for batch in batches)
             batched = {name for batch in batches for name in batch.names}
             await _bounded(self._get_and_offer(name, due) for name in names if name not in batched)
@@ -202,7 +219,7 @@ class JobPoller(RoundScheduler):
 
     # -- reading ---------------------------------------------------------------------------------
 
-    async def _list_and_offer(self, batch: WatchBatch, due: dict[str, list[JobWatch]]) -> None:
+    async def _list_and_offer(self, batch: WatchBatch, due: dict[str, None]) -> None:
         """One list call; its answers offered; a job it did not answer (or an ended job the
         list left incomplete) read with a get. Never raises."""
         reads = await self._list(batch)
@@ -210,24 +227,33 @@ class JobPoller(RoundScheduler):
             read = reads.get(name)
             if read is None or (
                 isinstance(read, Listed)
-                and read.state.is_terminal
                 and not read.complete
-                and any(watch.wants(read) for watch in due[name])
+                and read.state.is_terminal
+                and any(watch.wants(read) for watch in self._reading(name))
             ):
                 await self._get_and_offer(name, due)
             else:
                 self._offer(name, read, due)
 
-    async def _get_and_offer(self, name: str, due: dict[str, list[JobWatch]]) -> None:
+    async def _get_and_offer(self, name: str, due: dict[str, None]) -> None:
         self._offer(name, await self._get(name), due)
 
-    def _offer(self, name: str, read: Read, due: dict[str, list[JobWatch]]) -> None:
+    def _reading(self, name: str) -> list[JobWatch]:
+        """The job's watches this round reads (a copy: handing a read on may end a watch)."""
+        return [watch for watch in self.named.get(name, ()) if watch.reading]
+
+    def _offer(self, name: str, read: Read, due: dict[str, None]) -> None:
         """Hand a read to the job's watches (once: the job leaves ``due``); a watch whose read
         cannot be handed on (a view that cannot be built) hears why, as a failure."""
+        if name not in due:
+            return
+        del due[name]
         now = self.clock()
-        for watch in due.pop(name, []):
-            if watch not in self.watches:
+        watches = self.named.get(name, ())
+        for watch in watches if len(watches) < 2 else self._reading(name):
+            if not watch.reading:
                 continue
+            watch.reading = False
             try:
                 watch.offer(read, now)
             except Exception as err:
@@ -235,12 +261,20 @@ class JobPoller(RoundScheduler):
                 watch.told = None
                 watch.deliver(Seen.failure(err, transient=False))
 
-    def _batches(self, watched: dict[str, str]) -> list[WatchBatch]:
+    def _batches(self, names: tuple[str, ...]) -> list[WatchBatch]:
+        """The list calls that read these jobs: the last round's if it read the same jobs (watches
+        stay in step, so a steady round builds no filter again), and a batch the same as one of
+        the last round's is that one (the hook remembers its answer by it)."""
+        if names == self._batched[0]:
+            return self._batched[1]
         try:
-            return self.hook.watch_batches(list(watched.items()))
+            fresh = self.hook.watch_batches([(name, self.named[name][0].job_id) for name in names])
         except Exception:  # a name the hook cannot batch (a bug, or a name it does not know)
-            log.exception("Cannot batch %d watched jobs: reading each with a get", len(watched))
+            log.exception("Cannot batch %d watched jobs: reading each with a get", len(names))
             return []
+        last = {batch: batch for batch in self._batched[1]}
+        self._batched = (names, [last.get(batch, batch) for batch in fresh])
+        return self._batched[1]
 
     async def _list(self, batch: WatchBatch) -> dict[str, Read]:
         try:
@@ -268,11 +302,14 @@ class JobPoller(RoundScheduler):
 
 
 async def _bounded(reads: Iterable[Awaitable[None]]) -> None:
-    """Await them with at most MAX_CONCURRENT_READS in flight: a round is gentle on the API."""
-    slots = asyncio.Semaphore(MAX_CONCURRENT_READS)
+    """Await them with at most MAX_CONCURRENT_READS in flight: a round is gentle on the API.
 
-    async def one(read: Awaitable[None]) -> None:
-        async with slots:
+    Workers take the reads one by one, so a round of 50 list calls holds 4 tasks, not 50.
+    """
+    pending = iter(reads)
+
+    async def worker() -> None:
+        for read in pending:
             await read
 
-    await asyncio.gather(*(one(read) for read in reads))
+    await asyncio.gather(*(worker() for _ in range(MAX_CONCURRENT_READS)))

@@ -8,7 +8,7 @@ API at the HTTP boundary, for the failures no server produces on demand.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -19,7 +19,9 @@ from fastapi.testclient import TestClient
 
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.hooks.vertex import VertexJobHook
+from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.waiting import Seen
+from airflow_aip.jobs.watch import Listed, WatchBatch
 from airflow_aip.local.api import create_app
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.store import project_number
@@ -184,6 +186,94 @@ async def test_an_ended_tuning_job_is_read_whole_for_its_trials(vertex: Vertex) 
     assert inbox.states(name) == ["QUEUED", "SUCCEEDED"]
     assert vertex.calls("GET", name) == 1  # the list leaves trials out: one get, at the end
     assert "trials" in inbox.seen[name][-1].job  # type: ignore[operator]
+
+
+async def test_a_list_answered_as_last_round_is_not_parsed_again(vertex: Vertex) -> None:
+    """The same bytes say the same states; a view is parsed from them only when someone asks."""
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    hook = vertex.hook()
+    (batch,) = hook.watch_batches([(name, f"job_{i}") for i, name in enumerate(names)])
+    parsed: list[int] = []
+    match = hook._listed
+
+    def counted(batch: WatchBatch, listed: list[dict[str, Any]]) -> dict[str, Listed]:
+        parsed.append(len(listed))
+        return match(batch, listed)
+
+    hook._listed = counted  # type: ignore[method-assign]
+    first = await hook.alist_batch(batch)
+    again = await hook.alist_batch(batch)
+    assert parsed == [3]
+    assert {name: read.state for name, read in again.items()} == {n: r.state for n, r in first.items()}
+    assert again[names[0]].view() == first[names[0]].view() == await hook.aread(names[0])
+    assert parsed == [3, 3]  # that view: the answer in hand, parsed once it was asked for
+    vertex.set_state(names[1], "RUNNING")
+    changed = await hook.alist_batch(batch)
+    assert parsed == [3, 3, 3]
+    assert changed[names[1]].state is JobState.RUNNING
+    assert vertex.calls("GET", "/customJobs") == 3  # a list call each time: nothing is skipped
+
+
+async def test_an_answer_longer_than_a_page_is_read_whole_and_not_remembered(vertex: Vertex) -> None:
+    names = [vertex.create("customJobs", f"job_{i:03d}") for i in range(100)]
+    vertex.create("customJobs", "twin", label="job_042")  # a race made two jobs with one label
+    hook = vertex.hook()
+    (batch,) = hook.watch_batches([(name, f"job_{i:03d}") for i, name in enumerate(names)])
+    for _ in range(2):
+        assert set(await hook.alist_batch(batch)) == set(names)
+    assert vertex.calls("GET", "/customJobs") == 4  # two pages, twice: a long answer is parsed each time
+
+
+async def test_two_triggers_watching_one_job_each_hear_it(vertex: Vertex) -> None:
+    name = vertex.create("customJobs", "shared")
+    clock = Clock()
+    poller = poller_of(vertex.hook(), clock)
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+
+    def deliver_to(who: str) -> Any:
+        return lambda seen: heard[who].append(seen.job["state"] if seen.job else "error")
+
+    first = poller.watch(name, "shared", 10.0, deliver_to("a"))
+    second = poller.watch(name, "shared", 10.0, deliver_to("b"))
+    clock.now += 1
+    assert await poller.poll_round() == 2
+    assert heard == {"a": ["QUEUED"], "b": ["QUEUED"]}
+    assert vertex.calls("GET", "/customJobs") == 1  # one job, one read
+    first.close()
+    vertex.set_state(name, "RUNNING")
+    second.read_in(0)
+    assert await poller.poll_round() == 1
+    assert heard == {"a": ["QUEUED"], "b": ["QUEUED", "RUNNING"]}
+    assert list(poller.named) == [name]
+    second.close()
+    assert poller.named == {}
+
+
+async def test_a_round_of_the_same_jobs_reuses_the_last_rounds_batches(vertex: Vertex) -> None:
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    clock, inbox = Clock(), Inbox()
+    hook = vertex.hook()
+    built: list[int] = []
+    batches = hook.watch_batches
+
+    def counted(watched: Sequence[tuple[str, str]]) -> list[WatchBatch]:
+        built.append(len(watched))
+        return batches(watched)
+
+    hook.watch_batches = counted  # type: ignore[method-assign]
+    poller = poller_of(hook, clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    for _ in range(3):
+        clock.now += 10
+        await poller.poll_round()
+        for watch in watches:
+            watch.read_in(10.0)
+    assert built == [3]  # the same jobs, round after round: the same list calls
+    watches.pop().close()
+    clock.now += 10
+    await poller.poll_round()
+    assert built == [3, 2]
+    assert vertex.calls("GET", "/customJobs") == 4
 
 
 async def test_a_transient_list_failure_reaches_each_watch_then_the_recovery_does() -> None:
