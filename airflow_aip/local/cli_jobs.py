@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlencode
 
+from airflow_aip.config import OPTIONS
 from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
@@ -32,7 +33,7 @@ from airflow_aip.jobs.view import JobView
 
 DEFAULT_PORT = 8765
 DEFAULT_PROJECT = "local-project"
-DEFAULT_LOCATION = "us-central1"
+DEFAULT_LOCATION = OPTIONS["region"].default
 VERTEX_KINDS = {"customJobs": "customJob", "hyperparameterTuningJobs": "hyperparameterTuningJob"}
 
 

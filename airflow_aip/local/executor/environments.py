@@ -34,6 +34,7 @@ from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.builders import PreparationError, build_host, build_isolated, runtime_python
 from airflow_aip.local.executor.processes import LineSink
 from airflow_aip.local.store import safe_child
+from airflow_aip.packaging import sha256_file
 from airflow_aip.uris import parse_gcs_uri
 
 READY_FILE = "ready.json"
@@ -57,14 +58,6 @@ class Environment:
     python: Path
     cache_hit: bool
     notes: tuple[str, ...] = ()
-
-
-def sha256_file(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def download_packages(uris: Sequence[str], dest: Path, storage_url: str | None) -> list[Path]:
