@@ -3,7 +3,7 @@
 Every submit runs a :class:`LadderPlan`: the job's request alone, or one per rung of a capacity
 ladder (``placement=[...]``), or a tuning job resuming an earlier one (``resumePreviousJobId``).
 Each pass: climb (:mod:`.climbing`: find the rung reached, create its job once), announce the
-job and wait on it in the worker or deferred (:class:`~.watching.JobWatch`; the trigger carries
+job and wait on it in the worker or deferred (:class:`~.watching.TaskWatch`; the trigger carries
 the rung's region and ``queued_limit``), then decide on what ended the wait:
 
 - QUEUED past the rung's ``queued_limit``: cancel the job (the ladder gives the rung up) and climb;
@@ -37,7 +37,7 @@ from airflow_aip.operators.submission import submit_job
 if TYPE_CHECKING:
     from airflow.sdk import Context
 
-    from airflow_aip.operators.watching import JobWatch, WaitPolicy
+    from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 RESUMED = "previous"  # what ran an earlier job's trials, in the summary: not one of this task's rungs
 JOB = Rung(label="job")  # the one rung of a job without a ladder
@@ -70,7 +70,7 @@ class Ladder:
     """Runs a plan: ``hook_for`` builds the job hook of a region, ``policy`` says how to wait,
     ``watch`` announces, defers, waits and ends each rung's wait."""
 
-    def __init__(self, plan: LadderPlan, hook_for: HookFor, policy: WaitPolicy, watch: JobWatch) -> None:
+    def __init__(self, plan: LadderPlan, hook_for: HookFor, policy: WaitPolicy, watch: TaskWatch) -> None:
         self.plan = plan
         self.hook_for = hook_for
         self.policy = policy

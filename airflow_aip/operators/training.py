@@ -57,7 +57,7 @@ from airflow_aip.jobs.vertex.placement import Placement
 from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.operators.laddered import Ladder, LadderPlan
 from airflow_aip.operators.training_args import TrainingInput, fold_deprecated
-from airflow_aip.operators.watching import JobWatch, WaitPolicy
+from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 __all__ = ["Placement", "SubmitTrainingJobOperator", "TrainingInput"]
 
@@ -189,7 +189,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.api_endpoint = api_endpoint
         self.impersonation_chain = impersonation_chain
         self.backend = backend
-        self._watch: JobWatch | None = None  # this try's watch over its job, once it runs (on_kill)
+        self._watch: TaskWatch | None = None  # this try's watch over its job, once it runs (on_kill)
 
     # -- building the requests (pure; every check before any side effect) --------------------
 
@@ -263,8 +263,8 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         ladder.resume()  # a tuning job resuming an earlier one: find it, count its trials
         return ladder
 
-    def _watching(self) -> JobWatch:
-        self._watch = JobWatch(self, self.job_api, self.wait_policy(), clock=time.time)
+    def _watching(self) -> TaskWatch:
+        self._watch = TaskWatch(self, self.job_api, self.wait_policy(), clock=time.time)
         return self._watch
 
     def on_kill(self) -> None:

@@ -68,7 +68,7 @@ class WaitPolicy:
         return self
 
 
-class JobWatch:
+class TaskWatch:
     """One task's watch over its job (or its ladder's jobs, one after another).
 
     ``task`` is the operator or sensor: it defers, logs, and hands the trigger its job API and

@@ -53,7 +53,7 @@ from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import check_lines_per_minute
 from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
-from airflow_aip.operators.watching import JobWatch, WaitPolicy
+from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 
 class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
@@ -121,7 +121,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         return self._job_name
 
     @cached_property
-    def watch(self) -> JobWatch:
+    def watch(self) -> TaskWatch:
         """The sensor's watch over the job, kept across pokes of one process (its log stream too)."""
         policy = WaitPolicy(
             deferrable=self.deferrable,
@@ -131,7 +131,7 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
             stream_logs=self.stream_logs,
             max_log_lines_per_minute=self.max_log_lines_per_minute,
         )
-        return JobWatch(self, self.job_api, policy, clock=time.time)
+        return TaskWatch(self, self.job_api, policy, clock=time.time)
 
     def execute(self, context: Context) -> Any:
         check_lines_per_minute(self.max_log_lines_per_minute)
