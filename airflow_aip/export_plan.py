@@ -143,7 +143,9 @@ def plan_export(
         held = champion_standing(champion.content, champion_uri.uri) if champion else None
         verdict = judge(source_standing(source, destination), held, by_hand=by_hand)
         summary.update(
-            champion_metric=champion_metric(champion.content) if champion else None, reason=verdict.reason
+            champion_metric=champion_metric(champion.content) if champion else None,
+            decision=verdict.decision.value,
+            reason=verdict.reason,
         )
         if not verdict.promote:
             summary.update(promoted=False, exported=False, destination=None)

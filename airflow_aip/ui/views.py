@@ -285,10 +285,11 @@ def _registry_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
 def _export_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
     metric, champion = finite_number(result.get("metric")), finite_number(result.get("champion_metric"))
     exported = bool(result.get("exported"))
-    reason = result.get("reason")  # the champion gate's own words (airflow_aip.registry.gate)
-    if not reason and champion is None:  # an export result from before the gate said why
+    if result.get("decision") == "refuse":  # the gate could not compare them: its words say how to promote
+        reason = str(result.get("reason"))
+    elif champion is None:
         reason = "there was no champion yet" if exported else "the champion's metric is unknown"
-    elif not reason:
+    else:
         reason = "it beats the champion" if exported else "it does not beat the champion"
     return {
         "source": "export",

@@ -157,6 +157,7 @@ def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_writ
         "metric": metric,
         "metric_tag": "accuracy",
         "champion_metric": 0.8,
+        "decision": "keep",
         "reason": f"accuracy {metric} does not beat the champion's 0.8 (goal {goal})",
         "promoted": False,
         "exported": False,

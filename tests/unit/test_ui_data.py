@@ -340,9 +340,9 @@ def test_the_cloud_storage_gates_refusal_shows_in_its_own_words() -> None:
 
     refused = "the champion was chosen on loss, this model on accuracy: they cannot be compared"
     export = {"job_id": "j", "exported": False, "promoted": False, "metric": 0.9, "champion_metric": 0.2}
-    shown = champion_comparison([{**export, "reason": refused}])
+    shown = champion_comparison([{**export, "decision": "refuse", "reason": refused}])
     assert shown is not None
     assert (shown["promoted"], shown["reason"]) == (False, refused)
-    older = champion_comparison([export])  # an export result from before the gate gave its reason
-    assert older is not None
-    assert older["reason"] == "it does not beat the champion"
+    kept = champion_comparison([{**export, "decision": "keep", "reason": "accuracy 0.9 does not beat..."}])
+    assert kept is not None
+    assert kept["reason"] == "it does not beat the champion"  # the page's own sentence says the numbers
