@@ -67,6 +67,16 @@ OPTIONS: dict[str, Option] = {
         "minute per project: the default leaves half for workers, other triggerers and people's own "
         "tools.",
     ),
+    "deferral_hold": Option(
+        "30",
+        "integer",
+        "0.3.0",
+        "Seconds after a task defers before its trigger may fire. A trigger that fires sooner can meet "
+        "Airflow's executor-event race (apache/airflow#67287: the worker's late SUCCESS for the deferring "
+        "try fails the task, with no log line of ours). A job that ends later than this costs nothing; "
+        "one that ends sooner reports its end this many seconds after the deferral. 0 turns the hold off. "
+        "Tasks run in-process (dag.test) never hold: there is no executor.",
+    ),
 }
 
 
@@ -105,6 +115,11 @@ def max_log_lines_per_minute() -> int:
 def log_reads_per_minute() -> int:
     """``[aip] log_reads_per_minute``: per triggerer process and per project, at least 1."""
     return max(1, _get_int("log_reads_per_minute"))
+
+
+def deferral_hold() -> float:
+    """``[aip] deferral_hold``: seconds a trigger holds an early event after its deferral, at least 0."""
+    return float(max(0, _get_int("deferral_hold")))
 
 
 def default_deferrable() -> bool:

@@ -9,6 +9,11 @@ answer was lost and the hook sent it again. Who made the existing job decides:
   the API's clock may run behind ours). It is the job this call made: always adopted.
 - **an earlier try** of this task instance: its owner labels (dag id, task id, run id, map
   index) are ours.
+- **a try before a clear**: an earlier try's job whose try label is older than the first try
+  since the task instance was last cleared (:class:`Tries`). A retry resumes a run; a clear
+  asks for a new one. So such a job is adopted while it runs (the clear meets it still
+  training), and once it has ended, SUCCEEDED included, the clear trains anew under the next
+  attempt ID. ``if_exists="always_adopt"`` treats it as any earlier try's.
 - **someone else**: another run's job (or another task's, or one no Airflow task labelled).
   IDs carry a hash of the run, so this happens when ``job_id`` is pinned or templated without
   the run. Never adopted: waiting on it would report another run's training as this run's.
@@ -17,20 +22,22 @@ answer was lost and the hook sent it again. Who made the existing job decides:
 
 The decision, for each ``if_exists``:
 
-====================================================  ==========  ===========  ==========
-existing job                                          adopt       new          fail
-====================================================  ==========  ===========  ==========
-this call's create                                    ADOPT       ADOPT        ADOPT
-someone else's                                        NEXT        NEXT         EXISTS
-earlier try's, FAILED, CANCELLED or CANCELLING        NEXT        NEXT         EXISTS
-earlier try's, other spec (trainingInput or labels)   MISMATCH    NEXT         EXISTS
-earlier try's, same spec, live or SUCCEEDED           ADOPT       NEXT         EXISTS
-====================================================  ==========  ===========  ==========
+====================================================  ==========  ============  ========  ========
+existing job                                          adopt       always_adopt  new       fail
+====================================================  ==========  ============  ========  ========
+this call's create                                    ADOPT       ADOPT         ADOPT     ADOPT
+someone else's                                        NEXT        NEXT          NEXT      EXISTS
+a try's before a clear, ended (SUCCEEDED too)         NEXT        as below      NEXT      EXISTS
+earlier try's, FAILED, CANCELLED or CANCELLING        NEXT        NEXT          NEXT      EXISTS
+earlier try's, other spec (trainingInput or labels)   MISMATCH    MISMATCH      NEXT      EXISTS
+earlier try's, same spec, live or SUCCEEDED           ADOPT       ADOPT         NEXT      EXISTS
+====================================================  ==========  ============  ========  ========
 
 NEXT: try the next attempt ID (``_r2``...). EXISTS: JobAlreadyExistsError. MISMATCH:
 JobSpecMismatchError naming the differing fields: the task changed between tries, and a second
 job for one task instance would train twice; a fix after a failure is fine (the failed job is
-skipped first). A CANCELLING job can only end CANCELLED, so it counts as failed.
+skipped first). A CANCELLING job can only end CANCELLED, so it counts as failed. A live job
+made before a clear counts as an earlier try's.
 """
 
 from __future__ import annotations
@@ -43,11 +50,11 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.backends import backend_of
-from airflow_aip.jobs.labels import OWNER_LABELS
+from airflow_aip.jobs.labels import OWNER_LABELS, TRY_LABEL
 from airflow_aip.jobs.logs import normalize_timestamp
 from airflow_aip.jobs.states import JobState
 
-IF_EXISTS = ("adopt", "fail", "new")
+IF_EXISTS = ("adopt", "always_adopt", "fail", "new")
 CLOCK_SKEW = 60.0  # seconds the API's clock may run behind ours when dating this call's create
 _WILL_NOT_SUCCEED = frozenset(
     {JobState.FAILED, JobState.CANCELLED, JobState.CANCELLING, JobState.PAUSED, JobState.EXPIRED}
@@ -59,6 +66,7 @@ class Owner(str, Enum):
 
     THIS_CALL = "this very create (its answer was lost)"
     EARLIER_TRY = "an earlier try of this task instance"
+    BEFORE_CLEAR = "a try before this task instance was cleared"
     SOMEONE_ELSE = "another run or task"
 
 
@@ -86,6 +94,40 @@ class Adoption:
         return f"Training job {job_id} ({state}) exists, {made_by}: {self.action.value}"
 
 
+@dataclass(frozen=True)
+class Tries:
+    """This try in Airflow's record of its task instance: its number, and the first try since a clear.
+
+    A clear gives the task instance ``retries`` more tries: it sets ``max_tries`` to the last
+    try's number plus ``retries``, and the next try is the next number. So the first try since
+    the last clear (or ever) is ``max_tries - retries + 1``, as Airflow's own task runner
+    computes it (``get_first_reschedule_date``). A clear of a running task (which Airflow
+    restarts without touching ``max_tries``) reads as a retry: its job, still live, is adopted.
+    """
+
+    number: int
+    first: int
+
+    @classmethod
+    def of(cls, try_number: int, max_tries: int, retries: int) -> Tries:
+        number = max(1, int(try_number))
+        return cls(number, min(number, max(1, int(max_tries) - int(retries) + 1)))
+
+    @property
+    def cleared(self) -> bool:
+        """This is the first try after a clear (not a retry, nor the task instance's first try)."""
+        return self.number == self.first > 1
+
+    def before_clear(self, job: Mapping[str, Any]) -> bool:
+        """Whether ``job`` was made by a try before the last clear (False without a try label)."""
+        made_by = str((job.get("labels") or {}).get(TRY_LABEL) or "")
+        return made_by.isdigit() and int(made_by) < self.first
+
+    def not_this_runs(self, job: Mapping[str, Any]) -> bool:
+        """Made before the last clear and ended: a past run's job, which a clear trains anew after."""
+        return self.before_clear(job) and JobState.parse(job.get("state")).is_terminal
+
+
 def check_if_exists(value: object) -> str:
     """``if_exists`` is one of IF_EXISTS; else a ValidationError naming it."""
     if value not in IF_EXISTS:
@@ -103,7 +145,7 @@ def spec_differences(requested: Mapping[str, Any], existing: Mapping[str, Any]) 
     ours_spec, theirs_spec = requested.get("spec") or {}, existing.get("spec") or {}
     differing = backend_of(requested).spec_differences(ours_spec, theirs_spec)
     ours, theirs = dict(requested.get("labels") or {}), dict(existing.get("labels") or {})
-    keys = sorted(set(ours) | set(theirs))
+    keys = sorted((set(ours) | set(theirs)) - {TRY_LABEL})
     return differing + [f"labels.{key}" for key in keys if ours.get(key) != theirs.get(key)]
 
 
@@ -142,12 +184,19 @@ def _earlier_try(requested: Mapping[str, Any], existing: Mapping[str, Any]) -> A
 
 
 def decide_adoption(
-    requested: Mapping[str, Any], existing: Mapping[str, Any], *, if_exists: str, first_sent: float | None
+    requested: Mapping[str, Any],
+    existing: Mapping[str, Any],
+    *,
+    if_exists: str,
+    first_sent: float | None,
+    tries: Tries | None = None,
 ) -> Adoption:
     """What to do with ``existing``, the job that holds the ID a create of ``requested`` asked for.
 
     ``first_sent`` is the UNIX time of the create's first send when the 409 answered a re-send
-    (:class:`~airflow_aip.exceptions.JobAlreadyExistsError`), else None. See the module's table.
+    (:class:`~airflow_aip.exceptions.JobAlreadyExistsError`), else None. ``tries``: this try's
+    place in Airflow's record (None: unknown, every earlier try's job counts as a retry's). See
+    the module's table.
     """
     check_if_exists(if_exists)
     owner = owner_of(requested, existing, first_sent)
@@ -157,4 +206,6 @@ def decide_adoption(
         return Adoption(Action.FAIL_EXISTS, owner)
     if if_exists == "new" or owner is Owner.SOMEONE_ELSE:
         return Adoption(Action.NEXT_ATTEMPT, owner)
+    if if_exists == "adopt" and tries is not None and tries.not_this_runs(existing):
+        return Adoption(Action.NEXT_ATTEMPT, Owner.BEFORE_CLEAR)
     return _earlier_try(requested, existing)

@@ -71,6 +71,9 @@ MAP_INDEX_LABEL = "airflow-map-index"
 JOB_ID_LABEL = "aip_job_id"
 # Together they name the task instance that made a job: the adoption rule's owner.
 OWNER_LABELS = (DAG_ID_LABEL, TASK_ID_LABEL, RUN_ID_LABEL, MAP_INDEX_LABEL)
+# The try that made the job: tells a job made before the task instance was last cleared (see
+# jobs.adoption.Tries). It differs between tries by design, so it is never a spec difference.
+TRY_LABEL = "airflow-try-number"
 
 
 @lru_cache(maxsize=8192)  # the triggerer's job poller asks again for every watched job each round
@@ -115,11 +118,13 @@ def airflow_labels(
     run_id: str | None,
     user_labels: Mapping[str, str] | None = None,
     map_index: int | None = None,
+    try_number: int | None = None,
 ) -> dict[str, str]:
     """The user's labels (sanitised) plus the task instance's identity; ours win on a clash.
 
     The identity (dag id, task id, run id, and the map index of a mapped task) is what the
-    adoption rule reads to tell an earlier try's job from another run's.
+    adoption rule reads to tell an earlier try's job from another run's; the try number tells
+    a job made before a clear from one made since.
     """
     labels = {sanitize_label_key(k): sanitize_label_value(v) for k, v in (user_labels or {}).items()}
     labels[DAG_ID_LABEL] = sanitize_label_value(dag_id)
@@ -128,4 +133,6 @@ def airflow_labels(
         labels[RUN_ID_LABEL] = sanitize_label_value(run_id)
     if map_index is not None and map_index >= 0:
         labels[MAP_INDEX_LABEL] = str(map_index)
+    if try_number is not None:
+        labels[TRY_LABEL] = str(try_number)
     return validate_labels(labels)

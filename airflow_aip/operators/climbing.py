@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityRefusedError
+from airflow_aip.jobs.adoption import Tries
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.capacity import QUOTA, Ending, rung_ending
 from airflow_aip.jobs.vertex.ladder import Rung, rung_job_id
@@ -61,17 +62,24 @@ def climb(
     log: Any,
     create: bool = True,
     earlier: Sequence[Earlier] = (),
+    tries: Tries | None = None,
 ) -> Position:
     """Scan the rungs; pass those that ended for capacity; create (or adopt) the first other one.
 
     ``create=False`` only looks: the rung reached and its latest job (for the summary once the
     wait has ended). ``earlier``: jobs before the ladder whose trials count (resumePreviousJobId).
+    ``tries``: after a clear, the rungs' jobs that ended before it are a past run's: the ladder
+    starts again at rung 1 (unless one of them still runs: the clear adopts it, as a retry would).
     """
     position = Position(0, None, earlier=list(earlier))
+    if tries is not None and tries.first > 1 and _still_running(hook_for, requests, rungs, base_id, tries):
+        tries = None  # a job from before the clear still runs: this try resumes that run
     for index, (rung, request) in enumerate(zip(rungs, requests, strict=True)):
         position.index = index
         hook = hook_for(request.region)
         latest = _latest(hook, base_id, rung, request.kind)
+        if latest is not None and tries is not None and tries.not_this_runs(latest):
+            latest = None  # a past run's: neither passed nor adopted
         ending = rung_ending(latest, rung, time.time()) if latest is not None else None
         if ending is None:
             if not create:
@@ -79,13 +87,24 @@ def climb(
                 return position
             asked = _with_budget(request, position, rung, first=index == 0)
             try:
-                position.job = submit_job(hook, asked, _ids(base_id, rung), if_exists, log)
+                position.job = submit_job(hook, asked, _ids(base_id, rung), if_exists, log, tries)
                 return position
             except CapacityRefusedError as err:
                 ending = Ending(QUOTA, f"create refused for quota {err.metrics}")
         _passed(position, index, rung, latest if ending.reason != QUOTA else None, ending, log)
     position.index, position.job = len(rungs), None
     return position
+
+
+def _still_running(
+    hook_for: HookFor, requests: Sequence[JobRequest], rungs: Sequence[Rung], base_id: str, tries: Tries
+) -> bool:
+    """Whether a rung's latest job was made before the last clear and has not ended."""
+    for rung, request in zip(rungs, requests, strict=True):
+        job = _latest(hook_for(request.region), base_id, rung, request.kind)
+        if job is not None and tries.before_clear(job) and not tries.not_this_runs(job):
+            return True
+    return False
 
 
 def _ids(base_id: str, rung: Rung) -> Callable[[int], str]:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
-from airflow_aip.jobs import JobState, summarize_job
+from airflow_aip.jobs import JobState, Tries, summarize_job
 from airflow_aip.jobs.ids import with_attempt
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.capacity import rung_ending
@@ -49,13 +49,15 @@ class LadderPlan:
 
     ``rungs``: a capacity ladder's (empty for one job); ``requests``: each rung's request, or the
     job's alone; ``base_id``: attempt 1's job ID; ``earlier``: jobs before this task whose trials
-    count (a resumed study).
+    count (a resumed study); ``tries``: this try in Airflow's record (a retry adopts, a clear
+    trains anew: :class:`~airflow_aip.jobs.adoption.Tries`), None to adopt as a retry always.
     """
 
     rungs: tuple[Rung, ...]
     requests: tuple[JobRequest, ...]
     base_id: str
     earlier: tuple[Earlier, ...] = ()
+    tries: Tries | None = None
 
     @property
     def plain(self) -> bool:
@@ -125,9 +127,16 @@ class Ladder:
                 return self._summary(self.watch.finish(event), position)
 
     def _wait(self, job: JobView, rung: Rung, request: JobRequest) -> dict[str, Any]:
-        """Wait on a rung's job: deferred unless it has ended already (raises TaskDeferred), else here."""
+        """Wait on a rung's job: deferred unless it has ended already (raises TaskDeferred), else here.
+
+        The job is read once more just before deferring: one that ended since its create (a
+        stockout, a quota, a trainer crashing at import) ends here, through the same steps as
+        ``execute_complete``, and never waits out the trigger's ``[aip] deferral_hold``.
+        """
         queued_limit = rung.queued_limit if self.plan.rungs else None
         job_id, name, project = str(job["job_id"]), str(job["name"]), str(job["project_id"])
+        if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
+            job = self.hook_for(request.region).read(name)
         if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
             self.watch.defer(
                 job_id=job_id,
@@ -163,7 +172,7 @@ class Ladder:
             job: JobView | None
             if create:
                 ids = lambda n: with_attempt(plan.base_id, n)  # noqa: E731
-                job = submit_job(hook, request, ids, self.policy.if_exists, self.log)
+                job = submit_job(hook, request, ids, self.policy.if_exists, self.log, plan.tries)
             else:
                 job = hook.find_job(plan.base_id, request.kind)
             return Position(0, job, earlier=list(plan.earlier))
@@ -176,6 +185,7 @@ class Ladder:
             log=self.log,
             create=create,
             earlier=plan.earlier,
+            tries=plan.tries,
         )
 
     def _announce(self, context: Context, job: JobView, rung: Rung) -> None:

@@ -37,6 +37,7 @@ from airflow_aip.operators.promotion import ChampionKeeper, Outcome
 from airflow_aip.operators.registry_args import RegistryArguments, model_page, promotions_alias, serving_image
 from airflow_aip.registry.champion import Contender
 from airflow_aip.registry.upload import VersionSource, source_key, upload_request, version_source
+from airflow_aip.triggers.hold import release_at
 from airflow_aip.triggers.model_operation import WHAT, ModelOperationTrigger, operation_event
 
 # How a registry task reaches the API, as its template fields: a job API's, less the backend
@@ -220,6 +221,7 @@ class RegisterModelOperator(_RegistryTask):
                     impersonation_chain=self.impersonation_chain,
                     poll_interval=self.poll_interval,
                     end_time=time.time() + self.upload_timeout,
+                    release_at=release_at(),
                 ),
                 method_name="execute_complete",
                 timeout=timedelta(seconds=self.upload_timeout + DEFERRAL_TIMEOUT_MARGIN),

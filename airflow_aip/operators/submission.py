@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import JobAlreadyExistsError, JobSpecMismatchError, ValidationError
-from airflow_aip.jobs import IF_EXISTS, MAX_ATTEMPTS, Action, decide_adoption
+from airflow_aip.jobs import IF_EXISTS, MAX_ATTEMPTS, Action, Tries, decide_adoption
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.view import JobView
 
@@ -37,10 +37,12 @@ def submit_job(
     id_for: Callable[[int], str],
     if_exists: str,
     log: Any,
+    tries: Tries | None = None,
 ) -> JobView:
     """Create the job, or adopt/skip past an existing one with the same ID; return its view.
 
-    ``id_for(n)`` names attempt ``n`` (1 = the base ID).
+    ``id_for(n)`` names attempt ``n`` (1 = the base ID); ``tries``: this try in Airflow's record,
+    which tells a retry (adopts) from a clear (trains anew once the job ended).
     """
     for attempt in range(1, MAX_ATTEMPTS + 1):
         job_id = id_for(attempt)
@@ -55,7 +57,7 @@ def submit_job(
                     raise
         first_sent = taken.first_sent if taken is not None else None
         decision = decide_adoption(
-            request.compared(job_id), existing, if_exists=if_exists, first_sent=first_sent
+            request.compared(job_id), existing, if_exists=if_exists, first_sent=first_sent, tries=tries
         )
         log.info("%s", decision.describe(job_id, str(existing.get("state"))))
         if decision.action is Action.ADOPT:

@@ -15,7 +15,11 @@ What the removed MLEngineStartTrainingJobOperator got wrong, and what this does 
 - ``if_exists="adopt"`` waits on that job only if it is this task instance's (its labels say
   so) with the same trainingInput and labels (else JobSpecMismatchError lists the differing
   fields); another run's job is never adopted, and a job that ended FAILED or CANCELLED is
-  never re-adopted: the next attempt gets ``_r2``, ``_r3``... (rule: ``airflow_aip.jobs.adoption``)
+  never re-adopted: the next attempt gets ``_r2``, ``_r3``... A retry resumes: it adopts the
+  job of an earlier try. A user's clear asks for a new run: once the earlier job has ended
+  (SUCCEEDED too), the cleared task trains anew under the next attempt ID; one still running is
+  adopted. ``if_exists="always_adopt"`` adopts after a clear too. (Rule:
+  ``airflow_aip.jobs.adoption``, which reads Airflow's try numbers.)
 - Only SUCCEEDED succeeds; FAILED and CANCELLED fail with the job's errorMessage.
 - ``cancel_on_kill`` cancels the job when the task is killed in the worker (``on_kill``) or
   while deferred (the trigger's ``on_kill``), and when the task gives up waiting
@@ -45,6 +49,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs import (
+    Tries,
     airflow_labels,
     deep_merge,
     job_id_for_task,
@@ -91,7 +96,9 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     :param job_id: the job's ID, exactly (default: derived from the task instance and run).
     :param job_id_prefix: the start of the derived job ID (default: ``{dag_id}_{task_id}``).
     :param labels: the job's labels, over ``config``'s (Airflow's own are added).
-    :param if_exists: "adopt" (default), "fail" or "new" when the job ID is taken.
+    :param if_exists: when the job ID is taken: "adopt" (default: a retry adopts the earlier
+        try's job; after a user's clear, a job that ended is trained anew), "always_adopt" (a
+        clear adopts too), "new" (always a new job) or "fail".
     :param wait_for_completion: wait for the job to end (else return once it is created).
     :param deferrable: wait in the triggerer rather than in the worker (default ``[aip] deferrable``).
     :param poll_interval: seconds between reads of the job (default ``[aip] poll_interval``).
@@ -148,7 +155,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         job_id: str | None = None,
         job_id_prefix: str | None = None,
         labels: Mapping[str, str] | None = None,
-        if_exists: Literal["adopt", "fail", "new"] = "adopt",
+        if_exists: Literal["adopt", "always_adopt", "fail", "new"] = "adopt",
         wait_for_completion: bool = True,
         deferrable: bool = config.default_deferrable(),
         poll_interval: float = config.poll_interval(),
@@ -217,7 +224,10 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             raise ValidationError("labels", f"must be a mapping of strings, got {type(self.labels).__name__}")
         ti = context["ti"]
         user_labels = {**(loaded.get("labels") or {}), **(self.labels or {})}
-        labels = airflow_labels(ti.dag_id, ti.task_id, ti.run_id, user_labels, getattr(ti, "map_index", -1))
+        try_number = int(getattr(ti, "try_number", None) or 1)
+        labels = airflow_labels(
+            ti.dag_id, ti.task_id, ti.run_id, user_labels, getattr(ti, "map_index", -1), try_number
+        )
         base_id = self._base_id(context)
         planned = build_requests(
             self.backend,
@@ -231,7 +241,11 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             framework=self.framework,
             vertex_job=self.vertex_job,
         )
-        return LadderPlan(planned.rungs, planned.requests, base_id)
+        tries, retries = None, int(self.retries or 0)
+        if self.if_exists != "always_adopt":
+            max_tries = getattr(ti, "max_tries", None)
+            tries = Tries.of(try_number, retries if max_tries is None else int(max_tries), retries)
+        return LadderPlan(planned.rungs, planned.requests, base_id, tries=tries)
 
     def _base_id(self, context: Context) -> str:
         """Attempt 1's job ID: every try of this task instance computes the same (see jobs.ids)."""

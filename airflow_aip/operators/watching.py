@@ -6,7 +6,9 @@ The submit operator (for each rung of its ladder) and the sensor do these steps 
   :meth:`~airflow_aip.hooks.job_reference.JobApi.for_job`) and its page go to XCom before any wait;
 - **defer** to :class:`~airflow_aip.triggers.training.TrainingJobTrigger`, whose deadline is the
   wait's; Airflow's own deferral timeout trails it by ``DEFERRAL_TIMEOUT_MARGIN``, so the
-  trigger's timeout event (which lets the task cancel the job it gave up on) wins the race;
+  trigger's timeout event (which lets the task cancel the job it gave up on) wins the race; the
+  trigger holds an early event until ``[aip] deferral_hold`` after the deferral
+  (:mod:`airflow_aip.triggers.hold`), so Airflow's executor-event race cannot fail the task;
 - **wait in the worker**: the one wait step's sync runner (:class:`~airflow_aip.hooks.waiting.SyncWait`),
   copying the job's log lines into the task log (``LogStream.for_job``) within the budget;
 - **end**: giving up (``wait_timeout``) cancels the job when ``cancel_on_kill``, and an error
@@ -32,6 +34,7 @@ from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogStream, check_lin
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, record_ending
+from airflow_aip.triggers.hold import release_at
 from airflow_aip.triggers.training import TrainingJobTrigger
 
 if TYPE_CHECKING:
@@ -144,6 +147,7 @@ class TaskWatch:
                 log_cursor=log_cursor,
                 region=region,
                 queued_limit=queued_limit,
+                release_at=release_at(self.clock),
             ),
             method_name="execute_complete",
             timeout=timedelta(seconds=timeout + DEFERRAL_TIMEOUT_MARGIN) if timeout else None,

@@ -29,6 +29,7 @@ from airflow_aip.hooks.registry import ModelRegistryHook
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.vertex.models import operation_error
 from airflow_aip.jobs.waiting import Step
+from airflow_aip.triggers.hold import hold_event
 from airflow_aip.triggers.job_polling import job_poller
 from airflow_aip.triggers.watching import TriggerWait
 
@@ -66,6 +67,8 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
     :param impersonation_chain: account (or chain) the task acts as.
     :param poll_interval: seconds between reads.
     :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
+    :param release_at: UNIX time before which the event is held (None: at once); see
+        :mod:`airflow_aip.triggers.hold`.
     """
 
     def __init__(
@@ -79,6 +82,7 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
         impersonation_chain: str | list[str] | None = None,
         poll_interval: float = 10.0,
         end_time: float | None = None,
+        release_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.operation_name = operation_name
@@ -89,6 +93,7 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
         self.impersonation_chain = impersonation_chain
         self.poll_interval = poll_interval
         self.end_time = end_time
+        self.release_at = release_at
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (
@@ -102,6 +107,7 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
                 "impersonation_chain": self.impersonation_chain,
                 "poll_interval": self.poll_interval,
                 "end_time": self.end_time,
+                "release_at": self.release_at,
             },
         )
 
@@ -133,4 +139,5 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
             event = await wait.run()
         except Exception as err:  # a bug of ours fails the task with its reason
             event = _event(self.operation_name, "error", f"{type(err).__name__}: {err}")
+        await hold_event(self.release_at, self.log, f"The {WHAT} {self.operation_name}")
         yield TriggerEvent(event)  # type: ignore[no-untyped-call]

@@ -29,6 +29,8 @@
   deferring, else the job's createTime); a restarted triggerer rebuilds the trigger from its
   kwargs, so it starts there again: nothing is lost, lines already shown may be shown again
   (after a "Streaming logs ... from" line that says where it restarted).
+- ``release_at``: no event before this UNIX time, the deferral's plus ``[aip] deferral_hold``
+  (:mod:`airflow_aip.triggers.hold`: Airflow's executor-event race, apache/airflow#67287).
 - ``masked_values``: the secrets the task masked that occur in the job's request (see
   ``airflow_aip.masking``); registered with the triggerer's masker before any line is logged,
   so a job echoing its arguments is masked here as it is in the worker.
@@ -48,6 +50,7 @@ from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
+from airflow_aip.triggers.hold import hold_event
 from airflow_aip.triggers.job_polling import job_poller
 from airflow_aip.triggers.watching import TriggerWait
 
@@ -82,6 +85,8 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     :param masked_values: secrets to mask in everything this trigger logs.
     :param queued_limit: seconds the job may stay QUEUED before a ``queued`` event (a capacity
         ladder's rung: the task then cancels it and tries the next rung); None: no limit.
+    :param release_at: UNIX time before which the event is held (None: at once); see
+        :mod:`airflow_aip.triggers.hold`.
     """
 
     project_id: str  # always resolved: the task resolves it before deferring
@@ -105,6 +110,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE,
         masked_values: Sequence[str] = (),
         queued_limit: float | None = None,
+        release_at: float | None = None,
     ) -> None:
         super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
         self.job_id = job_id
@@ -123,6 +129,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         self.max_log_lines_per_minute = max_log_lines_per_minute
         self.masked_values = list(masked_values)
         self.queued_limit = queued_limit
+        self.release_at = release_at
 
     @classmethod
     def for_task(
@@ -138,6 +145,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         log_cursor: dict[str, Any] | None = None,
         region: str | None = None,
         queued_limit: float | None = None,
+        release_at: float | None = None,
     ) -> TrainingJobTrigger:
         """The trigger a waiting task defers to: its job API and its wait settings, handed on whole.
 
@@ -157,6 +165,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             log_cursor=log_cursor,
             max_log_lines_per_minute=task.max_log_lines_per_minute,
             masked_values=masked_values,
+            release_at=release_at,
         )
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
@@ -179,6 +188,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
                 "max_log_lines_per_minute": self.max_log_lines_per_minute,
                 "masked_values": self.masked_values,
                 "queued_limit": self.queued_limit,
+                "release_at": self.release_at,
             },
         )
 
@@ -214,6 +224,7 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
                 "state": wait.state.state.value,
                 "summary": None,
             }
+        await hold_event(self.release_at, self.log, f"Training job {self.job_id}")
         yield trigger_event(event)
 
     def _log_stream(self, job: Mapping[str, Any]) -> LogStream:

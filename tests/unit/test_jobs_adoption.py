@@ -14,8 +14,10 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs import (
     CLOCK_SKEW,
     RUN_ID_LABEL,
+    TRY_LABEL,
     Action,
     Owner,
+    Tries,
     airflow_labels,
     decide_adoption,
     spec_differences,
@@ -58,7 +60,8 @@ def neutral(body: dict[str, Any]) -> dict[str, Any]:
 
 def decide(job: dict[str, Any], if_exists: str = "adopt", first_sent: float | None = None, **kw: Any) -> Any:
     body = neutral(kw.get("body") or requested())
-    return decide_adoption(body, view_from_ml(job), if_exists=if_exists, first_sent=first_sent)
+    view = view_from_ml(job)
+    return decide_adoption(body, view, if_exists=if_exists, first_sent=first_sent, tries=kw.get("tries"))
 
 
 def differences(body: dict[str, Any], job: dict[str, Any]) -> list[str]:
@@ -170,3 +173,69 @@ def test_if_exists_must_be_known() -> None:
     with pytest.raises(ValidationError) as err:
         decide(existing(), "replace")
     assert err.value.field == "if_exists"
+
+
+# -- a retry resumes, a user's clear asks for a new run ----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("try_number", "max_tries", "retries", "first", "cleared"),
+    [
+        (1, 2, 2, 1, False),  # the task instance's first try
+        (2, 2, 2, 1, False),  # a retry
+        (3, 2, 2, 1, False),  # the last retry
+        (4, 5, 2, 4, True),  # cleared after try 3: max_tries = 3 + 2, the next try is 4
+        (5, 5, 2, 4, False),  # a retry after that clear
+        (2, 1, 0, 2, True),  # retries=0, cleared after try 1
+        (2, 0, 0, 1, False),  # a running task cleared: restarted, max_tries untouched: a retry
+    ],
+)
+def test_tries_read_a_clear_from_airflows_try_numbers(
+    try_number: int, max_tries: int, retries: int, first: int, cleared: bool
+) -> None:
+    tries = Tries.of(try_number, max_tries, retries)
+    assert (tries.first, tries.cleared) == (first, cleared)
+
+
+def made_by_try(state: str, try_number: int | None) -> dict[str, Any]:
+    labels = {**requested()["labels"]}
+    if try_number is not None:
+        labels[TRY_LABEL] = str(try_number)
+    return existing(state, labels=labels)
+
+
+@pytest.mark.parametrize("state", ["SUCCEEDED", "FAILED", "CANCELLED"])
+def test_after_a_clear_a_job_that_ended_before_it_is_trained_anew(state: str) -> None:
+    cleared = Tries.of(4, 5, 2)  # first try since the clear: 4
+    decision = decide(made_by_try(state, 3), tries=cleared)
+    assert (decision.action, decision.owner) == (Action.NEXT_ATTEMPT, Owner.BEFORE_CLEAR)
+    assert "made by a try before this task instance was cleared: next attempt" in decision.describe(
+        "j", state
+    )
+    # "always_adopt" restores adopting it (a SUCCEEDED job is waited on again, nothing retrains)
+    expected = Action.ADOPT if state == "SUCCEEDED" else Action.NEXT_ATTEMPT
+    assert decide(made_by_try(state, 3), "always_adopt", tries=cleared).action is expected
+    assert decide(made_by_try(state, 3), "fail", tries=cleared).action is Action.FAIL_EXISTS
+
+
+@pytest.mark.parametrize("state", ["QUEUED", "PENDING", "RUNNING"])
+def test_after_a_clear_a_job_still_running_is_adopted(state: str) -> None:
+    decision = decide(made_by_try(state, 3), tries=Tries.of(4, 5, 2))
+    assert (decision.action, decision.owner) == (Action.ADOPT, Owner.EARLIER_TRY)
+
+
+def test_a_retry_after_a_clear_adopts_the_job_made_since_the_clear() -> None:
+    retry = Tries.of(5, 5, 2)  # the clear's first try was 4; this is its retry
+    assert decide(made_by_try("SUCCEEDED", 4), tries=retry).action is Action.ADOPT
+    assert decide(made_by_try("SUCCEEDED", 3), tries=retry).action is Action.NEXT_ATTEMPT
+
+
+@pytest.mark.parametrize("try_number", [None, 1])
+def test_a_retry_adopts_a_succeeded_job_as_before(try_number: int | None) -> None:
+    """No clear, or a job without a try label (an older provider made it): the retry rule."""
+    assert decide(made_by_try("SUCCEEDED", try_number), tries=Tries.of(2, 2, 2)).action is Action.ADOPT
+    assert decide(made_by_try("SUCCEEDED", None), tries=Tries.of(4, 5, 2)).action is Action.ADOPT
+
+
+def test_the_try_label_is_never_a_spec_difference() -> None:
+    assert differences(requested(), made_by_try("RUNNING", 7)) == []

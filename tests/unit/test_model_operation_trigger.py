@@ -15,12 +15,13 @@ def test_the_trigger_serializes_every_argument_and_rebuilds_the_same() -> None:
         impersonation_chain=["a@p.iam.gserviceaccount.com"],
         poll_interval=3.0,
         end_time=1_800_000_000.0,
+        release_at=1_799_999_000.0,
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == CLASSPATH
     rebuilt = ModelOperationTrigger(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
-    assert set(kwargs) == set(ModelOperationTrigger.__init__.__code__.co_varnames[1:9])
+    assert set(kwargs) == set(ModelOperationTrigger.__init__.__code__.co_varnames[1:10])
     # Operations share the triggerer's poller with others of the same API, identity, project, region.
     assert rebuilt.poller_key == trigger.poller_key
     assert trigger.poller_key == (

@@ -152,7 +152,7 @@ def test_an_old_ladder_with_old_placement_arguments_builds_what_it_built_before(
         "vertex",
         layered_input=VERTEX_INPUT,
         named={"region": "us-central1"},
-        labels=airflow_labels("train_dag", "train", RUN_ID, {}, -1),
+        labels=airflow_labels("train_dag", "train", RUN_ID, {}, -1, try_number=1),
         first_id=old.base_id,
         placement={
             "scheduling_strategy": "FLEX_START",

@@ -135,6 +135,7 @@ def test_submit_and_wait_in_worker(api: FakeMlApi, clock: FakeClock) -> None:
         "airflow-dag-id": "train_dag",
         "airflow-task-id": "train",
         "airflow-run-id": "manual__2024-03-09t07-05-01-00-00",
+        "airflow-try-number": "1",
     }
 
 
@@ -387,6 +388,7 @@ def our_labels(**changes: str) -> dict[str, str]:
         "airflow-dag-id": "train_dag",
         "airflow-task-id": "train",
         "airflow-run-id": "manual__2024-03-09t07-05-01-00-00",
+        "airflow-try-number": "1",
         **changes,
     }
 

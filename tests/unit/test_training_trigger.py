@@ -72,6 +72,7 @@ def test_serialize_round_trip() -> None:
         max_log_lines_per_minute=50,
         masked_values=("s3cr3t-value",),
         queued_limit=900.0,
+        release_at=1_690_000_030.0,
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
@@ -95,6 +96,7 @@ def test_serialize_round_trip() -> None:
         "max_log_lines_per_minute": 50,
         "masked_values": ["s3cr3t-value"],
         "queued_limit": 900.0,
+        "release_at": 1_690_000_030.0,
     }
 
 
