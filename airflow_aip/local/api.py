@@ -4,21 +4,26 @@ jobs (:mod:`airflow_aip.local.vertex.api`) and Model Registry ``models``
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
-Google's shape, ``{"error": {"code", "message", "status"}}``: 400 INVALID_ARGUMENT (with a
-``google.rpc.BadRequest`` field violation naming the field), 404 NOT_FOUND, 409 ALREADY_EXISTS,
+Google's shape, ``{"error": {"code", "message", "status"}}``: 400 INVALID_ARGUMENT in each API's
+words with the field's proto (snake_case) path, as Google names it (Vertex AI: ``List of found
+errors:\t1.Field: job_spec.worker_pool_specs[0]...; Message: ...\t``; ml v1: ``Field: ...
+Error: ...``), with a ``google.rpc.BadRequest`` field violation naming the JSON path; 501 UNIMPLEMENTED for a
+method of those APIs this service does not serve (:mod:`.unserved`); 404 NOT_FOUND, 409 ALREADY_EXISTS,
 400 FAILED_PRECONDITION for cancelling a finished job, 413 for bodies over 1 MiB, 429
 RESOURCE_EXHAUSTED for a create the region's capacity model refuses (:mod:`.capacity`), whose
 state ``/_capacity`` shows (and, with ``--fault-admin``, changes: :mod:`.capacity_admin`).
+``/logs/viewer``, where a failed job's message links its logs in Google's form, opens the job's page.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -31,6 +36,7 @@ from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
 from airflow_aip.local.log_entries import list_entries
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
+from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
 from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.models_api import add_model_routes
@@ -112,14 +118,47 @@ def create_app(service: TrainingService) -> FastAPI:
     return app
 
 
+_CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
+
+
+def proto_path(field: str) -> str:
+    """A JSON field path as Google's messages name it, in proto field names:
+    ``jobSpec.workerPoolSpecs[0].machineSpec`` -> ``job_spec.worker_pool_specs[0].machine_spec``."""
+    return _CAMEL_HUMP.sub(lambda hump: "_" + hump.group(1).lower(), field)
+
+
+def invalid_argument_message(path: str, field: str, rule: str) -> str:
+    """A 400's message in the words of the API the request went to.
+
+    Vertex AI (any ``.../locations/...`` path): ``List of found errors:\t1.Field:
+    job_spec.worker_pool_specs[0].machine_spec.machine_type; Message: ...\t`` [O a gRPC error's
+    details and the SDK's InvalidArgument, both quoted in public code]. ml v1 (AI Platform
+    Training) and logging: ``Field: training_input.scale_tier Error: ...``.
+    """
+    if "/locations/" in path:
+        return f"List of found errors:\t1.Field: {field}; Message: {rule}\t"
+    return f"Field: {field} Error: {rule}"
+
+
+def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    """Starlette's own errors; no route for one of Google's methods (we do not serve it) is a 501."""
+    method = google_method(request.method, request.url.path) if exc.status_code in (404, 405) else None
+    if method is not None:
+        return google_error(501, unimplemented_message(method), "UNIMPLEMENTED")
+    return google_error(exc.status_code, str(exc.detail))
+
+
 def _add_error_envelope(app: FastAPI) -> None:
     """Every error as Google's APIs send it (``code``, ``message``, ``status``), 400s naming the field."""
 
     @app.exception_handler(ValidationError)
-    async def invalid(_: Request, exc: ValidationError) -> JSONResponse:
+    async def invalid(request: Request, exc: ValidationError) -> JSONResponse:
+        # [U] unverified: whether Google sends BadRequest details, and in which path form: here the
+        # request's JSON path, as the client sent the field; the message has the proto path.
         violation = {"field": exc.field, "description": exc.rule}
         details = [{"@type": "type.googleapis.com/google.rpc.BadRequest", "fieldViolations": [violation]}]
-        return google_error(400, f"Field: {exc.field} Error: {exc.rule}", details=details)
+        message = invalid_argument_message(request.url.path, proto_path(exc.field), exc.rule)
+        return google_error(400, message, "INVALID_ARGUMENT", details=details)
 
     @app.exception_handler(JobNotFoundError)
     async def not_found(_: Request, exc: JobNotFoundError) -> JSONResponse:
@@ -138,8 +177,8 @@ def _add_error_envelope(app: FastAPI) -> None:
         return google_error(429, str(exc), "RESOURCE_EXHAUSTED")
 
     @app.exception_handler(StarletteHTTPException)
-    async def http_error(_: Request, exc: StarletteHTTPException) -> JSONResponse:
-        return google_error(exc.status_code, str(exc.detail))
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return _http_error(request, exc)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
@@ -192,6 +231,19 @@ def _add_logging_routes(app: FastAPI, service: TrainingService) -> None:
         return await run_in_threadpool(list_entries, service.store, body)
 
 
+def _logs_page(service: TrainingService, project: str, resource: str) -> str | None:
+    """The console page of the job a Google logs link names (``resource=ml_job/job_id/<id>``)."""
+    kind, _, job_id = resource.removeprefix("ml_job/").partition("/")
+    if kind != "job_id" or not job_id:
+        return None
+    try:
+        job = service.store.get(project, job_id)
+    except (JobNotFoundError, ValidationError):
+        return None
+    resource_name = (job.get("resource") or {}).get("name") or f"projects/{project}/jobs/{job_id}"
+    return f"{console.PREFIX.rstrip('/')}/{resource_name}"
+
+
 def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
     """``/console/{resource name}``: a job's page (what a job link opens locally); ``/console/``: all.
 
@@ -199,6 +251,16 @@ def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
     catch-all knows jobs only.
     """
     registry = registry_of(service)
+
+    @app.get("/logs/viewer", response_model=None)
+    async def logs_viewer(request: Request) -> HTMLResponse | RedirectResponse:
+        """Where a failed job's message sends the reader, as Google's links to its Logs Explorer."""
+        query = request.query_params
+        resource = query.get("resource", "")
+        page = await run_in_threadpool(_logs_page, service, query.get("project", ""), resource)
+        if page is None:
+            return HTMLResponse(console.render_missing(resource), status_code=404)
+        return RedirectResponse(page, status_code=307)
 
     @app.get("/console/projects/{project}/locations/{location}/models/{model}", response_class=HTMLResponse)
     async def model_page(project: str, location: str, model: str) -> HTMLResponse:

@@ -63,6 +63,12 @@ def build_parser() -> argparse.ArgumentParser:
         "plus its own packages, as in the container; host: the service's own Python and packages",
     )
     serve.add_argument(
+        "--allow-python-mismatch",
+        action="store_true",
+        help="run a job whose image's Python this machine lacks on the service's Python (the job's log "
+        "says so) instead of failing it",
+    )
+    serve.add_argument(
         "--offline",
         action="store_true",
         help="install job packages from the local cache only, never an index",
@@ -166,6 +172,7 @@ def serve(args: argparse.Namespace) -> int:
         gcs = FakeGcsServer(data_dir / "gcs", host=args.host, port=args.gcs_port or None).start()
         storage_url = gcs.url
     proxy = None
+    endpoint = f"http://{args.host}:{port}/"
     try:
         # The service reads staged packages from fake-gcs-server directly: faults are for clients.
         config = ServiceConfig(
@@ -177,10 +184,11 @@ def serve(args: argparse.Namespace) -> int:
             capacity=capacity_settings(args),
             capacity_admin=args.fault_admin,
             model_upload_seconds=args.model_upload_seconds,
+            public_url=endpoint,
+            allow_python_mismatch=args.allow_python_mismatch,
         )
         service = TrainingService(config).start()
         try:
-            endpoint = f"http://{args.host}:{port}/"
             app: Any = create_app(service)
             client_storage_url = storage_url
             if args.fault_rate or args.fault_admin:

@@ -71,6 +71,8 @@ class ServiceConfig:
     capacity: CapacitySettings = field(default_factory=CapacitySettings)  # --quota...: local/capacity.py
     capacity_admin: bool = False  # --fault-admin: POST/DELETE /_capacity allowed
     model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
+    public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
+    allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -101,10 +103,16 @@ class TrainingService:
             raise DataDirBusyError(f"{config.data_dir} is already served by another aip-local") from exc
         self.store = JobStore(config.data_dir)
         self.envs = EnvironmentCache(
-            config.data_dir / "envs", config.python, offline=config.offline, runtime=config.runtime
+            config.data_dir / "envs",
+            config.python,
+            offline=config.offline,
+            runtime=config.runtime,
+            allow_python_mismatch=config.allow_python_mismatch,
         )
         self.capacity = RegionCapacity(config.capacity)
-        self.settings = ExecutionSettings(config.storage_url, config.poll_interval, self.capacity)
+        self.settings = ExecutionSettings(
+            config.storage_url, config.poll_interval, self.capacity, public_url=config.public_url
+        )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
         self._quota = QuotaGate(self.capacity, self.store)

@@ -63,8 +63,10 @@ def test_a_pairing_google_refuses_is_a_400_at_create(
     job = sdk.CustomJob(display_name="bad-machine", worker_pool_specs=_gpu_pools(staged_trainer, machine))
     with pytest.raises(exceptions.BadRequest) as caught:
         job.submit()
-    assert "workerPoolSpecs[0].machineSpec" in caught.value.message
-    assert field in caught.value.message
+    assert (
+        "List of found errors:\t1.Field: job_spec.worker_pool_specs[0].machine_spec" in caught.value.message
+    )
+    assert field.replace("machineType", "machine_type") in caught.value.message
 
 
 def test_a_t4_job_is_taken_and_runs_on_the_cpu_saying_so(

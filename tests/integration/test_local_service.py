@@ -82,7 +82,7 @@ def test_job_succeeds_with_the_environment_the_real_service_sets(
     assert [e["timestamp"] for e in entries] == sorted(e["timestamp"] for e in entries)
 
 
-def test_failed_job_reports_exit_code_and_stderr_tail(
+def test_failed_job_reports_exit_code_and_links_its_logs_as_google_does(
     local_service: LocalService, staged_trainer: StagedTrainer, project: str
 ) -> None:
     ml = local_service.ml()
@@ -91,8 +91,20 @@ def test_failed_job_reports_exit_code_and_stderr_tail(
     job = wait_for_state(ml, f"projects/{project}/jobs/bad_job", TERMINAL)
 
     assert job["state"] == "FAILED"
-    assert "non-zero status of 3" in job["errorMessage"]
-    assert "ValueError: the training data is empty" in job["errorMessage"]
+    message = job["errorMessage"]
+    assert message.startswith("The replica master 0 exited with a non-zero status of 3. To find out more")
+    assert "ValueError: the training data is empty" not in message  # no traceback: stderr is in the log
+    link = message.rsplit("please check the logs: ", 1)[1]
+    assert link.endswith(
+        f"/logs/viewer?project={project}&resource=ml_job%2Fjob_id%2Fbad_job&advancedFilter="
+        "resource.type%3D%22ml_job%22%0Aresource.labels.job_id%3D%22bad_job%22"
+    )
+    opened = httpx.get(link, follow_redirects=True)
+    assert opened.status_code == 200
+    assert "bad_job" in opened.text  # the job's console page
+    entries = log_entries(local_service.url, project, "bad_job")
+    lines = {(e["resource"]["labels"]["task_name"], e["textPayload"]) for e in entries}
+    assert ("master-replica-0", "ValueError: the training data is empty") in lines
     assert "endTime" in job
 
 
@@ -151,7 +163,7 @@ def test_create_errors_match_google(
     assert (duplicate.value.resp.status, _error(duplicate.value)["status"]) == (409, "ALREADY_EXISTS")
     assert (missing.value.resp.status, _error(missing.value)["status"]) == (404, "NOT_FOUND")
     assert (bad_id.value.resp.status, _error(bad_id.value)["status"]) == (400, "INVALID_ARGUMENT")
-    assert "jobId" in _error(bad_id.value)["message"]
+    assert _error(bad_id.value)["message"].startswith("Field: job_id Error: ")  # AI Platform's words
     assert image.value.resp.status == 400
     assert "container" in _error(image.value)["message"]
 
@@ -210,7 +222,8 @@ def test_second_job_with_the_same_packages_reuses_the_environment(
     cold_pip = [line for line in service_lines("cold") if "installed " in line]
     assert len(cold_pip) == 1, cold_pip
     assert "aip-test-trainer==0.2." in cold_pip[0]
-    assert "google-cloud-storage==" in cold_pip[0]  # declared, so installed into the job's own environment
+    # declared, but the image ships it (jobs.vertex.image_packages): satisfied, not installed again
+    assert "google-cloud-storage==" not in cold_pip[0]
     all_cold = [e["textPayload"] for e in log_entries(local_service.url, project, "cold", "")]
     assert not any("Requirement already satisfied" in line for line in all_cold)
     service_log = (local_service.data_dir.parent / f"aip-local-{local_service.port}.log").read_text()

@@ -106,10 +106,10 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
     tasks = {e["resource"]["labels"]["task_name"] for e in entries}
     assert "workerpool0-0" in tasks
     assert {e["resource"]["type"] for e in entries} == {"ml_job"}
-    assert any("executorImageUri" in e["textPayload"] and "isolated" in e["textPayload"] for e in entries)
+    assert any("in an isolated environment" in e["textPayload"] for e in entries)
 
 
-def test_failed_job_names_replica_status_and_stderr(
+def test_failed_job_names_replica_status_and_links_its_logs(
     jobs: Any, staged_trainer: StagedTrainer, project: str
 ) -> None:
     body = {"displayName": "bad", "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "fail", [])]}}
@@ -117,8 +117,11 @@ def test_failed_job_names_replica_status_and_stderr(
     job = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
     assert job["state"] == "JOB_STATE_FAILED"
     assert job["error"]["code"] == 3
-    assert job["error"]["message"].startswith("The replica workerpool0-0 exited with a non-zero status of 3.")
-    assert "the training data is empty" in job["error"]["message"]
+    assert job["error"]["message"].startswith(
+        "The replica workerpool0-0 exited with a non-zero status of 3. "
+        "To find out more about why your job exited please check the logs: "
+    )
+    assert "the training data is empty" not in job["error"]["message"]  # no traceback: in the log only
 
 
 def test_cancel_then_delete_and_the_preconditions(

@@ -55,7 +55,7 @@ def test_enum_numbers_match_the_sdk_protos_and_the_discovery_document() -> None:
         "europe-docker.pkg.dev/vertex-ai/training/pytorch-gpu.2-4.py310:latest",
         "asia-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-0:latest",
         "us-docker.pkg.dev/vertex-ai/training/pytorch-xla.2-4.py310:latest",
-        "gcr.io/cloud-aiplatform/training/tf-cpu.2-2:latest",
+        "gcr.io/cloud-aiplatform/training/xgboost-cpu.1-1:latest",
     ],
 )
 def test_prebuilt_training_images_are_accepted(uri: str) -> None:

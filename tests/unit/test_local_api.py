@@ -64,7 +64,8 @@ def test_cancel_a_queued_job_then_cancel_again(client: TestClient) -> None:
     [
         ("GET", f"{JOBS}/nope", None, 404, "NOT_FOUND"),
         ("POST", f"{JOBS}/nope:cancel", {}, 404, "NOT_FOUND"),
-        ("GET", "/v1/projects/proj/models", None, 404, "NOT_FOUND"),
+        ("GET", "/v1/projects/proj/models", None, 501, "UNIMPLEMENTED"),  # ml v1 has it; we do not serve it
+        ("GET", "/v1/projects/proj/nothing", None, 404, "NOT_FOUND"),  # no API has it
         ("POST", JOBS, {"jobId": "x", "state": "SUCCEEDED"}, 400, "INVALID_ARGUMENT"),
         ("POST", JOBS, {"jobId": "x"}, 400, "INVALID_ARGUMENT"),
         ("POST", JOBS, [1, 2], 400, "INVALID_ARGUMENT"),
@@ -91,6 +92,10 @@ def test_validation_errors_name_the_field(client: TestClient) -> None:
     violation = error["details"][0]["fieldViolations"][0]
     assert violation["field"] == "trainingInput.scheduling.maxWaitTime"
     assert "1800" in violation["description"]
+    assert (
+        error["message"]
+        == f"Field: training_input.scheduling.max_wait_time Error: {violation['description']}"
+    )
 
 
 def test_duplicate_is_409_and_keeps_the_first(client: TestClient) -> None:

@@ -5,7 +5,13 @@ from __future__ import annotations
 import pytest
 
 from airflow_aip.local.executor.plans import ml_plan
-from airflow_aip.local.executor.runner import AttemptOutcome, expand_env_value, output_dirs, snake_case_keys
+from airflow_aip.local.executor.runner import (
+    AttemptOutcome,
+    expand_env_value,
+    logs_url,
+    output_dirs,
+    snake_case_keys,
+)
 
 
 @pytest.mark.parametrize(
@@ -46,11 +52,24 @@ def test_tf_config_job_uses_proto_field_names() -> None:
     }
 
 
-def test_error_message_names_replica_status_and_stderr() -> None:
-    failed = AttemptOutcome(3, "worker-replica-1", "Traceback...\nValueError: bad")
+def test_error_message_names_replica_status_traceback_and_logs_as_google_does() -> None:
+    link = logs_url("http://127.0.0.1:9/", "123", "456")
+    stderr = "a warning on stderr\nTraceback (most recent call last):\n  File x\nValueError: bad"
+    failed = AttemptOutcome(3, "workerpool0-0", stderr, link)
+    quiet = AttemptOutcome(1, "worker-replica-1", "just a warning", link)
     killed = AttemptOutcome(-9, "master-replica-0", "")
+    assert link == (
+        "http://127.0.0.1:9/logs/viewer?project=123&resource=ml_job%2Fjob_id%2F456&advancedFilter="
+        "resource.type%3D%22ml_job%22%0Aresource.labels.job_id%3D%22456%22"
+    )
     assert failed.error_message() == (
-        "The replica worker 1 exited with a non-zero status of 3.\nTraceback...\nValueError: bad"
+        "The replica workerpool0-0 exited with a non-zero status of 3. Termination reason: Error. \n"
+        "Traceback (most recent call last):\n  File x\nValueError: bad\n\n"
+        f"To find out more about why your job exited please check the logs: {link}"
+    )
+    assert quiet.error_message() == (  # stderr without a traceback stays in the log only
+        "The replica worker 1 exited with a non-zero status of 1. "
+        f"To find out more about why your job exited please check the logs: {link}"
     )
     assert killed.error_message() == "The replica master 0 was terminated by signal 9."
     assert not failed.succeeded

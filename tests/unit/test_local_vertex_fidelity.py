@@ -16,9 +16,9 @@ import pytest
 from fastapi.testclient import TestClient
 
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
+from airflow_aip.local.executor.plans import trial_job_id
 from airflow_aip.local.service import TrainingService
 from airflow_aip.local.store import project_number
-from airflow_aip.local.vertex.render import trial_job_id
 
 PARENT = "/v1/projects/proj/locations/us-central1"
 CUSTOM = f"{PARENT}/customJobs"

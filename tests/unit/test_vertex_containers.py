@@ -12,19 +12,19 @@ US = "us-docker.pkg.dev/vertex-ai/training/"
 
 
 @pytest.mark.parametrize(
-    ("image", "framework", "python", "device", "requirements"),
+    ("image", "framework", "python", "device", "first"),
     [
-        ("sklearn-cpu.1-6", "scikit-learn", "3.10", "cpu", ("scikit-learn==1.6.*",)),
-        ("sklearn-cpu.1-0", "scikit-learn", "3.7", "cpu", ("scikit-learn==1.0.*", "numpy<2")),
-        ("tf-cpu.2-15.py310", "tensorflow", "3.10", "cpu", ("tensorflow-cpu==2.15.*", "numpy<2")),
-        ("tf-gpu.2-17.py310", "tensorflow", "3.10", "gpu", ("tensorflow-cpu==2.17.*", "numpy<2")),
-        ("pytorch-gpu.2-4.py310", "pytorch", "3.10", "gpu", ("torch==2.4.*",)),
+        ("sklearn-cpu.1-6", "scikit-learn", "3.10", "cpu", ("numpy==1.26.4", "pandas==2.2.3")),
+        ("sklearn-cpu.1-0", "scikit-learn", "3.7", "cpu", ("scikit-learn==1.0", "numpy==1.19.5")),
+        ("tf-cpu.2-15.py310", "tensorflow", "3.10", "cpu", ("tensorflow==2.15.*", "numpy<2")),
+        ("tf-gpu.2-17.py310", "tensorflow", "3.10", "gpu", ("tensorflow==2.17.*", "numpy<2")),
+        ("pytorch-gpu.2-4.py310", "pytorch", "3.10", "gpu", ("torch==2.4.*", "pandas==2.2.3")),
         ("pytorch-gpu.2-2.py311", "pytorch", "3.11", "gpu", ("torch==2.2.*", "numpy<2")),
-        ("xgboost-cpu.2-1", "xgboost", "3.10", "cpu", ("xgboost==2.1.*",)),
+        ("xgboost-cpu.2-1", "xgboost", "3.10", "cpu", ("xgboost==2.1.*", "google-cloud-storage")),
     ],
 )
-def test_an_image_names_its_python_and_framework(
-    image: str, framework: str, python: str, device: str, requirements: tuple[str, ...]
+def test_an_image_names_its_python_framework_and_what_it_ships(
+    image: str, framework: str, python: str, device: str, first: tuple[str, ...]
 ) -> None:
     runtime = runtime_of(f"{US}{image}:latest")
     assert (runtime.image, runtime.framework, runtime.python, runtime.device) == (
@@ -33,7 +33,9 @@ def test_an_image_names_its_python_and_framework(
         python,
         device,
     )
-    assert runtime.requirements == requirements
+    assert runtime.requirements[: len(first)] == first
+    assert {"cloudml-hypertune"} <= set(runtime.requirements)
+    assert any(r.startswith("google-cloud-storage") for r in runtime.requirements)
     assert runtime.accelerated is (device == "gpu")
 
 

@@ -301,7 +301,10 @@ def test_the_emulator_answers_a_refused_pairing_with_a_400_naming_the_field(tmp_
         service.stop()
     error = response.json()["error"]
     assert (response.status_code, error["status"]) == (400, "INVALID_ARGUMENT")
-    assert "jobSpec.workerPoolSpecs[0].machineSpec.acceleratorType" in error["message"]
+    field = "job_spec.worker_pool_specs[0].machine_spec.accelerator_type"
+    assert error["message"].startswith(
+        f"List of found errors:\t1.Field: {field}; Message: "
+    )  # Google's words
     assert (
         'Accelerator "NVIDIA_TESLA_A100" is not supported for machine type "n1-standard-4"'
         in error["message"]

@@ -2,19 +2,25 @@
 
 On Vertex AI the trainer package is pip-installed into the pre-built container its
 ``executorImageUri`` names: that image's Python and framework, and nothing of ours. Each job here
-gets the same (the *isolated* runtime, the default): a fresh virtual environment on the image's
-Python minor version (:mod:`.interpreters`), the image's framework at its version
-(:mod:`airflow_aip.jobs.vertex.containers`), then the job's packages on top, both installed by
-uv from the package registries (``offline``: from uv's cache only). A trainer that imports a
-package it never declared fails here as it would on Vertex, with ``ModuleNotFoundError``.
+gets the same (the *isolated* runtime, the default): a virtual environment on the image's
+Python minor version (:mod:`.interpreters`; missing, the job fails unless the service allows the
+mismatch), holding what the image ships: its framework and the Google and data libraries
+(:mod:`airflow_aip.jobs.vertex.image_packages`), then the job's packages on top, both installed
+by uv from the package registries (``offline``: from uv's cache only). An ml v1 job gets its
+runtime version's packages the same way. A trainer that imports what its image ships but never
+declared (``google.cloud.storage``) runs, as on Google; one that imports what no image ships
+fails here as it would there, with ``ModuleNotFoundError``.
 
 The *host* runtime (``aip-local serve --runtime host``) is the old, lenient one: a venv whose
 ``.pth`` adds the service's own site-packages, for machines with no package index at all.
 
 Environments are keyed by the sha256 of what goes in (the runtime, the Python, the package files
-in order), so a second job with the same packages starts at once. A file lock per key makes
-concurrent jobs wait for one build; a ``ready.json`` written last marks a complete environment,
-so a build interrupted by a crash is discarded and redone.
+in order), so a second job with the same packages starts at once. The image's own layer is kept
+by the same kind of key in a cache shared by every service of this user, as uv's cache is
+(``~/.cache/aip-local/images``, or ``$AIP_LOCAL_IMAGE_CACHE``): built once per machine, not once
+per data directory, and hard-linked into each job's (:mod:`.builders`). A file lock per key
+makes concurrent jobs wait for one build; a ``ready.json`` written last marks a complete
+environment, so a build interrupted by a crash is discarded and redone.
 """
 
 from __future__ import annotations
@@ -22,16 +28,24 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import os
 import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.vertex.containers import Runtime
+from airflow_aip.jobs.vertex.containers import Runtime, ml_runtime_of
 from airflow_aip.local.clock import rfc3339
-from airflow_aip.local.executor.builders import PreparationError, build_host, build_isolated, runtime_python
+from airflow_aip.local.executor.builders import (
+    PreparationError,
+    build_host,
+    build_image,
+    build_isolated,
+    runtime_python,
+)
 from airflow_aip.local.executor.processes import LineSink
 from airflow_aip.local.store import safe_child
 from airflow_aip.packaging import sha256_file
@@ -39,6 +53,7 @@ from airflow_aip.uris import parse_gcs_uri
 
 READY_FILE = "ready.json"
 RUNTIMES = ("isolated", "host")
+IMAGE_CACHE_VARIABLE = "AIP_LOCAL_IMAGE_CACHE"
 __all__ = [
     "READY_FILE",
     "RUNTIMES",
@@ -98,11 +113,44 @@ def download_packages(uris: Sequence[str], dest: Path, storage_url: str | None) 
     return paths
 
 
+@contextmanager
+def _locked(lock_path: Path) -> Iterator[None]:
+    with lock_path.open("a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def default_image_cache() -> Path:
+    """Where images' layers are kept: ``$AIP_LOCAL_IMAGE_CACHE``, else under the user's cache."""
+    chosen = os.environ.get(IMAGE_CACHE_VARIABLE)
+    if chosen:
+        return Path(chosen)
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "aip-local" / "images"
+
+
+def _digest(identity: object) -> str:
+    return hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+
+
 class EnvironmentCache:
-    """Environments under ``root``, one directory per key; ``runtime`` is ``isolated`` or ``host``."""
+    """Environments under ``root``, one directory per key; ``runtime`` is ``isolated`` or ``host``.
+
+    ``allow_python_mismatch`` (``aip-local serve --allow-python-mismatch``) runs a job whose image's
+    Python this machine lacks on the service's, instead of failing it.
+    """
 
     def __init__(
-        self, root: Path, python: str = sys.executable, *, offline: bool = False, runtime: str = "isolated"
+        self,
+        root: Path,
+        python: str = sys.executable,
+        *,
+        offline: bool = False,
+        runtime: str = "isolated",
+        allow_python_mismatch: bool = False,
+        image_cache: Path | None = None,
     ) -> None:
         if runtime not in RUNTIMES:
             raise ValueError(f"runtime must be one of {', '.join(RUNTIMES)}, got {runtime!r}")
@@ -110,6 +158,8 @@ class EnvironmentCache:
         self.python = python
         self.offline = offline
         self.runtime = runtime
+        self.allow_python_mismatch = allow_python_mismatch
+        self.image_cache = image_cache or default_image_cache()
         self.root.mkdir(parents=True, exist_ok=True)
 
     def key_for(self, digests: Sequence[str], python: Path, requirements: Sequence[str] = ()) -> str:
@@ -118,8 +168,50 @@ class EnvironmentCache:
             "runtime": self.runtime,
             "requirements": list(requirements),
         }
-        payload = json.dumps({"runtime": identity, "packages": list(digests), "offline": self.offline})
-        return hashlib.sha256(payload.encode()).hexdigest()[:32]
+        return _digest({"runtime": identity, "packages": list(digests), "offline": self.offline})
+
+    def _image(
+        self, python: Path, requirements: Sequence[str], log: LineSink, should_stop: Callable[[], bool]
+    ) -> Path:
+        """The image's layer (its Python and what it ships), built once and kept for every job."""
+        identity = {
+            "python": str(python.resolve()),
+            "requirements": list(requirements),
+            "offline": self.offline,
+        }
+        key = _digest(identity)
+        images = self.image_cache
+        images.mkdir(parents=True, exist_ok=True)
+        path = images / key
+        with _locked(images / f"{key}.lock"):
+            if not (path / READY_FILE).exists():
+                if path.exists():
+                    shutil.rmtree(path)  # an earlier build that never finished
+                build_image(path, python, requirements, log, should_stop, offline=self.offline)
+                ready = {"created": rfc3339(), "python": str(python), "requirements": list(requirements)}
+                (path / READY_FILE).write_text(json.dumps(ready, indent=1))
+        return path
+
+    def _runtime(self, runtime: Runtime | None) -> tuple[Path, tuple[str, ...], list[str]]:
+        """The interpreter, what the image ships, and the log's notes for ``runtime``."""
+        if self.runtime == "host":
+            notes = []
+            if runtime is not None:
+                notes.append(
+                    f"executorImageUri {runtime.image} ({runtime.describe()}) is not reproduced: "
+                    "aip-local serve --runtime host runs packages on the service's own Python and packages"
+                )
+            return Path(self.python), (), notes
+        if runtime is None:  # an ml v1 job whose plan names no runtime version
+            runtime = ml_runtime_of(None)
+            libraries = ", ".join(runtime.requirements)
+            notes = [
+                "trainingInput.runtimeVersion is not reproduced: the job runs on the service's Python with "
+                f"AI Platform's Google and data libraries ({libraries}; {runtime.source})"
+            ]
+            return Path(self.python), runtime.requirements, notes
+        python, notes = runtime_python(runtime, Path(self.python), allow_mismatch=self.allow_python_mismatch)
+        return python, runtime.requirements, notes
 
     def prepare(
         self,
@@ -128,38 +220,23 @@ class EnvironmentCache:
         should_stop: Callable[[], bool],
         runtime: Runtime | None = None,
     ) -> Environment:
-        """The environment for ``packages`` on ``runtime`` (None: the service's Python, no framework)."""
-        notes: list[str] = []
-        if self.runtime == "host":
-            python, requirements = Path(self.python), tuple[str, ...]()
-            if runtime is not None:
-                notes.append(
-                    f"executorImageUri {runtime.image} ({runtime.describe()}) is not reproduced: "
-                    "aip-local serve --runtime host runs packages on the service's own Python and packages"
-                )
-        else:
-            python, notes = runtime_python(runtime, Path(self.python))
-            requirements = runtime.requirements if runtime is not None else ()
+        """The environment for ``packages`` on ``runtime`` (None: an ml v1 job's, on the service's Python)."""
+        python, requirements, notes = self._runtime(runtime)
         digests = [sha256_file(p) for p in packages]
         key = self.key_for(digests, python, requirements)
         path = self.root / key
-        with (self.root / f"{key}.lock").open("a") as lock:
-            fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                hit = (path / READY_FILE).exists()
-                if not hit:
-                    if path.exists():
-                        shutil.rmtree(path)  # an earlier build that never finished
-                    if self.runtime == "host":
-                        build_host(path, python, packages, log, should_stop, offline=self.offline)
-                    else:
-                        build_isolated(
-                            path, python, requirements, packages, log, should_stop, offline=self.offline
-                        )
-                    ready = {"created": rfc3339(), "packages": [p.name for p in packages], "sha256": digests}
-                    (path / READY_FILE).write_text(
-                        json.dumps(dict(ready, requirements=list(requirements)), indent=1)
-                    )
-                return Environment(key, path, path / "bin" / "python", cache_hit=hit, notes=tuple(notes))
-            finally:
-                fcntl.flock(lock, fcntl.LOCK_UN)
+        with _locked(self.root / f"{key}.lock"):
+            hit = (path / READY_FILE).exists()
+            if not hit:
+                if path.exists():
+                    shutil.rmtree(path)  # an earlier build that never finished
+                if self.runtime == "host":
+                    build_host(path, python, packages, log, should_stop, offline=self.offline)
+                else:
+                    image = self._image(python, requirements, log, should_stop)
+                    build_isolated(path, image, packages, log, should_stop, offline=self.offline)
+                ready = {"created": rfc3339(), "packages": [p.name for p in packages], "sha256": digests}
+                (path / READY_FILE).write_text(
+                    json.dumps(dict(ready, requirements=list(requirements)), indent=1)
+                )
+        return Environment(key, path, path / "bin" / "python", cache_hit=hit, notes=tuple(notes))

@@ -5,7 +5,9 @@ neutral states (ml v1's names) that each API face renders in its own words. The 
 PREPARING (packages fetched and installed) -> RUNNING -> SUCCEEDED or FAILED, or CANCELLING ->
 CANCELLED when the user cancels. When the run limit runs out (ml v1 ``scheduling.maxRunningTime``:
 CANCELLED; Vertex ``scheduling.timeout``: FAILED) the reason goes to errorMessage. A FAILED job's
-errorMessage names the replica, its exit code and the tail of its stderr. Every change is
+errorMessage names the replica and its exit code, carries its Python traceback if it ended with
+one, and links the job's logs, in Google's words (:meth:`.runner.AttemptOutcome.error_message`);
+the rest of its stderr is in the job's log only. Every change is
 persisted at once, so a GET sees it. The region's capacity (:mod:`.provisioning`) may hold a job
 in PENDING (Flex-Start), fail it there (stockout) or restart its replicas (Spot); a tuning job
 meets it again at each trial (:mod:`.trials`).
@@ -33,8 +35,9 @@ from airflow_aip.local.executor.environments import (
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
+from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
-from airflow_aip.local.executor.runner import Attempt, AttemptSpec
+from airflow_aip.local.executor.runner import Attempt, AttemptSpec, logs_url
 from airflow_aip.local.executor.trials import TuningRun
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
@@ -85,6 +88,7 @@ class ExecutionSettings:
     storage_url: str | None
     poll_interval: float = 0.2
     capacity: RegionCapacity | None = None  # quotas, stockouts, Flex-Start, Spot: local/capacity.py
+    public_url: str = ""  # the service's own URL: a failed job's message links its logs there
 
 
 class JobExecution:
@@ -189,7 +193,8 @@ class JobExecution:
     def _prepare(self, plan: ExecutionPlan) -> Environment | None:
         """The job's environment, saying in the log what differs from Vertex; None once the job ended."""
         unmountable = mount_unavailable() if plan.gcs_mount else None
-        for note in (*plan.notes, *([unmountable] if unmountable else [])):
+        shared_tmp = private_tmp_unavailable() if plan.tuning is not None else None
+        for note in (*plan.notes, *(n for n in (unmountable, shared_tmp) if n)):
             self.log.service(note)
         uris = list(plan.package_uris)
         try:
@@ -215,7 +220,9 @@ class JobExecution:
         self, plan: ExecutionPlan, python: Path, trial: str | None, hp: dict[str, str] | None
     ) -> AttemptSpec:
         work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
-        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp)
+        base = self.settings.public_url
+        link = logs_url(base, self.project, self.job_id) if base else ""
+        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp, link)
 
     def _train(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
         attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)

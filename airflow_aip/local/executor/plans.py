@@ -16,6 +16,7 @@ Python (:mod:`.environments`), not in that image.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,6 +45,17 @@ def snake_case_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [snake_case_keys(v) for v in value]
     return value
+
+
+def trial_job_id(job_id: str, trial_id: str) -> str:
+    """The 19-digit ID of a Vertex trial's own CustomJob: a hash of the tuning job's ID and the trial's.
+
+    Unrelated to the tuning job's ID, as on Vertex (code that derives one from the other fails
+    there), and the same on every GET and after a restart, so nothing needs storing. The trial's
+    ``CLOUD_ML_JOB_ID`` and its ``Trial.customJob`` both name it.
+    """
+    digest = hashlib.sha256(f"{job_id}/trials/{trial_id}".encode()).digest()
+    return str(10**18 + int.from_bytes(digest[:8], "big") % (9 * 10**18))
 
 
 @dataclass(frozen=True)
@@ -89,10 +101,19 @@ class ExecutionPlan:
     tuning: Mapping[str, Any] | None = None
     metric_tag: str = DEFAULT_METRIC_TAG
     notes: tuple[str, ...] = field(default=())
+    # Vertex runs each trial as a CustomJob of its own (CLOUD_ML_JOB_ID: :func:`trial_job_id`);
+    # AI Platform's trials ran inside the job and saw its ID.
+    trials_are_jobs: bool = False
 
     @property
     def primary(self) -> PoolPlan:
         return self.pools[0]
+
+    def job_id_of(self, trial_id: str | None) -> str:
+        """``CLOUD_ML_JOB_ID`` of the job, or of one of its trials."""
+        if trial_id and self.trials_are_jobs:
+            return trial_job_id(self.job_id, trial_id)
+        return self.job_id
 
 
 def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
@@ -192,6 +213,7 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
         tuning=tuning,
         metric_tag=tuning["hyperparameterMetricTag"] if tuning else DEFAULT_METRIC_TAG,
         notes=tuple(notes),
+        trials_are_jobs=True,
     )
 
 

@@ -23,7 +23,7 @@ import psutil
 
 # (stream, line): stream is "stdout" or "stderr".
 LineSink = Callable[[str, str], None]
-STDERR_TAIL_LINES = 30
+STDERR_TAIL_LINES = 100  # enough for a deep traceback (a failed job's message carries it)
 
 
 def start_ticks(pid: int) -> int | None:

@@ -4,10 +4,13 @@ Each replica of every pool of the :class:`~.plans.ExecutionPlan` (ml v1's master
 parameter servers and evaluators; Vertex's workerpool0..3) is ``python -m <module> <args>
 [--name=value ...] [--job-dir <jobDir>]`` in a fresh working directory, with the environment
 the service sets: TF_CONFIG and CLUSTER_SPEC (cluster, task incl. trial, job, environment
-"cloud"), CLOUD_ML_JOB_ID, CLOUD_ML_PROJECT_ID, CLOUD_ML_TRIAL_ID and CLOUD_ML_HP_METRIC_FILE for
-trials, STORAGE_EMULATOR_HOST (so the trainer's own Cloud Storage calls reach the emulator),
-AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under the output directory, and
-the pool's own ``env``. A Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`).
+"cloud"), CLOUD_ML_JOB_ID (a Vertex trial's is its own CustomJob's: :func:`.plans.trial_job_id`),
+CLOUD_ML_PROJECT_ID, CLOUD_ML_TRIAL_ID for trials, STORAGE_EMULATOR_HOST (so the trainer's own Cloud
+Storage calls reach the emulator), AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR
+under the output directory, and the pool's own ``env``. Each replica has a private
+``/tmp/hypertune`` and ``TMPDIR`` (:mod:`.private_tmp`): cloudml-hypertune's reports and a direct
+write to ``/tmp/hypertune/output.metrics`` both land where this replica's metrics are read. A
+Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`).
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -24,12 +27,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_aip.local.executor import private_tmp
 from airflow_aip.local.executor.gcs_mount import with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
 
-__all__ = ["Attempt", "AttemptOutcome", "AttemptSpec", "expand_env_value", "output_dirs", "snake_case_keys"]
+__all__ = [
+    "Attempt",
+    "AttemptOutcome",
+    "AttemptSpec",
+    "expand_env_value",
+    "logs_url",
+    "output_dirs",
+    "python_traceback",
+    "snake_case_keys",
+]
 
 # (task name, trial id or None, stream, line)
 ReplicaLog = Callable[[str, str | None, str, str], None]
@@ -85,6 +98,32 @@ class AttemptSpec:
     storage_url: str | None
     trial_id: str | None = None
     hyperparameters: Mapping[str, str] | None = None
+    logs_url: str = ""  # where a failed job's error message sends the reader (:func:`logs_url`)
+
+
+def logs_url(base: str, project: str, job_id: str) -> str:
+    """The job's logs, linked as Google's error messages link them (on this service's host).
+
+    Google's: ``https://console.cloud.google.com/logs/viewer?project=<number>&resource=ml_job%2Fjob_id%2F<id>
+    &advancedFilter=resource.type%3D%22ml_job%22%0Aresource.labels.job_id%3D%22<id>%22`` [O two real
+    jobs' messages, AI Platform 2020 and Vertex AI 2026]. Locally the same path and query, on the
+    local service, which redirects it to the job's page (:mod:`airflow_aip.local.api`).
+    """
+    query = (
+        f"project={project}&resource=ml_job%2Fjob_id%2F{job_id}&advancedFilter="
+        f"resource.type%3D%22ml_job%22%0Aresource.labels.job_id%3D%22{job_id}%22"
+    )
+    return f"{base.rstrip('/')}/logs/viewer?{query}"
+
+
+_TRACEBACK = "Traceback (most recent call last):"
+
+
+def python_traceback(stderr_tail: str) -> str:
+    """The Python traceback that ends the replica's stderr, or ``""``: what Google's message carries of it."""
+    lines = stderr_tail.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith(_TRACEBACK)]
+    return "\n".join(lines[starts[0] :]).rstrip() if starts else ""
 
 
 @dataclass(frozen=True)
@@ -94,15 +133,21 @@ class AttemptOutcome:
     exit_code: int
     task: str
     stderr_tail: str
+    logs_url: str = ""
 
     @property
     def succeeded(self) -> bool:
         return self.exit_code == 0
 
     def error_message(self) -> str:
-        """Like the real service: which replica, which status, then the end of its stderr.
+        """In the real service's words: which replica, which status, its traceback, where its logs are.
 
         AI Platform said "The replica master 0 exited ..."; Vertex says "The replica workerpool0-0 ...".
+        Two real messages [O] show the form: with a Python traceback, "The replica workerpool0-0 exited
+        with a non-zero status of 1. Termination reason: Error. \nTraceback ...\n\nTo find out more
+        about why your job exited please check the logs: <link>"; without one, the status sentence
+        and the link only. The rest of the stderr (warnings, prints) is in the job's log only, never
+        in the message. [U] unverified: the wording for a replica killed by a signal.
         """
         role, legacy, index = self.task.partition("-replica-")
         replica = f"{role} {index}" if legacy else self.task
@@ -110,8 +155,15 @@ class AttemptOutcome:
             status = f"was terminated by signal {-self.exit_code}"
         else:
             status = f"exited with a non-zero status of {self.exit_code}"
-        tail = f"\n{self.stderr_tail}" if self.stderr_tail else ""
-        return f"The replica {replica} {status}.{tail}"
+        traceback = python_traceback(self.stderr_tail)
+        message = f"The replica {replica} {status}."
+        if traceback:
+            message += f" Termination reason: Error. \n{traceback}\n\n"
+        if self.logs_url:
+            message += ("" if traceback else " ") + (
+                f"To find out more about why your job exited please check the logs: {self.logs_url}"
+            )
+        return message.rstrip()
 
 
 class Attempt:
@@ -136,8 +188,12 @@ class Attempt:
 
     @property
     def master_metric_file(self) -> Path:
-        """Where the primary replica's cloudml-hypertune reports go."""
-        return self.spec.work_dir / self.primary / "hypertune" / "output.metrics"
+        """Where the primary replica's metric reports land (cloudml-hypertune's, or written directly)."""
+        return private_tmp.metric_file(self._private_dir(self.primary))
+
+    def _private_dir(self, task_name: str) -> Path:
+        """The replica's own ``/tmp/hypertune`` and temporary directory (beside its work dir, not in it)."""
+        return self.spec.work_dir / "private" / task_name
 
     def _start(
         self,
@@ -164,10 +220,12 @@ class Attempt:
             PYTHONUNBUFFERED="1",
             TF_CONFIG=json.dumps(tf_config),
             CLUSTER_SPEC=json.dumps({"cluster": cluster, "task": task, "job": job, "environment": "cloud"}),
-            CLOUD_ML_JOB_ID=plan.job_id,
+            CLOUD_ML_JOB_ID=plan.job_id_of(spec.trial_id),
             CLOUD_ML_PROJECT_ID=plan.project_env,
             **output_dirs(plan.output_base, spec.trial_id),
         )
+        private = self._private_dir(task_name)
+        env.update(private_tmp.prepare(private))
         env.update(plan.extra_env)
         for name, value in pool.env:
             env[name] = expand_env_value(value, env)
@@ -175,13 +233,13 @@ class Attempt:
             env["STORAGE_EMULATOR_HOST"] = spec.storage_url
         if spec.trial_id:
             env["CLOUD_ML_TRIAL_ID"] = spec.trial_id
-            env["CLOUD_ML_HP_METRIC_FILE"] = str(cwd / "hypertune" / "output.metrics")
         argv = [str(spec.python), "-m", pool.python_module, *pool.args]
         argv += [f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items()]
         if plan.job_dir_arg:
             argv += ["--job-dir", plan.job_dir_arg]
         if plan.gcs_mount:
             argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
+        argv = private_tmp.with_private_tmp(argv, private)
 
         def sink(stream: str, line: str) -> None:
             log(task_name, spec.trial_id, stream, line)
@@ -197,12 +255,12 @@ class Attempt:
         code = master.poll()
         if code is not None:
             self.stop()
-            return AttemptOutcome(code, self.primary, master.stderr_tail())
+            return AttemptOutcome(code, self.primary, master.stderr_tail(), self.spec.logs_url)
         for name, process in self.processes.items():
             other = process.poll()
             if other not in (None, 0):
                 self.stop()
-                return AttemptOutcome(other, name, process.stderr_tail())
+                return AttemptOutcome(other, name, process.stderr_tail(), self.spec.logs_url)
         return None
 
     def stop(self) -> None:

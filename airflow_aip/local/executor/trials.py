@@ -9,7 +9,12 @@ limit (hyperparameter_tuning_job.proto: the spec "applies to the CustomJobs crea
 trials"): a trial over it is stopped and fails, the job goes on. With
 ``enableTrialEarlyStopping`` each new intermediate report goes to the pruner, and a trial it
 stops ends SUCCEEDED with ``isTrialStoppedEarly``. ``maxFailedTrials`` failed trials fail the
-job; when it is unset (0) the job fails only if no trial succeeds. ``trainingOutput`` is
+job. When it is unset (0) the service decides, as Google's does (AI Platform's "Handling failed
+trials": "If the first trial of your job fails, AI Platform Training ends the job immediately";
+after a first success, thresholds "subject to change"): the job fails as soon as trial 1 fails
+while no trial has succeeded, and otherwise only if no trial succeeds. [U] unverified: that
+Vertex AI keeps AI Platform's first-trial rule (hyperparameter_tuning_job.proto: "If set to 0,
+Vertex AI decides how many Trials must fail before the whole job fails"). ``trainingOutput`` is
 republished on every change, so a GET on a running job shows the trials so far.
 
 The region's capacity (``gate``, :mod:`.provisioning`) meets each trial as it meets a CustomJob:
@@ -126,12 +131,9 @@ class TuningRun:
             if should_stop():
                 self._stop_running("cancelled with the job")
                 return JobState.CANCELLED, ""
-            if self.max_failed and self.failed >= self.max_failed:
+            if (failed := self._too_many_failed()) is not None:
                 self._stop_running("stopped: the job failed")
-                return JobState.FAILED, (
-                    f"{self.failed} trial(s) failed, reaching maxFailedTrials ({self.max_failed}). "
-                    f"Last failure: {self.last_failure}"
-                )
+                return JobState.FAILED, failed
             while self._room():
                 self._launch()
             if not self.running:
@@ -149,6 +151,30 @@ class TuningRun:
                 f"All {len(self.trials)} trial(s) failed. Last failure: {self.last_failure}",
             )
         return JobState.SUCCEEDED, ""
+
+    def _too_many_failed(self) -> str | None:
+        """Why the failed trials so far fail the job, or None while it goes on.
+
+        A capacity failure wins: the job ends for it (code 8) once its running trials stop.
+        """
+        if self.capacity_failure is not None:
+            return None
+        if self.max_failed:
+            if self.failed < self.max_failed:
+                return None
+            return (
+                f"{self.failed} trial(s) failed, reaching maxFailedTrials ({self.max_failed}). "
+                f"Last failure: {self.last_failure}"
+            )
+        # Unset: Google's first-trial rule. Trial 1 failed before any trial succeeded.
+        if not self.trials or self.trials[0]["state"] != JobState.FAILED.value:
+            return None
+        if any(t["state"] == JobState.SUCCEEDED.value for t in self.trials):
+            return None
+        return (
+            "The first trial failed, so the service ended the job (maxFailedTrials is unset: the service "
+            f"decides). Last failure: {self.last_failure}"
+        )
 
     def _room(self) -> bool:
         """Whether another trial may start now."""
@@ -220,7 +246,8 @@ class TuningRun:
         return running.best if self.pick_best else running.last
 
     def _check(self, trial_id: str, running: _Running) -> None:
-        for report in self._new_reports(running):
+        reports = self._new_reports(running)
+        for report in reports:
             self._seen(running, report)
             if self.search.report(trial_id, report.value):
                 running.attempt.stop()
@@ -231,6 +258,8 @@ class TuningRun:
                 self._end(running.trial, JobState.SUCCEEDED, report, stopped_early=True)
                 self.search.tell(trial_id, report.value, stopped_early=True)
                 return
+        if reports:  # a GET shows the trial's measurements as they come
+            self._changed()
         if running.spot is not None and running.spot.due():
             return self._reclaimed(trial_id, running, running.spot)
         outcome = running.attempt.poll()

@@ -25,6 +25,7 @@ from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import schema
 from airflow_aip.jobs.vertex.study import search_spec, trial_parameter_value
 from airflow_aip.local.clock import parse_rfc3339
+from airflow_aip.local.executor.plans import trial_job_id
 
 CUSTOM_JOBS = "customJobs"
 TUNING_JOBS = "hyperparameterTuningJobs"
@@ -40,16 +41,6 @@ JOB_STATES = {
 }
 CANCELLED_CODE = 1  # google.rpc.Code.CANCELLED
 FAILED_CODE = 3  # what Vertex reports for "The replica workerpool0-0 exited with a non-zero status"
-
-
-def trial_job_id(job_id: str, trial_id: str) -> str:
-    """The 19-digit ID named in ``Trial.customJob``: a hash of the tuning job's ID and the trial's.
-
-    Unrelated to the tuning job's ID, as on Vertex (code that derives one from the other fails
-    there), and the same on every GET and after a restart, so nothing needs storing.
-    """
-    digest = hashlib.sha256(f"{job_id}/trials/{trial_id}".encode()).digest()
-    return str(10**18 + int.from_bytes(digest[:8], "big") % (9 * 10**18))
 
 
 def web_access_uris(spec: Mapping[str, Any], job_id: str, location: str) -> dict[str, str]:
@@ -147,7 +138,10 @@ def render_trials(record: Mapping[str, Any], trials: list[Mapping[str, Any]]) ->
         metric_id = spec["hyperparameterMetricTag"]
         if trial.get("allMetrics"):
             shown["measurements"] = [_measurement(point, metric_id, trial) for point in trial["allMetrics"]]
-        if metric:
+        # A trial stopped with its job never reached its final measurement: INFEASIBLE ("done but
+        # missing the final_measurement"), its reports kept as measurements. [U] unverified: the state
+        # Vertex gives trials cancelled with their job.
+        if metric and trial.get("state") != "CANCELLED":
             shown["finalMeasurement"] = _measurement(metric, metric_id, trial, final=True)
             others = trial.get("otherMetrics") or {}
             shown["finalMeasurement"]["metrics"] += [{"metricId": k, "value": v} for k, v in others.items()]

@@ -34,6 +34,7 @@ from airflow_aip.jobs.vertex.body import (
     validate_tuning_job,
 )
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.executor.plans import trial_job_id
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
 from airflow_aip.local.service import (
@@ -58,7 +59,6 @@ from airflow_aip.local.vertex.render import (
     apply_read_mask,
     render,
     trial_custom_job,
-    trial_job_id,
 )
 
 _RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
