@@ -309,6 +309,27 @@ def main() -> int:
         ),
     )
     add(
+        "deferral_race",
+        repeated_row(
+            "Airflow's executor-event race (apache/airflow#67287) under `airflow standalone`: 20 runs at "
+            "once of a Dag whose deferred tasks (`retries=0`) meet jobs ending 0.5 to 3 s after the "
+            "deferral: one succeeds, one fails 1 s in, one climbs a capacity ladder after 2 s; with "
+            "`[aip] deferral_hold` at its default, each task ends as its job did",
+            ["tests/e2e/test_deferral_race.py", "-m", "soak"],
+            1,
+            "`pytest tests/e2e/test_deferral_race.py -m soak`",
+        ),
+    )
+    add(
+        "celery_race",
+        repeated_row(
+            "The same race on CeleryExecutor: 5 runs at once of the race Dag",
+            ["tests/celery", "-k", "race"],
+            1,
+            "`pytest tests/celery -k race`",
+        ),
+    )
+    add(
         "celery_no_shared_disk",
         repeated_row(
             "Tasks on workers that share no disk: the example pipeline on CeleryExecutor, build on one "

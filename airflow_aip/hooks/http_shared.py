@@ -102,9 +102,12 @@ def error_message(content: bytes | str, fallback: str) -> str:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Worth retrying: throttling, server errors, and the connection failing under us."""
+    """Worth retrying: throttling, server errors, and the connection failing under us.
+
+    Not 501 (UNIMPLEMENTED): a method the API does not serve will not be served on a second try.
+    """
     if isinstance(exc, ApiError):
-        return exc.status in (408, 429) or exc.status >= 500
+        return exc.status in (408, 429) or (exc.status >= 500 and exc.status != 501)
     if isinstance(exc, ConnectionError | TimeoutError | socket.gaierror | http.client.HTTPException):
         return True  # refused, reset, timed out, name lookup failed: not a missing file or a bad path
     module = type(exc).__module__

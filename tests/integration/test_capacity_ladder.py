@@ -175,6 +175,52 @@ def test_a_retry_passes_the_rungs_already_tried_and_adopts_the_job_of_the_rung_r
     ]
 
 
+def test_a_clear_climbs_the_ladder_again_from_rung_one_and_its_retry_adopts(
+    env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """A user's clear asks for a new run: the rungs' jobs that ended before it are a past run's, so
+    the ladder starts at rung 1 again (capacity may be back) and trains under ``_r2`` IDs; a retry
+    after that clear adopts what the clear made."""
+    from airflow_aip.operators import SubmitTrainingJobOperator
+
+    dag_id = f"aip_ladder_{uuid.uuid4().hex[:8]}"
+    training_input = staged_trainer.training_input("succeed")  # one task: one spec, one job dir
+
+    def one_try(try_number: int, max_tries: int) -> dict[str, Any]:
+        operator = SubmitTrainingJobOperator(
+            task_id="submit",
+            project_id=PROJECT,
+            region=REGION,
+            training_input=training_input,
+            placement=[A100, CPU],
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+            deferrable=False,
+            poll_interval=0.5,
+            retries=1,
+        )
+        ti = FakeTI(dag_id, "submit", try_number=try_number, max_tries=max_tries)
+        summary: dict[str, Any] = operator.execute(task_context(ti, WHEN))  # type: ignore[arg-type]
+        return summary
+
+    one_try(1, 1)  # the run: rung 1 out of stock, rung 2 trains
+    cleared = one_try(2, 2)  # cleared after try 1: max_tries = 1 + retries, the next try is 2
+    retry = one_try(3, 2)  # that clear's retry
+
+    jobs = jobs_of(env, dag_id)
+    assert [(j["labels"]["aip_rung"], j["labels"]["airflow-try-number"], j["state"]) for j in jobs] == [
+        ("a100", "1", "JOB_STATE_FAILED"),
+        ("cpu", "1", "JOB_STATE_SUCCEEDED"),
+        ("a100", "2", "JOB_STATE_FAILED"),
+        ("cpu", "2", "JOB_STATE_SUCCEEDED"),
+    ]  # the clear tried rung 1 again; the retry created nothing
+    assert [j["displayName"] for j in jobs[2:]] == [f"{j['displayName']}_r2" for j in jobs[:2]]
+    assert retry["job_id"] == cleared["job_id"] == jobs[3]["displayName"]
+    assert [(r["label"], r["job_id"]) for r in cleared["ladder"]] == [
+        ("a100", jobs[2]["displayName"]),
+        ("cpu", jobs[3]["displayName"]),
+    ]
+
+
 def test_flex_start_past_its_wait_limit_climbs_deferred(
     env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
 ) -> None:

@@ -16,6 +16,7 @@ The e2e tier runs it on LocalExecutor, the Celery tier on CeleryExecutor (``aip_
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from airflow.sdk import DAG
 from stack_dag_parts import A100, CPU_RUNG, training_input
@@ -28,7 +29,7 @@ FLEX_START_A100 = {"label": "a100", "strategy": "FLEX_START", "max_wait_duration
 
 def race_dag(dag_id: str) -> DAG:
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        waiting = {"deferrable": True, "retries": 0, "poll_interval": 1}
+        waiting: dict[str, Any] = {"deferrable": True, "retries": 0, "poll_interval": 1}
         project = "{{ dag_run.conf['project_id'] }}"
         SubmitTrainingJobOperator(
             task_id="succeed",

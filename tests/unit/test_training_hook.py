@@ -270,6 +270,7 @@ def test_is_transient() -> None:
     assert is_transient(ApiError(503, "x"))
     assert is_transient(ApiError(429, "x"))
     assert not is_transient(ApiError(400, "x"))
+    assert not is_transient(ApiError(501, "x"))  # UNIMPLEMENTED: no second try serves it
     assert not is_transient(JobNotFoundError(404, "x"))
     assert is_transient(ConnectionResetError())
     assert is_transient(TimeoutError())
