@@ -135,33 +135,35 @@ def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
     assert exported["job_id"] == summary["job_id"]
 
 
+def ladder_try(training_input: dict[str, Any], ti: FakeTI, **arguments: Any) -> dict[str, Any]:
+    """One try of a task with the ladder [A100, CPU], waiting in the worker: ``ti`` says which."""
+    from airflow_aip.operators import SubmitTrainingJobOperator
+
+    operator = SubmitTrainingJobOperator(
+        task_id="submit",
+        project_id=PROJECT,
+        region=REGION,
+        training_input=training_input,
+        placement=[A100, CPU],
+        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+        deferrable=False,
+        poll_interval=0.5,
+        **arguments,
+    )
+    summary: dict[str, Any] = operator.execute(task_context(ti, WHEN))  # type: ignore[arg-type]
+    return summary
+
+
 def test_a_retry_passes_the_rungs_already_tried_and_adopts_the_job_of_the_rung_reached(
     env: LocalService, staged_trainer: StagedTrainer
 ) -> None:
     """What a retry after a lost worker does (the Celery tier kills one mid-ladder, in soak): the
     same task instance's next try scans the rungs, passes rung 1's failed job and adopts rung 2's
     by its rung job ID, creating nothing."""
-    from airflow_aip.operators import SubmitTrainingJobOperator
-
     dag_id = f"aip_ladder_{uuid.uuid4().hex[:8]}"
     training_input = staged_trainer.training_input("succeed")  # one task: one spec, one job dir
-
-    def one_try() -> dict[str, Any]:
-        operator = SubmitTrainingJobOperator(
-            task_id="submit",
-            project_id=PROJECT,
-            region=REGION,
-            training_input=training_input,
-            placement=[A100, CPU],
-            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
-            deferrable=False,
-            poll_interval=0.5,
-        )
-        summary: dict[str, Any] = operator.execute(task_context(FakeTI(dag_id, "submit"), WHEN))  # type: ignore[arg-type]
-        return summary
-
-    first = one_try()
-    retry = one_try()  # the same task instance: the same rung job IDs
+    first = ladder_try(training_input, FakeTI(dag_id, "submit"))
+    retry = ladder_try(training_input, FakeTI(dag_id, "submit"))  # the same task instance: the same IDs
 
     jobs = jobs_of(env, dag_id)
     assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [
@@ -181,26 +183,12 @@ def test_a_clear_climbs_the_ladder_again_from_rung_one_and_its_retry_adopts(
     """A user's clear asks for a new run: the rungs' jobs that ended before it are a past run's, so
     the ladder starts at rung 1 again (capacity may be back) and trains under ``_r2`` IDs; a retry
     after that clear adopts what the clear made."""
-    from airflow_aip.operators import SubmitTrainingJobOperator
-
     dag_id = f"aip_ladder_{uuid.uuid4().hex[:8]}"
     training_input = staged_trainer.training_input("succeed")  # one task: one spec, one job dir
 
     def one_try(try_number: int, max_tries: int) -> dict[str, Any]:
-        operator = SubmitTrainingJobOperator(
-            task_id="submit",
-            project_id=PROJECT,
-            region=REGION,
-            training_input=training_input,
-            placement=[A100, CPU],
-            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
-            deferrable=False,
-            poll_interval=0.5,
-            retries=1,
-        )
         ti = FakeTI(dag_id, "submit", try_number=try_number, max_tries=max_tries)
-        summary: dict[str, Any] = operator.execute(task_context(ti, WHEN))  # type: ignore[arg-type]
-        return summary
+        return ladder_try(training_input, ti, retries=1)
 
     one_try(1, 1)  # the run: rung 1 out of stock, rung 2 trains
     cleared = one_try(2, 2)  # cleared after try 1: max_tries = 1 + retries, the next try is 2
