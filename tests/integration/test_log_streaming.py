@@ -136,6 +136,7 @@ def test_deferred_mode_streams_from_the_trigger_then_one_event(
     local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch, backend: str
 ) -> None:
     monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", local_env.url)  # gcloud's variable
+    monkeypatch.setenv("AIRFLOW__AIP__DEFERRAL_HOLD", "0")  # no executor here: nothing to hold for
     op = operator(staged_trainer, "chatty", [*CHATTY_ARGS, "--fail"], deferrable=True, backend=backend)
     with pytest.raises(TaskDeferred) as deferred:
         op.execute(context())
@@ -157,9 +158,10 @@ def test_deferred_mode_streams_from_the_trigger_then_one_event(
 
 
 def test_sensor_pokes_then_the_trigger_continues_from_its_cursor(
-    local_env: LocalService, staged_trainer: StagedTrainer
+    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Lines the first poke showed are not shown again by the trigger; none are missing."""
+    monkeypatch.setenv("AIRFLOW__AIP__DEFERRAL_HOLD", "0")  # no executor here: nothing to hold for
     job_id = f"resume_{uuid.uuid4().hex[:10]}"
     sensor = sensor_on_new_job(
         local_env, job_id, staged_trainer.training_input("chatty", CHATTY_ARGS), deferrable=True

@@ -158,9 +158,12 @@ def test_better_versions_take_the_champion_alias_and_a_rollback_moves_it_back(wo
         _rollback(world)
 
 
-def test_a_deferred_upload_waits_in_the_trigger_and_ends_as_in_the_worker(world: SimpleNamespace) -> None:
+def test_a_deferred_upload_waits_in_the_trigger_and_ends_as_in_the_worker(
+    world: SimpleNamespace, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The upload's operation (importing for a second) waited for by the trigger, as the triggerer
     rebuilds it; the task resumes from its event exactly as the worker's wait would have ended."""
+    monkeypatch.setenv("AIRFLOW__AIP__DEFERRAL_HOLD", "0")  # no executor here: nothing to hold for
     arguments = {**_arguments(world), "framework": "scikit-learn", "poll_interval": 0.2}
     manifest = _export(world, "job_deferred", 0.9)
     op = RegisterModelOperator(task_id="register", manifest_uri=manifest, deferrable=True, **arguments)
