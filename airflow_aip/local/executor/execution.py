@@ -15,6 +15,7 @@ meets it again at each trial (:mod:`.trials`).
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -32,12 +33,13 @@ from airflow_aip.local.executor.environments import (
     PreparationError,
     download_packages,
 )
-from airflow_aip.local.executor.gcs_mount import mount_unavailable
+from airflow_aip.local.executor.gcs_mount import mount_failure, mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
-from airflow_aip.local.executor.runner import Attempt, AttemptSpec, logs_url
+from airflow_aip.local.executor.runner import Attempt, AttemptOutcome, AttemptSpec, logs_url
+from airflow_aip.local.executor.trainer_io import TrainerIO
 from airflow_aip.local.executor.trials import TuningRun
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
@@ -186,9 +188,12 @@ class JobExecution:
         if not self._transition(JobState.RUNNING, **running_since):
             return self._cancelled()
         self.control.start_clock(plan)
-        if plan.tuning is not None:
-            return self._tune(plan, env.python, gate)
-        return self._train(plan, env.python, gate)
+        # The job's metadata server lives as long as its replicas; its variables join theirs.
+        with TrainerIO(plan, self.dir, self.settings.public_url) as trainer_io:
+            plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))
+            if plan.tuning is not None:
+                return self._tune(plan, env.python, gate)
+            return self._train(plan, env.python, gate)
 
     def _prepare(self, plan: ExecutionPlan) -> Environment | None:
         """The job's environment, saying in the log what differs from Vertex; None once the job ended."""
@@ -242,7 +247,16 @@ class JobExecution:
             time.sleep(self.settings.poll_interval)
         if outcome.succeeded:
             return self._finish(JobState.SUCCEEDED)
-        return self._finish(JobState.FAILED, outcome.error_message())
+        return self._finish(JobState.FAILED, self._failure_message(attempt, outcome))
+
+    @staticmethod
+    def _failure_message(attempt: Attempt, outcome: AttemptOutcome) -> str:
+        """The trainer's failure in Google's words, or the platform's own when ``/gcs/`` was never mounted."""
+        unmounted = mount_failure(attempt.spec.work_dir / outcome.task)
+        if unmounted is None:
+            return outcome.error_message()
+        link = outcome.logs_url
+        return f"{unmounted}." + (f" To find out more please check the logs: {link}" if link else "")
 
     def _tune(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
         spec, tag = plan.tuning or {}, plan.metric_tag

@@ -14,6 +14,13 @@ Vertex AI mounts with implicit directories.
 
 Where this cannot work (not root, no ``/dev/fuse``, rclone or ``unshare`` missing), the replica
 runs unwrapped and :func:`mount_unavailable` says why, once per job, in the job's log.
+
+Where it should work but the mount fails (rclone exits, or ``/gcs`` is not a mount point within
+10 s), the trainer does not run: its ``/gcs/`` writes would land on this machine's disk and the job
+would succeed with nothing in Cloud Storage. The replica exits 1 and leaves
+:data:`FAILED_MARKER` beside its mount log; :func:`mount_failure` turns that into the job's error
+message, and the mount log's last lines go to the job's log. [U] unverified: Vertex AI's message
+when Cloud Storage FUSE fails to mount; a job fails there too.
 """
 
 from __future__ import annotations
@@ -25,8 +32,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 MOUNT_POINT = Path("/gcs")
+LOG_NAME = "gcs-mount.log"  # in the replica's working directory
+FAILED_MARKER = "gcs-mount.failed"  # beside it, when the mount failed and the trainer never ran
 # Start rclone, wait for the mount, run the trainer, unmount; exit as the trainer did (a signal
-# death is passed on as the same signal, so the replica's status reads as on Vertex).
+# death is passed on as the same signal, so the replica's status reads as on Vertex). A mount that
+# fails stops here: the trainer never runs.
 _SCRIPT = r"""
 log=$1; url=$2; shift 2
 rclone mount :gcs: /gcs --gcs-endpoint "$url/storage/v1/" --gcs-anonymous --gcs-project-number 0 \
@@ -37,7 +47,11 @@ i=0
 until mountpoint -q /gcs; do
   i=$((i + 1))
   if [ "$i" -gt 200 ] || ! kill -0 "$rclone" 2>/dev/null; then
-    echo "aip-local: /gcs/ could not be mounted (see $log)" >&2; break
+    echo "aip-local: /gcs/ could not be mounted, the trainer was not started (see $log):" >&2
+    tail -n 5 "$log" >&2 2>/dev/null
+    kill "$rclone" 2>/dev/null; wait "$rclone" 2>/dev/null
+    fusermount3 -u /gcs 2>/dev/null || fusermount -u /gcs 2>/dev/null
+    : > "${log%/*}/gcs-mount.failed"; exit 1
   fi
   sleep 0.05
 done
@@ -67,8 +81,29 @@ def mount_unavailable() -> str | None:
     return None
 
 
+def mount_failure(work_dir: Path) -> str | None:
+    """Why the replica whose working directory is ``work_dir`` never ran its trainer, or None.
+
+    rclone's last log lines say what went wrong; they go into the job's error message, because
+    the failure is the platform's, not the trainer's.
+    """
+    if not (work_dir / FAILED_MARKER).exists():
+        return None
+    try:
+        lines = (work_dir / LOG_NAME).read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    detail = " ".join(line.strip() for line in lines[-3:] if line.strip())
+    reason = f": {detail}" if detail else ""
+    return f"Cloud Storage could not be mounted at /gcs/ for replica {work_dir.name}{reason}"
+
+
 def with_gcs_mount(argv: Sequence[str], storage_url: str | None, log_file: Path) -> list[str]:
-    """``argv`` run with ``/gcs/`` mounted (or ``argv`` itself, when it cannot be)."""
+    """``argv`` run with ``/gcs/`` mounted (or ``argv`` itself, when it cannot be).
+
+    ``log_file`` is rclone's log, in the replica's working directory (:data:`LOG_NAME`): the
+    failure marker is written beside it.
+    """
     if not storage_url or mount_unavailable() is not None:
         return list(argv)
     unshare = ["unshare", "--mount", "--propagation", "private"]

@@ -26,6 +26,7 @@ from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
 from airflow_aip.jobs.vertex.body import job_spec_of
 from airflow_aip.jobs.vertex.containers import Runtime, runtime_of
 from airflow_aip.jobs.vertex.study import search_spec
+from airflow_aip.local.store import project_number
 
 VERTEX_KINDS = ("customJobs", "hyperparameterTuningJobs")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
@@ -45,6 +46,17 @@ def snake_case_keys(value: Any) -> Any:
     if isinstance(value, list):
         return [snake_case_keys(v) for v in value]
     return value
+
+
+def ml_service_agent(project_number: str) -> str:
+    """Whom an AI Platform job without ``serviceAccount`` ran as: the Cloud ML Service Agent."""
+    return f"service-{project_number}@cloud-ml.google.com.iam.gserviceaccount.com"
+
+
+def vertex_service_agent(project_number: str) -> str:
+    """Whom a Vertex AI job without ``serviceAccount`` runs as: the AI Platform Custom Code Service
+    Agent (cloud.google.com/vertex-ai/docs/general/access-control, "service agents")."""
+    return f"service-{project_number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
 
 
 def trial_job_id(job_id: str, trial_id: str) -> str:
@@ -104,6 +116,11 @@ class ExecutionPlan:
     # Vertex runs each trial as a CustomJob of its own (CLOUD_ML_JOB_ID: :func:`trial_job_id`);
     # AI Platform's trials ran inside the job and saw its ID.
     trials_are_jobs: bool = False
+    # Who the trainer is, as its metadata server answers (:mod:`airflow_aip.local.metadata_server`).
+    project_id: str = ""
+    project_number: str = ""
+    service_account: str = ""
+    region: str = "us-central1"
 
     @property
     def primary(self) -> PoolPlan:
@@ -147,6 +164,10 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
         max_wait_time=scheduling.get("maxWaitTime"),
         tuning=hyperparameters,
         metric_tag=(hyperparameters or {}).get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG,
+        project_id=project,
+        project_number=project_number(project),
+        service_account=ti.get("serviceAccount") or ml_service_agent(project_number(project)),
+        region=str(ti.get("region") or "us-central1"),
     )
 
 
@@ -214,6 +235,10 @@ def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:
         metric_tag=tuning["hyperparameterMetricTag"] if tuning else DEFAULT_METRIC_TAG,
         notes=tuple(notes),
         trials_are_jobs=True,
+        project_id=str(record.get("projectId") or record["projectNumber"]),
+        project_number=str(record["projectNumber"]),
+        service_account=spec.get("serviceAccount") or vertex_service_agent(str(record["projectNumber"])),
+        region=str(record["location"]),
     )
 
 

@@ -56,6 +56,9 @@ _NOT_INHERITED = (
     # Vertex does not set it (python-aiplatform initializer.py: "...or Vertex AI starts setting
     # GOOGLE_CLOUD_PROJECT env variable"): a trainer's Cloud clients must not find ours.
     "GOOGLE_CLOUD_PROJECT",
+    # Nor these: a trainer's credentials and project come from its metadata server (.trainer_io).
+    "GCLOUD_PROJECT",
+    "GOOGLE_APPLICATION_CREDENTIALS",
 )
 
 

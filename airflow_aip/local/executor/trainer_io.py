@@ -1,0 +1,79 @@
+"""A trainer's own Google I/O, as on Vertex AI: credentials, its Vertex AI calls, and nothing to Google.
+
+On Vertex a replica finds its Application Default Credentials at the VM's metadata server, and
+its Vertex AI and Cloud Storage calls reach Google with them. Locally, for as long as a job runs,
+:class:`TrainerIO` serves it:
+
+- a metadata server on loopback (:mod:`airflow_aip.local.metadata_server`) answering the job's
+  project, its service account and a token the local services accept; each replica gets
+  ``GCE_METADATA_HOST`` and ``GCE_METADATA_IP`` (google-auth reads both, TensorFlow's ``gs://``
+  the first) and ``NO_GCE_CHECK=false``. ``CLOUDSDK_CONFIG`` names an empty directory of the job's,
+  so the ADC file of this machine's user (``gcloud auth application-default login``) is not
+  found first, as no such file exists on a Vertex VM; the runner does not pass on
+  ``GOOGLE_APPLICATION_CREDENTIALS`` or ``GCLOUD_PROJECT`` either (a pool's ``env`` may still
+  set them, as on Vertex);
+- the Vertex AI SDK pointed at the local service (:mod:`airflow_aip.local.trainer_site`): its
+  directory first on ``PYTHONPATH``, the service's URL in ``AIP_LOCAL_AIPLATFORM_ENDPOINT`` and
+  the project ID in ``AIP_LOCAL_PROJECT_ID``;
+- Cloud Storage through google-cloud-storage and gcsfs reaches the emulator through
+  ``STORAGE_EMULATOR_HOST`` (set by the runner), and ``/gcs/`` through :mod:`.gcs_mount`.
+
+What cannot be pointed at the local service fails instead of reaching Google with anyone's
+rights: its token is refused there, and this machine's user's credentials are not found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+
+from airflow_aip.local import trainer_site
+from airflow_aip.local.executor.plans import ExecutionPlan
+from airflow_aip.local.metadata_server import MetadataServer, TrainerIdentity
+from airflow_aip.local.trainer_site.sitecustomize import ENDPOINT_VARIABLE, PROJECT_VARIABLE
+
+SITE_DIR = Path(trainer_site.__file__).resolve().parent
+# Where the SDK goes when the service does not know its own URL: nowhere (port 9 is discard,
+# closed on loopback), so a call fails at once instead of reaching Google.
+_NO_ENDPOINT = "http://127.0.0.1:9"
+
+
+def identity_of(plan: ExecutionPlan) -> TrainerIdentity:
+    return TrainerIdentity(plan.project_id, plan.project_number, plan.service_account, plan.region)
+
+
+@dataclass
+class TrainerIO:
+    """The job's metadata server, started on entry and stopped on exit, and its replicas' variables."""
+
+    plan: ExecutionPlan
+    job_dir: Path
+    service_url: str = ""
+
+    def __post_init__(self) -> None:
+        self._metadata = MetadataServer(identity_of(self.plan))
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """What every replica's environment gets (before the pool's own ``env``)."""
+        gcloud = self.job_dir / "gcloud"
+        gcloud.mkdir(parents=True, exist_ok=True)
+        host = self._metadata.host
+        return (
+            ("GCE_METADATA_HOST", host),
+            ("GCE_METADATA_IP", host),
+            ("NO_GCE_CHECK", "false"),
+            ("CLOUDSDK_CONFIG", str(gcloud)),
+            ("PYTHONPATH", str(SITE_DIR)),
+            (ENDPOINT_VARIABLE, self.service_url.rstrip("/") or _NO_ENDPOINT),
+            (PROJECT_VARIABLE, self.plan.project_id),
+        )
+
+    def __enter__(self) -> TrainerIO:
+        self._metadata.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._metadata.stop()

@@ -1,0 +1,133 @@
+"""A trainer's own Google I/O on the local service, as on Vertex AI: driven by Google's Vertex AI SDK.
+
+Inside the job, Google's libraries do what a trainer does: ``google.auth.default()`` finds the
+job's project, service account and a token at its metadata server; google-cloud-storage writes
+with those credentials to the emulator; Google's Vertex AI SDK, with no endpoint of its own,
+reaches the local service. And a ``/gcs/`` mount that fails fails the job instead of letting the
+trainer write to this machine's disk.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_aip.local.executor.gcs_mount import mount_unavailable
+from airflow_aip.local.storage.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, StagedTrainer, own_service, serving
+from tests.fixtures.vertex import vertex_sdk
+from tests.integration.test_local_service_vertex_sdk import _pools, sdk
+
+pytestmark = pytest.mark.integration
+aiplatform = pytest.importorskip("google.cloud.aiplatform")
+__all__ = ["sdk"]  # the fixture, used by name
+
+# The host runtime runs a package on the service's own Python, where Google's Vertex AI SDK is
+# installed: a trainer there can call it (in the isolated runtime only an image that ships it could).
+host_service = own_service("host_service", ["--runtime", "host"])
+
+
+@pytest.fixture
+def host_sdk(
+    host_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Any]:
+    with vertex_sdk(
+        host_service.url, f"io-{uuid.uuid4().hex[:8]}", staged_trainer.bucket, monkeypatch
+    ) as client:
+        yield client
+
+
+def _run_probe(client: Any, trainer: StagedTrainer, **job: Any) -> tuple[Any, dict[str, Any]]:
+    base = f"gs://{trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
+    custom = client.CustomJob(
+        display_name="adc-probe",
+        worker_pool_specs=_pools(trainer, "adc_probe", [f"--job-dir={base}"]),
+        base_output_dir=base,
+        **job,
+    )
+    custom.run(sync=True)
+    return custom, trainer.read_json(f"{base}/adc.json")
+
+
+def test_a_trainers_adc_are_the_jobs_from_its_metadata_server(
+    sdk: Any, staged_trainer: StagedTrainer
+) -> None:
+    job, report = _run_probe(sdk, staged_trainer)
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    project = job.project  # the SDK's project, as the test's init() named it
+    number = job.resource_name.split("/")[1]
+    assert report["credentials"] == "google.auth.compute_engine.credentials.Credentials"
+    assert report["project"] == project
+    assert report["service_account"] == f"service-{number}@gcp-sa-aiplatform-cc.iam.gserviceaccount.com"
+    assert report["token"].startswith("ya29.aip-local.")
+    assert report["variables"]["GOOGLE_APPLICATION_CREDENTIALS"] is None
+
+
+def test_a_jobs_service_account_is_the_trainers(sdk: Any, staged_trainer: StagedTrainer) -> None:
+    account = "trainer@example-project.iam.gserviceaccount.com"
+    _, report = _run_probe(sdk, staged_trainer, labels={"suite": "io"})
+    assert report["service_account"] != account
+    base = f"gs://{staged_trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
+    job = sdk.CustomJob(
+        display_name="adc-probe-sa",
+        worker_pool_specs=_pools(staged_trainer, "adc_probe", [f"--job-dir={base}"]),
+        base_output_dir=base,
+    )
+    job.run(sync=True, service_account=account)
+    assert staged_trainer.read_json(f"{base}/adc.json")["service_account"] == account
+
+
+def test_the_vertex_sdk_inside_a_trainer_reaches_the_local_service(
+    host_sdk: Any, host_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    job, report = _run_probe(host_sdk, staged_trainer)
+    assert job.state.name == "JOB_STATE_SUCCEEDED"
+    assert report["vertex_sdk"] == {
+        "api_endpoint": host_service.url.rstrip("/"),
+        "api_transport": "rest",
+        "project": job.project,
+        "location": "us-central1",
+        "models": 0,
+    }
+
+
+def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
+    fake_gcs: FakeGcsServer,
+    staged_trainer: StagedTrainer,
+    tmp_path_factory: pytest.TempPathFactory,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    reason = mount_unavailable()
+    if reason:
+        pytest.skip(reason)
+    # An rclone that cannot mount, first on the service's PATH (and so on its replicas').
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    rclone = tools / "rclone"
+    rclone.write_text(
+        '#!/bin/sh\nwhile [ $# -gt 0 ]; do [ "$1" = --log-file ] && log=$2; shift; done\n'
+        'echo "CRITICAL: Fatal error: failed to mount FUSE fs: on purpose" >> "$log"; exit 1\n'
+    )
+    rclone.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
+    prefix = f"unmounted/{uuid.uuid4().hex[:8]}"
+    local_copy = Path("/gcs") / staged_trainer.bucket / prefix
+    args = [f"--write=/gcs/{staged_trainer.bucket}/{prefix}/report.json"]
+    with (
+        serving(fake_gcs, tmp_path_factory, "aip-no-mount", []) as service,
+        vertex_sdk(service.url, "io-mount", staged_trainer.bucket, monkeypatch) as client,
+    ):
+        job = client.CustomJob(
+            display_name="unmounted", worker_pool_specs=_pools(staged_trainer, "runtime_probe", args)
+        )
+        with pytest.raises(RuntimeError, match="Cloud Storage could not be mounted at /gcs/"):
+            job.run(sync=True)
+        assert job.state.name == "JOB_STATE_FAILED"
+        assert "failed to mount FUSE fs: on purpose" in job.error.message
+    assert not local_copy.exists()  # the trainer never ran: nothing landed on this machine's disk
