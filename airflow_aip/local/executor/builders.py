@@ -13,6 +13,12 @@ downloads a Python (the registries carry none), and with ``offline`` it reads on
 The image's Python must be on this machine (:mod:`.interpreters`); where it is not, the job fails
 saying so, unless ``aip-local serve --allow-python-mismatch`` lets it run on the service's.
 
+The image's layer is byte-compiled once, when it is built, as ``pip install`` in the container
+does: with nothing compiled, every replica of every job compiled the Google, data and framework
+libraries again (a trial's imports took 4-8 s where they take ~1 s compiled, on 2 cores), and
+under ``PYTHONDONTWRITEBYTECODE`` nothing was ever kept. The ``.pyc`` files are hard-linked into
+each job's copy with their sources, whose modification times (in the ``.pyc`` header) they share.
+
 *Host* is the service's own Python with its site-packages added behind the venv's own by a
 ``.pth`` file, installed with pip; a machine with no package index can still run jobs.
 """
@@ -132,6 +138,26 @@ def build_image(
             should_stop,
             "installing the image's packages",
         )
+    compile_bytecode(path, log, should_stop)
+
+
+def compile_bytecode(path: Path, log: LineSink, should_stop: Callable[[], bool]) -> None:
+    """Byte-compile the environment at ``path`` with its own Python (its ``.pyc`` tag).
+
+    A module that does not compile (a package's test file in an old syntax) is skipped, as
+    ``pip install`` skips it: it is not an error, the module compiles on import if ever imported.
+    """
+    python = path / "bin" / "python"
+    for site_packages in sorted(path.glob("lib/python*/site-packages")):
+        code, _ = run_to_end(
+            [str(python), "-m", "compileall", "-q", "-q", "-j", "0", str(site_packages)],
+            cwd=path,
+            env=_build_env(),
+            sink=log,
+            should_stop=should_stop,
+        )
+        if code is None:
+            raise PreparationError("cancelled while compiling the image's packages")
 
 
 def build_isolated(

@@ -44,6 +44,7 @@ from airflow_aip.local.executor.builders import (
     build_host,
     build_image,
     build_isolated,
+    compile_bytecode,
     runtime_python,
 )
 from airflow_aip.local.executor.processes import LineSink
@@ -123,6 +124,14 @@ def _locked(lock_path: Path) -> Iterator[None]:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def _write_ready(path: Path, ready: dict[str, object]) -> None:
+    """``ready.json`` as a new file: a job's copy of the image holds the image's as a hard link,
+    and writing into that link rewrote the image's own (its ``bytecode`` mark lost at each job)."""
+    temporary = path / f"{READY_FILE}.tmp"
+    temporary.write_text(json.dumps(ready, indent=1))
+    os.replace(temporary, path / READY_FILE)
+
+
 def default_image_cache() -> Path:
     """Where images' layers are kept: ``$AIP_LOCAL_IMAGE_CACHE``, else under the user's cache."""
     chosen = os.environ.get(IMAGE_CACHE_VARIABLE)
@@ -167,6 +176,8 @@ class EnvironmentCache:
             "python": str(python.resolve()),
             "runtime": self.runtime,
             "requirements": list(requirements),
+            # environments copied from an image layer before it was byte-compiled are not reused
+            "bytecode": self.runtime == "isolated",
         }
         return _digest({"runtime": identity, "packages": list(digests), "offline": self.offline})
 
@@ -184,12 +195,17 @@ class EnvironmentCache:
         images.mkdir(parents=True, exist_ok=True)
         path = images / key
         with _locked(images / f"{key}.lock"):
-            if not (path / READY_FILE).exists():
+            ready_file = path / READY_FILE
+            if not ready_file.exists():
                 if path.exists():
                     shutil.rmtree(path)  # an earlier build that never finished
                 build_image(path, python, requirements, log, should_stop, offline=self.offline)
                 ready = {"created": rfc3339(), "python": str(python), "requirements": list(requirements)}
-                (path / READY_FILE).write_text(json.dumps(ready, indent=1))
+                _write_ready(path, dict(ready, bytecode=True))
+            elif not json.loads(ready_file.read_text()).get("bytecode"):
+                # kept by an earlier version, which compiled nothing: compiled once, here
+                compile_bytecode(path, log, should_stop)
+                _write_ready(path, dict(json.loads(ready_file.read_text()), bytecode=True))
         return path
 
     def _runtime(self, runtime: Runtime | None) -> tuple[Path, tuple[str, ...], list[str]]:
@@ -236,7 +252,5 @@ class EnvironmentCache:
                     image = self._image(python, requirements, log, should_stop)
                     build_isolated(path, image, packages, log, should_stop, offline=self.offline)
                 ready = {"created": rfc3339(), "packages": [p.name for p in packages], "sha256": digests}
-                (path / READY_FILE).write_text(
-                    json.dumps(dict(ready, requirements=list(requirements)), indent=1)
-                )
+                _write_ready(path, dict(ready, requirements=list(requirements)))
         return Environment(key, path, path / "bin" / "python", cache_hit=hit, notes=tuple(notes))
