@@ -33,10 +33,13 @@ def sdk(
         yield client
 
 
-def _pools(trainer: StagedTrainer, module: str, args: list[str]) -> list[dict[str, Any]]:
+def pools(
+    trainer: StagedTrainer, module: str, args: list[str], machine: str = "n1-standard-4"
+) -> list[dict[str, Any]]:
+    """One pool running ``aip_test_trainer.<module>`` on ``machine``, as the SDK takes it."""
     return [
         {
-            "machine_spec": {"machine_type": "n1-standard-4"},
+            "machine_spec": {"machine_type": machine},
             "replica_count": 1,
             "python_package_spec": {
                 "executor_image_uri": IMAGE,
@@ -52,7 +55,7 @@ def test_sdk_runs_a_custom_job_to_success(sdk: Any, staged_trainer: StagedTraine
     base = f"gs://{staged_trainer.bucket}/sdk/{uuid.uuid4().hex[:8]}"
     job = sdk.CustomJob(
         display_name="sdk-ok",
-        worker_pool_specs=_pools(staged_trainer, "succeed", [f"--job-dir={base}"]),
+        worker_pool_specs=pools(staged_trainer, "succeed", [f"--job-dir={base}"]),
         base_output_dir=base,
         labels={"suite": "sdk"},
     )
@@ -64,7 +67,7 @@ def test_sdk_runs_a_custom_job_to_success(sdk: Any, staged_trainer: StagedTraine
 
 
 def test_sdk_sees_a_failing_job_fail(sdk: Any, staged_trainer: StagedTrainer) -> None:
-    job = sdk.CustomJob(display_name="sdk-bad", worker_pool_specs=_pools(staged_trainer, "fail", []))
+    job = sdk.CustomJob(display_name="sdk-bad", worker_pool_specs=pools(staged_trainer, "fail", []))
     with pytest.raises(RuntimeError, match="workerpool0-0 exited with a non-zero status of 3"):
         job.run(sync=True)
     assert job.state.name == "JOB_STATE_FAILED"
@@ -75,12 +78,12 @@ def test_sdk_cancels_and_lists_by_label(sdk: Any, staged_trainer: StagedTrainer)
     label = uuid.uuid4().hex[:8]
     job = sdk.CustomJob(
         display_name="sdk-sleep",
-        worker_pool_specs=_pools(staged_trainer, "sleep", []),
+        worker_pool_specs=pools(staged_trainer, "sleep", []),
         labels={"run": label},
     )
     job.submit()
     other = sdk.CustomJob(
-        display_name="sdk-other", worker_pool_specs=_pools(staged_trainer, "fail", []), labels={"run": "x"}
+        display_name="sdk-other", worker_pool_specs=pools(staged_trainer, "fail", []), labels={"run": "x"}
     )
     other.submit()
     listed = sdk.CustomJob.list(filter=f'labels.run="{label}"')
@@ -97,7 +100,7 @@ def test_sdk_runs_a_tuning_job_with_trials(sdk: Any, staged_trainer: StagedTrain
     base = f"gs://{staged_trainer.bucket}/sdk-hpt/{uuid.uuid4().hex[:8]}"
     trial_job = sdk.CustomJob(
         display_name="sdk-trial",
-        worker_pool_specs=_pools(staged_trainer, "tune", ["--metric-tag=score"]),
+        worker_pool_specs=pools(staged_trainer, "tune", ["--metric-tag=score"]),
         base_output_dir=base,
     )
     tuning = sdk.HyperparameterTuningJob(

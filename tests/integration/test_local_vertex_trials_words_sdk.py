@@ -20,6 +20,7 @@ from tests.fixtures.local_service import LocalService, StagedTrainer
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
 from tests.fixtures.waiting import wait_until
 from tests.integration.test_local_service_vertex import IMAGE
+from tests.integration.test_local_service_vertex_sdk import pools
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -34,27 +35,12 @@ def sdk(
         yield client
 
 
-def _pools(trainer: StagedTrainer, module: str, args: list[str], machine: str = "n1-standard-4") -> Any:
-    return [
-        {
-            "machine_spec": {"machine_type": machine},
-            "replica_count": 1,
-            "python_package_spec": {
-                "executor_image_uri": IMAGE,
-                "package_uris": [trainer.package_uri],
-                "python_module": f"aip_test_trainer.{module}",
-                "args": args,
-            },
-        }
-    ]
-
-
 def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) -> tuple[Any, str]:
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
     base = f"gs://{trainer.bucket}/trials/{uuid.uuid4().hex[:8]}"
     trial_job = sdk.CustomJob(
-        display_name="trial", worker_pool_specs=_pools(trainer, "direct_metric", args), base_output_dir=base
+        display_name="trial", worker_pool_specs=pools(trainer, "direct_metric", args), base_output_dir=base
     )
     tuning = sdk.HyperparameterTuningJob(
         display_name="hpt",
@@ -149,7 +135,7 @@ def test_a_failed_jobs_message_has_its_traceback_and_a_link_to_its_logs(
 ) -> None:
     job = sdk.CustomJob(
         display_name="words-fail",
-        worker_pool_specs=_pools(staged_trainer, "direct_metric", ["--fail-trial=always"]),
+        worker_pool_specs=pools(staged_trainer, "direct_metric", ["--fail-trial=always"]),
     )
     with pytest.raises(RuntimeError):
         job.run(sync=True)
@@ -177,7 +163,7 @@ def test_a_400_is_in_googles_words(
 
     job = sdk.CustomJob(
         display_name="words-400",
-        worker_pool_specs=_pools(staged_trainer, "succeed", [], machine="n1-standrad-4"),
+        worker_pool_specs=pools(staged_trainer, "succeed", [], machine="n1-standrad-4"),
     )
     with pytest.raises(exceptions.BadRequest) as caught:  # REST: by the HTTP status, as from Google
         job.submit()
