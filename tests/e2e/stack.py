@@ -76,6 +76,9 @@ def _env(home: Path, db_url: str, port: int, service_env: dict[str, str], bucket
         **service_env,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
         "AIRFLOW__API__PORT": str(port),
+        # Tasks waiting in a worker hold a slot each (the kill Dag has two for 600 s, and tests run
+        # at once on the one stack): 4 slots queued the tasks resuming from a trigger behind them.
+        "AIRFLOW__CORE__PARALLELISM": "8",
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": ",".join(f"{u}:{r}" for u, r in USERS.items()),
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(home / "passwords.json"),
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",

@@ -136,6 +136,8 @@ class JobExecution:
     def _finish(self, state: JobState, error_message: str = "", **extra: Any) -> None:
         if state is JobState.CANCELLED:
             self._transition(JobState.CANCELLING)
+        if self.settings.capacity is not None:  # its machines are free before anyone reads its end
+            self.settings.capacity.release((self.project, self.job_id))
         fields: dict[str, Any] = {"endTime": rfc3339(), **extra}
         if error_message:
             fields["errorMessage"] = error_message
