@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
-from tests.integration.test_local_service_vertex_sdk import _pools, sdk
+from tests.integration.test_local_service_vertex_sdk import pools, sdk
 
 pytestmark = pytest.mark.integration
 __all__ = ["sdk"]  # the fixture, used by name
@@ -26,9 +26,9 @@ def _job_dir(trainer: StagedTrainer) -> str:
 
 
 def _gpu_pools(trainer: StagedTrainer, machine: dict[str, Any]) -> list[dict[str, Any]]:
-    pools = _pools(trainer, "succeed", [_job_dir(trainer)])
-    pools[0]["machine_spec"] = machine
-    return pools
+    pooled = pools(trainer, "succeed", [_job_dir(trainer)])
+    pooled[0]["machine_spec"] = machine
+    return pooled
 
 
 @pytest.mark.parametrize(
@@ -84,11 +84,11 @@ def test_a_t4_job_is_taken_and_runs_on_the_cpu_saying_so(
 def test_output_only_fields_sent_back_are_ignored(sdk: Any, staged_trainer: StagedTrainer) -> None:
     first = sdk.CustomJob(
         display_name="clone-me",
-        worker_pool_specs=_pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
+        worker_pool_specs=pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
     )
     first.run(sync=True)
     clone = sdk.CustomJob(
-        display_name="clone", worker_pool_specs=_pools(staged_trainer, "succeed", [_job_dir(staged_trainer)])
+        display_name="clone", worker_pool_specs=pools(staged_trainer, "succeed", [_job_dir(staged_trainer)])
     )
     # What a GET answered, copied into the body: name, state and times are output only.
     clone._gca_resource.name = first.resource_name

@@ -21,7 +21,7 @@ from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service, serving
 from tests.fixtures.vertex import vertex_sdk
-from tests.integration.test_local_service_vertex_sdk import _pools, sdk
+from tests.integration.test_local_service_vertex_sdk import pools, sdk
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -46,7 +46,7 @@ def _run_probe(client: Any, trainer: StagedTrainer, **job: Any) -> tuple[Any, di
     base = f"gs://{trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
     custom = client.CustomJob(
         display_name="adc-probe",
-        worker_pool_specs=_pools(trainer, "adc_probe", [f"--job-dir={base}"]),
+        worker_pool_specs=pools(trainer, "adc_probe", [f"--job-dir={base}"]),
         base_output_dir=base,
         **job,
     )
@@ -75,7 +75,7 @@ def test_a_jobs_service_account_is_the_trainers(sdk: Any, staged_trainer: Staged
     base = f"gs://{staged_trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
     job = sdk.CustomJob(
         display_name="adc-probe-sa",
-        worker_pool_specs=_pools(staged_trainer, "adc_probe", [f"--job-dir={base}"]),
+        worker_pool_specs=pools(staged_trainer, "adc_probe", [f"--job-dir={base}"]),
         base_output_dir=base,
     )
     job.run(sync=True, service_account=account)
@@ -124,7 +124,7 @@ def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
         vertex_sdk(service.url, "io-mount", staged_trainer.bucket, monkeypatch) as client,
     ):
         job = client.CustomJob(
-            display_name="unmounted", worker_pool_specs=_pools(staged_trainer, "runtime_probe", args)
+            display_name="unmounted", worker_pool_specs=pools(staged_trainer, "runtime_probe", args)
         )
         with pytest.raises(RuntimeError, match="Cloud Storage could not be mounted at /gcs/"):
             job.run(sync=True)
