@@ -11,6 +11,8 @@ RELIABILITY.md's "before" figure is).
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.e2e.conftest import AirflowStack
@@ -20,10 +22,10 @@ pytestmark = pytest.mark.e2e
 DAG_ID = "aip_e2e_race"
 
 
-def _runs(stack: AirflowStack, runs: int) -> None:
+def _runs(stack: AirflowStack, runs: int, at_once: int | None = None) -> None:
     leave_region_without_a100s(stack.ml_url)
     conf = {"package_uri": stack.package_uri, "job_dir": f"gs://{stack.bucket}/race"}
-    outcome = run_races(stack, DAG_ID, conf, runs)
+    outcome = run_races(stack, DAG_ID, conf, runs, at_once=at_once)
     outcome.read_lags(stack, stack.log)  # the scheduler's lines are in standalone's output
     check_races(stack, outcome)
 
@@ -36,4 +38,6 @@ def test_jobs_ending_seconds_after_the_deferral_end_their_tasks_as_they_ended(
 
 @pytest.mark.soak
 def test_twenty_runs_of_jobs_ending_seconds_after_the_deferral(airflow_stack: AirflowStack) -> None:
-    _runs(airflow_stack, 20)
+    """Five runs at a time: the soak's other tests share the stack (RELIABILITY.md's figures were
+    taken with all 20 at once, on a stack of their own: ``AIP_RACE_AT_ONCE=20``)."""
+    _runs(airflow_stack, 20, at_once=int(os.environ.get("AIP_RACE_AT_ONCE", "5")))
