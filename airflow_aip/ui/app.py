@@ -22,6 +22,7 @@ from airflow.api_fastapi.auth.managers.models.resource_details import DagAccessE
 from airflow.api_fastapi.common.db.common import SessionDep
 from airflow.api_fastapi.core_api.security import GetUserDep, requires_access_dag, requires_authenticated
 from airflow.models.dag import DagModel
+from airflow.models.dagrun import DagRun
 from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
@@ -122,6 +123,13 @@ def _task_state(session: Session, ti: TiKey) -> str | None:
     )
 
 
+def _run_active(session: Session, ti: TiKey) -> bool:
+    """Whether the task instance's run is queued or running (its tasks may still be scheduled)."""
+    dag_id, run_id = ti[0], ti[1]
+    found = session.scalar(select(DagRun.state).where(DagRun.dag_id == dag_id, DagRun.run_id == run_id))
+    return state_text(found) in ("queued", "running")
+
+
 def _live_fields(
     ti: TiKey, state: str | None, job: dict[str, Any] | None, api: dict[str, Any] | None, reads: LiveReads
 ) -> dict[str, Any]:
@@ -167,7 +175,7 @@ def task_payload(
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
     fields = _live_fields(ti, state, runs[0] if runs else None, api, reads)
     job_state = fields["job"]["state"] if fields["job"] else None
-    refresh = keeps_refreshing(state, job_state)
+    refresh = keeps_refreshing(state, job_state, run_active=state is None and _run_active(session, ti))
     job_id = stored.get(JOB_ID_XCOM_KEY)
     cancelled_by = stored.get(CANCELLED_BY_XCOM_KEY)
     return {

@@ -176,12 +176,16 @@ class LiveReads:
 LIVE_READS = LiveReads()
 
 
-def keeps_refreshing(task_state: str | None, job_state: Any) -> bool:
+def keeps_refreshing(task_state: str | None, job_state: Any, *, run_active: bool = False) -> bool:
     """Whether the page should fetch again: the task still waits, and its job is not over.
 
     A job that ended while its task still waits (but for a retry) is still refreshed: the task is
-    about to store its summary, or how it ended (or, on a capacity ladder, to climb a rung).
+    about to store its summary, or how it ended (or, on a capacity ladder, to climb a rung). A task
+    with no state yet in a run that is queued or running (``run_active``) is about to be scheduled:
+    a tab opened that early follows it to its job.
     """
+    if task_state is None and run_active:
+        return True
     if task_state not in WAITING_TASK_STATES:
         return False
     if job_state is None or not JobState.parse(job_state).is_terminal:

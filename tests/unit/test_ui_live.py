@@ -198,7 +198,9 @@ def test_refreshing_stops_when_the_task_or_its_job_ended() -> None:
     assert keeps_refreshing("queued", "CANCELLED")  # resuming from its trigger, to fail as the job did
     assert not keeps_refreshing("up_for_retry", "CANCELLED")
     assert not keeps_refreshing("failed", "RUNNING")
-    assert not keeps_refreshing(None, None)
+    assert not keeps_refreshing(None, None)  # never to run: its run has ended
+    assert keeps_refreshing(None, None, run_active=True)  # not scheduled yet: the tab waits for it
+    assert not keeps_refreshing("failed", None, run_active=True)
 
 
 def test_only_what_the_operators_push_is_read() -> None:
@@ -333,6 +335,23 @@ def test_a_waiting_task_shows_its_job_as_read_now(
         ("2", "SUCCEEDED", 0.9),
         ("3", "RUNNING", None),
     ]
+
+
+def test_a_tab_opened_before_its_task_is_scheduled_waits_for_it(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    from airflow.models.dagrun import DagRun
+
+    state["task"] = None  # the run is queued; its task has no state yet
+    run = session.query(DagRun).one()
+    run.state = "queued"
+    session.commit()
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+    data = client.get("/api/task", params=QUERY).raise_for_status().json()
+    assert (data["task_state"], data["job"], data["refresh_s"]) == (None, None, 5.0)
+    run.state = "failed"  # the run ended without it: nothing to wait for
+    session.commit()
+    assert client.get("/api/task", params=QUERY).raise_for_status().json()["refresh_s"] is None
 
 
 def test_an_ended_task_reads_xcom_only(
