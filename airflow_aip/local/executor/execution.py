@@ -145,6 +145,10 @@ class JobExecution:
         self._transition(state, **fields)
         self.store.set_processes(self.project, self.job_id, [])
 
+    def _refused(self, host: str, why: str) -> None:
+        """A replica's call to a Google host was refused: said once per host, as a warning."""
+        self.log.service(f"A replica's HTTPS was refused: {why}.", severity="WARNING")
+
     def _cancelled(self) -> None:
         self._finish(self.control.final_state, self.control.reason)
 
@@ -190,8 +194,11 @@ class JobExecution:
         if not self._transition(JobState.RUNNING, **running_since):
             return self._cancelled()
         self.control.start_clock(plan)
-        # The job's metadata server lives as long as its replicas; its variables join theirs.
-        with TrainerIO(plan, self.dir, self.settings.public_url) as trainer_io:
+        # The job's metadata server and proxy live as long as its replicas; their variables join theirs.
+        trainer_io = TrainerIO(
+            plan, self.dir, self.settings.public_url, self.settings.storage_url, self._refused
+        )
+        with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))
             if plan.tuning is not None:
                 return self._tune(plan, env.python, gate)

@@ -16,19 +16,25 @@ its Vertex AI and Cloud Storage calls reach Google with them. Locally, for as lo
   directory first on ``PYTHONPATH``, the service's URL in ``AIP_LOCAL_AIPLATFORM_ENDPOINT`` and
   the project ID in ``AIP_LOCAL_PROJECT_ID``;
 - Cloud Storage through google-cloud-storage and gcsfs reaches the emulator through
-  ``STORAGE_EMULATOR_HOST`` (set by the runner), and ``/gcs/`` through :mod:`.gcs_mount`.
+  ``STORAGE_EMULATOR_HOST`` (set by the runner), and ``/gcs/`` through :mod:`.gcs_mount`;
+- everything else that names Google's hosts itself (TensorFlow's ``gs://``, curl, gsutil) goes
+  through the job's HTTPS proxy (:mod:`airflow_aip.local.egress`): Cloud Storage's hosts end at
+  the emulator, other Google hosts are refused (the job's log names each), other hosts are
+  reached as from a Vertex VM.
 
-What cannot be pointed at the local service fails instead of reaching Google with anyone's
-rights: its token is refused there, and this machine's user's credentials are not found.
+Nothing a trainer does reaches Google with anyone's rights: its token is refused there, this
+machine's user's credentials are not found, and Google's API hosts are not reached at all.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
 from airflow_aip.local import trainer_site
+from airflow_aip.local.egress import TrainerEgress
 from airflow_aip.local.executor.plans import ExecutionPlan
 from airflow_aip.local.metadata_server import MetadataServer, TrainerIdentity
 from airflow_aip.local.trainer_site.sitecustomize import ENDPOINT_VARIABLE, PROJECT_VARIABLE
@@ -45,14 +51,18 @@ def identity_of(plan: ExecutionPlan) -> TrainerIdentity:
 
 @dataclass
 class TrainerIO:
-    """The job's metadata server, started on entry and stopped on exit, and its replicas' variables."""
+    """The job's metadata server and HTTPS proxy, started on entry and stopped on exit, and its
+    replicas' variables. ``on_refusal(host, why)`` hears of each Google host a replica was refused."""
 
     plan: ExecutionPlan
     job_dir: Path
     service_url: str = ""
+    storage_url: str | None = None
+    on_refusal: Callable[[str, str], None] = lambda host, why: None
 
     def __post_init__(self) -> None:
         self._metadata = MetadataServer(identity_of(self.plan))
+        self._egress = TrainerEgress(self.storage_url, self.on_refusal)
 
     def env(self) -> tuple[tuple[str, str], ...]:
         """What every replica's environment gets (before the pool's own ``env``)."""
@@ -67,13 +77,16 @@ class TrainerIO:
             ("PYTHONPATH", str(SITE_DIR)),
             (ENDPOINT_VARIABLE, self.service_url.rstrip("/") or _NO_ENDPOINT),
             (PROJECT_VARIABLE, self.plan.project_id),
+            *self._egress.env(),
         )
 
     def __enter__(self) -> TrainerIO:
         self._metadata.start()
+        self._egress.start()
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._metadata.stop()
+        self._egress.stop()

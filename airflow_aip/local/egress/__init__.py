@@ -1,0 +1,52 @@
+"""A replica's HTTPS: Google's storage hosts end at the emulator, Google's others are refused.
+
+google-cloud-storage, gcsfs and ``/gcs/`` find the emulator through ``STORAGE_EMULATOR_HOST``;
+TensorFlow's ``gs://`` and any client with Google's names built in do not. :class:`TrainerEgress`
+gives a job's replicas an HTTPS proxy (:mod:`.tunnel`) and a CA bundle (:mod:`.authority`), so
+those names end at a front to the emulator (:mod:`.front`), other Google hosts are refused
+(:mod:`.routes`) and every other host is reached as from a Vertex VM.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from airflow_aip.local.egress.tunnel import Front, TrainerProxy
+
+# Loopback is never proxied: the emulator, the metadata server and the service are reached directly.
+NO_PROXY = "127.0.0.1,localhost,::1"
+# Where nothing listens (discard, closed on loopback): Google's storage hosts when the service
+# runs without an emulator, so such a call fails at once.
+_NOWHERE = ("127.0.0.1", 9)
+
+
+class TrainerEgress:
+    """One job's proxy, with the front to ``storage_url`` (started once per process)."""
+
+    def __init__(self, storage_url: str | None, on_refusal: Callable[[str, str], None]) -> None:
+        if storage_url:
+            from airflow_aip.local.egress.front import storage_front
+
+            server = storage_front(storage_url)
+            self.bundle: str = str(server.bundle)
+            front = Front(server.address, server.tls)
+        else:
+            self.bundle = ""
+            front = Front(_NOWHERE, None)
+        self._proxy = TrainerProxy(front, on_refusal)
+
+    def env(self) -> tuple[tuple[str, str], ...]:
+        """The proxy in the names clients read (libcurl: lower case first), and the bundle."""
+        url = self._proxy.url
+        proxy = (("https_proxy", url), ("HTTPS_PROXY", url), ("no_proxy", NO_PROXY), ("NO_PROXY", NO_PROXY))
+        if not self.bundle:
+            return proxy
+        trust = ("CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH")
+        return (*proxy, *((name, self.bundle) for name in trust))
+
+    def start(self) -> TrainerEgress:
+        self._proxy.start()
+        return self
+
+    def stop(self) -> None:
+        self._proxy.stop()

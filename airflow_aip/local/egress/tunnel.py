@@ -1,0 +1,152 @@
+"""An HTTPS proxy per job on loopback: ``https_proxy`` for its replicas (``CONNECT`` only).
+
+Each ``CONNECT host:port`` is routed by :func:`.routes.way_of`:
+- to the Cloud Storage front: TLS ends here, under the service's certificate, and the requests
+  go on in clear through :class:`~.framing.RequestStream`;
+- to a refusal: ``403`` with a reason phrase naming the host and why (Python's clients show
+  it, curl shows the code), also told once per host to the job's log through ``on_refusal``,
+  so a trainer that swallows the error still leaves a trace;
+- or through a plain tunnel.
+
+Threads, not asyncio: a replica opens a few long connections, and a blocking pipe per
+connection is the simplest thing that cannot stall the service's event loop.
+"""
+
+from __future__ import annotations
+
+import select
+import socket
+import socketserver
+import ssl
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from airflow_aip.local.egress.framing import FramingError, RequestStream
+from airflow_aip.local.egress.routes import Way, way_of
+
+_IDLE_SECONDS = 600.0
+_CHUNK = 1 << 16
+
+
+@dataclass(frozen=True)
+class Front:
+    """Where Google's storage hosts are answered (in clear), and the TLS they are answered with."""
+
+    address: tuple[str, int]
+    tls: ssl.SSLContext | None
+
+
+def _pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
+    """Bytes both ways until either side closes or both idle for :data:`_IDLE_SECONDS`.
+
+    ``requests`` reframes what the client sends. A TLS socket may hold decrypted bytes that
+    ``select`` cannot see (``pending()``), so those are read first.
+    """
+    pair = (client, server)
+    while True:
+        ready: list[socket.socket] = []
+        if isinstance(client, ssl.SSLSocket) and client.pending():
+            ready = [client]
+        else:
+            ready, _, _ = select.select(pair, (), (), _IDLE_SECONDS)
+        if not ready:
+            return
+        for source in ready:
+            try:
+                data = source.recv(_CHUNK)
+                if not data:
+                    return
+                if source is client:
+                    server.sendall(requests.feed(data) if requests else data)
+                else:
+                    client.sendall(data)
+            except (OSError, FramingError):
+                return
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: _TunnelServer
+
+    def handle(self) -> None:
+        request = self.rfile.readline(8192).decode("latin-1").split()
+        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
+            pass
+        if len(request) != 3 or request[0].upper() != "CONNECT":
+            return self._answer(405, "aip-local's trainer proxy only tunnels HTTPS (CONNECT)")
+        host, _, port_text = request[1].rpartition(":")
+        if not port_text.isdigit():
+            return self._answer(400, f"no port in {request[1]!r}")
+        way, why = way_of(host, int(port_text))
+        if way is Way.REFUSE:
+            self.server.refused(host, why)
+            return self._answer(403, why)
+        front = self.server.front
+        if way is Way.FRONT and front.tls is None:
+            return self._answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
+        target = front.address if way is Way.FRONT else (host, int(port_text))
+        try:
+            upstream = socket.create_connection(target, timeout=10)
+        except OSError as exc:
+            return self._answer(502, f"aip-local could not reach {host}:{port_text}: {exc.strerror or exc}")
+        with upstream:
+            upstream.settimeout(None)
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+            if way is not Way.FRONT or front.tls is None:
+                return _pipe(self.connection, upstream)
+            try:
+                client = front.tls.wrap_socket(self.connection, server_side=True)
+            except (OSError, ssl.SSLError):
+                return  # the replica does not trust the service's root: its client says so
+            with client:
+                _pipe(client, upstream, RequestStream())
+
+    def _answer(self, code: int, reason: str) -> None:
+        phrase = reason.replace("\r", " ").replace("\n", " ")
+        body = (phrase + "\n").encode()
+        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
+
+
+class _TunnelServer(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, front: Front, on_refusal: Callable[[str, str], None]) -> None:
+        super().__init__(("127.0.0.1", 0), _Handler)
+        self.front = front
+        self._on_refusal = on_refusal
+        self._told: set[str] = set()
+        self._lock = threading.Lock()
+
+    def refused(self, host: str, why: str) -> None:
+        with self._lock:
+            first = host not in self._told
+            self._told.add(host)
+        if first:
+            self._on_refusal(host, why)
+
+
+class TrainerProxy:
+    """One job's proxy on a free loopback port, served by a daemon thread until stopped."""
+
+    def __init__(self, front: Front, on_refusal: Callable[[str, str], None]) -> None:
+        self._server = _TunnelServer(front, on_refusal)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
+        )
+
+    @property
+    def url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host!s}:{port}"
+
+    def start(self) -> TrainerProxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._server.shutdown()
+        self._server.server_close()
