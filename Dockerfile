@@ -17,3 +17,9 @@ COPY --chown=airflow:0 . /opt/airflow-aip/
 RUN pip install --no-cache-dir --constraint /opt/airflow-aip/constraints.txt \
         "/opt/airflow-aip[local]" scikit-learn joblib \
     && rm -rf /opt/airflow-aip/build
+
+# The Python of Vertex AI's default training images (3.10: the `.py310` images), which the
+# Airflow image lacks: the local training service runs their jobs on it, as Vertex would, and
+# fails a job whose image's Python is missing. uv fetches a standalone CPython build once here
+# (airflow_aip/local/executor/interpreters.py finds it in uv's install dir).
+RUN python -m uv python install 3.10
