@@ -19,6 +19,7 @@ import pytest
 from airflow_aip.ui import TASK_TAB_HREF
 from airflow_aip.ui.app import page_html
 from airflow_aip.ui.views import job_list_row, job_view
+from tests.fixtures.number_cases import NUMBER_CASES, SIGNED_CASES
 from tests.fixtures.tuning_job import SUMMARY
 
 pytestmark = pytest.mark.integration
@@ -221,3 +222,19 @@ def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed)
     assert framed.asked[-1] == "jobs?dag_id=aip_training_pipeline&state=SUCCEEDED&limit=100"
     row.get_by_role("link", name="iris_tuning_1").click()
     expect(page.locator("table.trials tbody tr")).to_have_count(3)
+
+
+def test_pages_write_every_number_one_way(framed: Framed) -> None:
+    """The browser's half of the one number format, on the server's table of cases."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    expect(page.locator("table.jobs")).to_be_visible()
+
+    cases = [[value, text] for value, text in NUMBER_CASES]
+    written = page.evaluate("(cases) => cases.map(([value]) => metricText(value))", cases)
+    signed = page.evaluate("(cases) => cases.map(([value]) => signedText(value))", SIGNED_CASES)
+
+    assert list(zip([v for v, _ in NUMBER_CASES], written, strict=True)) == [(v, t) for v, t in NUMBER_CASES]
+    assert signed == [text for _, text in SIGNED_CASES]

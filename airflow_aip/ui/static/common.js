@@ -16,22 +16,31 @@ const svgEl = (tag, attrs = {}, text) => {
   return e;
 };
 
-const fmt = (x, digits = 4) => {
-  if (x === null || x === undefined) return "—";
-  const n = Number(x);
-  return Math.abs(n) >= 1e5 || (n !== 0 && Math.abs(n) < 1e-3) ? n.toExponential(digits - 1) : String(+n.toFixed(digits));
-};
-
-// Every metric on every page: up to 4 significant decimals (4 decimals from 1 up), zeros trimmed;
-// very large or very small values in exponent form. One formatter, so a value reads the same everywhere.
+// Every number on every page (metrics, hyperparameters, differences, chart ticks) is written one
+// way: 4 significant digits, fixed notation from 1e-4 up to 1e6, scientific outside, trailing zeros
+// dropped (34.63, 0.0001204, 1.235e6). The console's pages use the same algorithm in Python
+// (airflow_aip/jobs/numbers.py); both are tested on one table of cases. Text that is no number
+// (a categorical hyperparameter) is shown as it is.
 const metricText = (x) => {
   if (x === null || x === undefined || x === "") return "—";
+  if (typeof x === "boolean") return String(x);
   const n = Number(x);
-  if (!Number.isFinite(n)) return String(x);
+  if (typeof x === "string" && (x.trim() === "" || Number.isNaN(n))) return x;
+  if (!Number.isFinite(n)) return String(n);
   if (n === 0) return "0";
-  const size = Math.abs(n);
-  if (size >= 1e6 || size < 1e-4) return n.toExponential(3).replace(/\.?0+e/, "e");
-  return String(size >= 1 ? +n.toFixed(4) : +n.toPrecision(4));
+  const [mantissa, power] = Math.abs(n).toExponential(3).split("e");
+  const e = Number(power), digits = mantissa.replace(".", ""), sign = n < 0 ? "-" : "";
+  const trim = (t) => (t.includes(".") ? t.replace(/\.?0+$/, "") : t);
+  if (e < -4 || e >= 6) return `${sign}${trim(mantissa)}e${e}`;
+  if (e < 0) return sign + trim("0." + "0".repeat(-e - 1) + digits);
+  if (e >= 3) return sign + digits + "0".repeat(e - 3);
+  return sign + trim(digits.slice(0, e + 1) + "." + digits.slice(e + 1));
+};
+
+// A difference: its sign always written (+0.02222, -1.5, 0).
+const signedText = (x) => {
+  const t = metricText(x);
+  return /^\d/.test(t) && t !== "0" ? "+" + t : t;
 };
 
 const when = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");

@@ -14,7 +14,7 @@ function bestText(job) {
   const reported = job.reported_metric;
   if (!best && reported) return `${reported.tag || job.metric || "metric"} ${metricText(reported.value)} (reported)`;
   if (!best) return "—";
-  const values = Object.entries(best.params).map(([k, v]) => `${k}=${v}`).join(", ");
+  const values = Object.entries(best.params).map(([k, v]) => `${k}=${metricText(v)}`).join(", ");
   const where = job.several_jobs ? ` of ${best.rung || "this job"}` : "";
   return `trial ${best.id}${where}: ${job.metric} ${metricText(best.objective)}${values ? ` (${values})` : ""}`;
 }

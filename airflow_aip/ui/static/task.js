@@ -70,7 +70,7 @@ function trialsTable(job) {
     { label: "Trial", cell: (t) => (t.key === job.best_trial_key ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
     ...(job.several_jobs ? [{ label: "Ran on", cell: ranOn, sort: (t) => `${t.rung ?? ""} ${t.job_id ?? ""}` }] : []),
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : "") },
-    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => (t.values[p.name] != null ? fmt(t.values[p.name], 4) : t.params[p.name] ?? "—"), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
+    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => metricText(t.params[p.name]), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
     { label: metric, cell: (t) => metricText(t.objective), sort: (t) => t.objective, numeric: true },
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
