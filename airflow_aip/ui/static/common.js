@@ -43,6 +43,19 @@ const signedText = (x) => {
   return /^\d/.test(t) && t !== "0" ? "+" + t : t;
 };
 
+// What a job came to (ui/results.py), the same words on every page: its best trial, a single
+// job's final metric, or a dash and the reason there is no number.
+const resultText = (r) => {
+  if (!r) return "—";
+  const metric = r.metric || "metric";
+  if (r.kind === "trial") return `trial ${r.trial_id}: ${metric} ${metricText(r.value)}`;
+  if (r.kind === "metric") return `${metric} ${metricText(r.value)}`;
+  return `— (${r.reason})`;
+};
+
+// "1 job", "2 jobs": a count and its noun, singular or plural.
+const counted = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+
 const when = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");
 
 const seconds = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
@@ -79,13 +92,45 @@ function openInNewTab(event) {
   }
 }
 
-// A link out of the plugin: always a new browser tab, never inside the plugin's frame; the URL is shown too.
+// A link out of the plugin: always a new browser tab, never inside the plugin's frame. The label
+// says where it goes; the URL is the link's title (on hover), not printed after every label.
 const outLink = (url, label) => {
-  const a = el("a", { href: url, target: "_blank", rel: "noopener" }, label);
+  const a = el("a", { href: url, target: "_blank", rel: "noopener", title: url }, label);
   a.addEventListener("click", openInNewTab);
   return a;
 };
-const external = (label, url) => (url ? el("li", {}, outLink(url, label), " ", el("span", { class: "muted" }, url)) : null);
+const external = (label, url) => (url ? el("li", {}, outLink(url, label)) : null);
+
+// Copied from a button's click: the Clipboard API when the frame may use it, else a selected
+// textarea and execCommand (Airflow's iframe is given no clipboard-write permission).
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return;
+  } catch {
+    // no clipboard permission in this frame: the old way below
+  }
+  const area = el("textarea", { class: "visually-hidden", readonly: "" });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  document.execCommand("copy");
+  area.remove();
+}
+
+// A long URI or resource name: cut with an ellipsis to fit the page, the whole value on hover
+// (its title) and a button that copies it.
+function uriText(value, cls) {
+  const box = el("span", { class: `uri-box ${cls ?? ""}`.trim() });
+  const text = el("span", { class: "uri", title: value }, value);
+  const copy = el("button", { type: "button", class: "copy", title: `Copy ${value}`, "aria-label": `Copy ${value}` }, "Copy");
+  copy.addEventListener("click", async () => {
+    await copyText(value);
+    copy.textContent = "Copied";
+  });
+  box.append(text, copy);
+  return box;
+}
 
 // Airflow's own page of a task instance (Airflow 3 UI URLs), from inside /aip/ui/<page>.
 const airflowPage = (j, level = "task") => {
@@ -131,7 +176,7 @@ function sortableTable(caption, columns, rows, rowAttrs) {
   const draw = (order) => {
     body.replaceChildren(...order.map((r) => {
       const tr = el("tr", rowAttrs(r));
-      for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : undefined }, c.cell(r)));
+      for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : c.cls }, c.cell(r)));
       return tr;
     }));
   };
