@@ -308,7 +308,7 @@ def _overflow(page: Any) -> int:
     return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
 
 
-@pytest.mark.parametrize("width", [1280, 1100])  # 1100: what Airflow's frame leaves of a 1280 px window
+@pytest.mark.parametrize("width", [1280, 1100])  # 1100: a frame in a 1280 px window (nav, margins)
 def test_every_page_fits_without_sideways_scroll(framed: Framed, width: int) -> None:
     from playwright.sync_api import expect
 
