@@ -10,6 +10,8 @@ Stop it with Ctrl-C, or SIGTERM to its process group: the first signal stops eve
 started here (each process group, every process in it and under it, awaited, SIGKILL after a
 timeout: `scripts.stack.stop_group`), and the script exits only then, with the port free. A
 signal that comes while it stops (make forwards SIGTERM, so it comes twice) waits for the stop.
+A stop on purpose is a success: the script says it stopped and exits 0 (with 143 for SIGTERM,
+make printed ``Error 143`` after every clean stop, as if something had failed).
 
 Airflow's own output goes to ``<home>/ui.log``: on the terminal it buried the login details
 under ~90 lines. What a user needs (URL, user, password) is printed once the UI answers HTTP,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import sys
 import time
 import urllib.request
@@ -32,6 +35,7 @@ from scripts.demo import BUCKET, _create_bucket
 from scripts.stack import (
     BIN,
     REPO,
+    STOP_SIGNALS,
     airflow_env,
     exit_on_sigterm,
     local_service,
@@ -49,7 +53,20 @@ READY_TIMEOUT = 300.0
 
 
 def main() -> int:
+    """`make ui`; 0 when a SIGTERM stopped it (everything is stopped when the handler raises)."""
     exit_on_sigterm(notice="\nStopping Airflow and the local training service ...\n")
+    try:
+        return _serve()
+    except SystemExit as stop:
+        if stop.code != 128 + signal.SIGTERM:
+            raise
+        for signum in STOP_SIGNALS:  # all is stopped: a later signal has nothing left to do
+            signal.signal(signum, signal.SIG_IGN)
+        print("Stopped: Airflow and the local training service are no longer running.", flush=True)
+        return 0
+
+
+def _serve() -> int:
     # kept between runs: your DAG runs and their logs stay; --demo: the last `make demo`'s run.
     # AIP_UI_HOME: another home (the tests' own, so they never touch yours)
     default_home = REPO / (".airflow" if "--demo" in sys.argv[1:] else ".airflow-ui")

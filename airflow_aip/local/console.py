@@ -4,12 +4,15 @@ On Google the operators' job link opens the Cloud Console; for the local service
 project that is a page about nothing. The service serves its own instead, at the job's
 resource name under ``/console/``: ``projects/{p}/jobs/{id}`` (ml v1) or
 ``projects/{p or number}/locations/{loc}/customJobs/{id}`` (and ``hyperparameterTuningJobs``)
-for Vertex AI. It shows the state in that API's words, the times, the error, the trials
-(hyperparameters and metric), what the job waits for (quota, Flex-Start capacity) and the newest
-log lines; ``/console/`` lists the jobs, then the Model Registry's models with their versions
-(ID, aliases, creation time, artifactUri, labels). A model's page, at its resource name
-``projects/{number}/locations/{loc}/models/{id}``, lists its versions in full. Plain HTML: every
-value is escaped, no script, a refresh every few seconds while the job is active.
+for Vertex AI. It names the job by its display name first, then shows the state in that API's
+words, where it ran (strategy, machine, trainer and args: :mod:`.console_facts`), its metric, the
+times, the error, the trials (hyperparameters and metric), what the job waits for (quota,
+Flex-Start capacity) and the newest log lines; ``/console/`` lists the jobs, then the Model
+Registry's models with their versions (ID, aliases, creation time, metric, labels). A model's
+page, at its resource name ``projects/{number}/locations/{loc}/models/{id}``, lists its versions
+in full. Pages fit a 1280 px window: long URIs are cut with an ellipsis, whole on hover, with a
+Copy button. Plain HTML: every value is escaped; the one script copies a value on a click; a
+refresh every few seconds while the job is active.
 """
 
 from __future__ import annotations
@@ -21,6 +24,15 @@ from typing import Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
+from airflow_aip.jobs.numbers import number_text
+from airflow_aip.local.console_facts import (
+    display_name,
+    hyperparameters_text,
+    job_facts,
+    labels_html,
+    uri_html,
+    version_metric,
+)
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.service import TrainingService
 from airflow_aip.local.vertex.models import registry_of
@@ -32,9 +44,26 @@ LOG_LINES = 200
 REFRESH_SECONDS = 5
 _KIND_TITLES = {"customJobs": "Vertex AI custom job", TUNING_JOBS: "Vertex AI hyperparameter tuning job"}
 _STYLE = (
-    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}table{border-collapse:collapse}"
-    "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top}"
-    "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap}.ERROR{color:#b00}"
+    "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
+    "table{border-collapse:collapse;max-width:100%}"
+    "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;"
+    "overflow-wrap:anywhere}"
+    "th{white-space:nowrap}th[scope=row]{background:#f6f6f6;font-weight:600}"
+    "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}.ERROR{color:#b00}"
+    ".muted{color:#666;font-size:12px}.uri-box{display:inline-flex;gap:.4em;max-width:100%;align-items:baseline}"
+    ".uri{overflow:hidden;text-overflow:ellipsis;white-space:nowrap;min-width:0;max-width:32em}"
+    "button.copy{font-size:11px;padding:0 .4em;flex:none;cursor:pointer}"
+    ".label{display:inline-block;font-size:12px;background:#edf2f7;border-radius:3px;"
+    "padding:0 .3em;margin:1px 0}"
+    "td .uri{max-width:10em}.nowrap{white-space:nowrap}"
+    ".description{white-space:pre-wrap;font-size:12px;max-width:30em}.labels{min-width:15em}"
+)
+# Copy buttons (data-copy): the Clipboard API, else a selected textarea (a page outside a secure context).
+_COPY_SCRIPT = (
+    "<script>document.addEventListener('click',async(e)=>{const b=e.target.closest('button[data-copy]');"
+    "if(!b)return;try{await navigator.clipboard.writeText(b.dataset.copy)}catch{const t=document."
+    "createElement('textarea');t.value=b.dataset.copy;document.body.append(t);t.select();"
+    "document.execCommand('copy');t.remove()}b.textContent='Copied'})</script>"
 )
 
 
@@ -79,7 +108,7 @@ def _page(title: str, body: str, refresh: bool = False) -> str:
     return (
         f'<!doctype html><html><head><meta charset="utf-8">{meta}<title>{escape(title)}</title>'
         f"<style>{_STYLE}</style></head><body>{body}"
-        f'<p><a href="{PREFIX}">All jobs on this local training service</a></p></body></html>'
+        f'<p><a href="{PREFIX}">All jobs on this local training service</a></p>{_COPY_SCRIPT}</body></html>'
     )
 
 
@@ -90,13 +119,10 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _metric(record: Mapping[str, Any]) -> str:
-    """The tuning metric and its goal, ml v1's or Vertex's spelling; "" for a job without tuning."""
-    if "resource" in record:
-        metrics = ((record["resource"].get("studySpec") or {}).get("metrics")) or [{}]
-        return " ".join(str(metrics[0].get(k, "")) for k in ("metricId", "goal")).strip()
-    spec = (record.get("trainingInput") or {}).get("hyperparameters") or {}
-    return " ".join(str(spec.get(k, "")) for k in ("hyperparameterMetricTag", "goal")).strip()
+def _facts(facts: Sequence[tuple[str, Any]]) -> str:
+    """Label and value pairs, each label a row header: no header row (there are no columns to name)."""
+    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(str(v))}</td></tr>' for k, v in facts)
+    return f"<table class=facts>{rows}</table>"
 
 
 def render_job(job: ConsoleJob) -> str:
@@ -107,14 +133,13 @@ def render_job(job: ConsoleJob) -> str:
         ("Running since", record.get("runningSince")),
         ("Ended", record.get("endTime")),
     ]
-    facts = [("Kind", job.kind), ("State", job.state), *[(k, v) for k, v in times if v]]
+    facts = [("Kind", job.kind), ("State", job.state), *job_facts(record), *[(k, v) for k, v in times if v]]
     # Why it waits or failed, when the region lacked something (local/capacity.py).
     capacity = {"Waiting for": "waitingFor", "Error code": "errorCode", "Spot preemptions": "spotPreemptions"}
     facts += [(k, record[field]) for k, field in capacity.items() if record.get(field)]
-    if metric := _metric(record):
-        facts.append(("Metric", metric))
-    body = f"<h1>{escape(str(record.get('jobId', '')))}</h1><p><code>{escape(job.name)}</code></p>"
-    body += _table(["", ""], [[escape(k), escape(str(v))] for k, v in facts])
+    job_id = str(record.get("jobId", ""))
+    body = f"<h1>{escape(display_name(record))}</h1><p>Job {escape(job_id)} · {uri_html(job.name)}</p>"
+    body += _facts(facts)
     if record.get("errorMessage"):
         body += f"<h2>Error</h2><pre class=ERROR>{escape(str(record['errorMessage']))}</pre>"
     trials = (record.get("trainingOutput") or {}).get("trials") or []
@@ -124,14 +149,14 @@ def render_job(job: ConsoleJob) -> str:
         )
     body += f"<h2>Log (last {LOG_LINES} lines)</h2>" + _log_block(job.logs)
     active = not JobState.parse(record.get("state")).is_terminal
-    return _page(f"{record.get('jobId', '')} · {job.state}", body, refresh=active)
+    return _page(f"{display_name(record)} · {job.state}", body, refresh=active)
 
 
 def _trial_row(trial: Mapping[str, Any]) -> list[str]:
     final = trial.get("finalMetric") or {}
-    hyper = ", ".join(f"{k}={v}" for k, v in (trial.get("hyperparameters") or {}).items())
+    hyper = hyperparameters_text(trial.get("hyperparameters") or {})
     cells = [trial.get("trialId"), trial.get("state"), hyper]
-    cells += [final.get("objectiveValue"), final.get("trainingStep")]
+    cells += [number_text(final.get("objectiveValue")) if final else "", final.get("trainingStep")]
     return [escape("" if cell is None else str(cell)) for cell in cells]
 
 
@@ -163,16 +188,25 @@ def render_index(service: TrainingService) -> str:
         else:
             name = f"projects/{record.project}/jobs/{record.job_id}"
             state = str(job.get("state", ""))
-        link = f'<a href="{escape(PREFIX + name)}">{escape(record.job_id)}</a>'
-        rows.append([link, escape(state), escape(str(job.get("createTime", ""))), escape(name)])
+        link = f'<a href="{escape(PREFIX + name)}" title="{escape(name)}">{escape(display_name(job))}</a>'
+        facts = dict(job_facts(job))
+        where = f"{facts.get('Strategy', '')} · {facts.get('Machine', '')}"
+        cells = [escape(record.job_id), escape(state), escape(where), escape(str(job.get("createTime", "")))]
+        rows.append([link, *cells])
     body = "<h1>Jobs on this local training service</h1>"
-    body += _table(["Job", "State", "Created", "Resource name"], rows) if rows else "<p>No jobs yet.</p>"
+    header = ["Job", "ID", "State", "Strategy · machine", "Created"]
+    body += _table(header, rows) if rows else "<p>No jobs yet.</p>"
     body += "<h2>Models</h2>" + _models_table(registry_of(service).snapshot())
     return _page("Local training jobs", body)
 
 
-def _labels(model: Mapping[str, Any]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in sorted((model.get("labels") or {}).items()))
+def _version_cells(version: Mapping[str, Any]) -> list[str]:
+    """Version, aliases, created, metric and labels of a model version, as escaped cells."""
+    created = str(version.get("versionCreateTime") or "").replace("T", " ")  # wraps at the space
+    plain = [version.get("versionId"), ", ".join(version.get("versionAliases") or []), created]
+    cells = [escape("" if cell is None else str(cell)) for cell in plain]
+    cells.append(f'<span class="nowrap">{escape(version_metric(version))}</span>')
+    return [*cells, f'<div class="labels">{labels_html(version.get("labels"))}</div>']
 
 
 def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
@@ -184,31 +218,27 @@ def _models_table(models: Sequence[Mapping[str, Any]]) -> str:
         link = f'<a href="{escape(PREFIX + str(model["name"]))}">{escape(str(model["displayName"]))}</a>'
         for index, version in enumerate(model["versions"]):
             head = [link, escape(str(model["modelId"]))] if index == 0 else ["", ""]
-            cells = [version.get("versionId"), ", ".join(version.get("versionAliases") or [])]
-            cells += [version.get("versionCreateTime"), version.get("artifactUri"), _labels(version)]
-            rows.append(head + [escape("" if cell is None else str(cell)) for cell in cells])
-    header = ["Model", "Model ID", "Version", "Aliases", "Created", "Artifact URI", "Labels"]
+            rows.append(head + _version_cells(version))
+    header = ["Model", "Model ID", "Version", "Aliases", "Created", "Metric", "Labels"]
     return _table(header, rows)
 
 
 def render_model(versions: Sequence[Mapping[str, Any]]) -> str:
-    """A model's page: each version (oldest first) with what it was uploaded with."""
+    """A model's page: each version (oldest first) with its metric and what it was uploaded with."""
     default = next((v for v in versions if "default" in (v.get("versionAliases") or [])), versions[0])
     name = str(default["name"])
-    body = f"<h1>{escape(str(default.get('displayName', '')))}</h1><p><code>{escape(name)}</code></p>"
+    body = f"<h1>{escape(str(default.get('displayName', '')))}</h1><p>{uri_html(name)}</p>"
     rows = []
     for version in versions:
-        cells = [version.get("versionId"), ", ".join(version.get("versionAliases") or [])]
+        cells = _version_cells(version)
         cells += [
-            version.get("versionCreateTime"),
-            version.get("versionUpdateTime"),
-            version.get("displayName"),
+            uri_html(version.get("artifactUri")),
+            uri_html((version.get("containerSpec") or {}).get("imageUri")),
         ]
-        cells += [version.get("artifactUri"), (version.get("containerSpec") or {}).get("imageUri")]
-        cells += [_labels(version), version.get("versionDescription")]
-        rows.append([escape("" if cell is None else str(cell)) for cell in cells])
-    header = ["Version", "Aliases", "Created", "Updated", "Display name", "Artifact URI", "Serving container"]
-    body += f"<h2>Versions ({len(versions)})</h2>" + _table([*header, "Labels", "Description"], rows)
+        description = escape(str(version.get("versionDescription") or ""))
+        rows.append([*cells, f'<div class="description">{description}</div>'])
+    header = ["Version", "Aliases", "Created", "Metric", "Labels", "Artifact URI", "Serving container"]
+    body += f"<h2>Versions ({len(versions)})</h2>" + _table([*header, "Description"], rows)
     return _page(f"{default.get('displayName', '')} · model", body)
 
 

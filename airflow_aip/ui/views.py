@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
+from airflow_aip.ui.results import job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
 GOOGLE_CONSOLE = "https://console.cloud.google.com/"
@@ -83,20 +84,6 @@ def link_label(url: Any, page: str = "job page") -> str | None:
     if str(url).startswith(GOOGLE_CONSOLE):
         return "Google Cloud console"
     return f"Local training service: {page}"
-
-
-def reported_metric(summary: Mapping[str, Any], export: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """The metric a job reported: the summary's final metric when it has one, else what the run's
-    export read from the job's metrics file. A single (non-tuning) job has no trials to show its
-    metric, so without this the page shows none at all."""
-    final = summary.get("final_metric")
-    value = finite_number(final.get("objectiveValue") if isinstance(final, Mapping) else final)
-    if value is not None:
-        return {"value": value, "tag": summary.get("hyperparameter_metric_tag"), "source": "summary"}
-    exported = finite_number(export.get("metric")) if export is not None else None
-    if export is not None and exported is not None:
-        return {"value": exported, "tag": export.get("metric_tag"), "source": "export"}
-    return None
 
 
 def tied_best(trials: list[dict[str, Any]], best_key: str | None) -> list[str]:
@@ -230,6 +217,7 @@ def job_view(
         "best_trial_key": best_key,
         "tied_trial_keys": tied_best(trials, best_key),
         "reported_metric": reported_metric(summary, export),
+        "result": job_result(summary, export),
         "parameters": _parameters(summary, trials),
         "trials": trials,
         "ladder": ladder,
@@ -353,6 +341,8 @@ def job_list_row(
         "state": summary["state"] if done else None,
         "task_state": task_state,
         "trials": len(summary["trials"]) if done else None,
+        "tuning": bool(summary.get("is_hyperparameter_tuning_job")) if done else None,
+        "result": job_result(summary, export if is_export_result(export) else None) if done else None,
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_objective": objective_value(best) if best else None,
         "exported": bool(export.get("exported")) if is_export_result(export) else None,

@@ -217,3 +217,32 @@ def test_dag_list_and_details_show_the_descriptions(viewer_page: Any, airflow_st
         page.get_by_role("heading", name="Tune the iris trainer and export the best model")
     ).to_be_visible()
     expect(page.get_by_text("export_best_model", exact=False).first).to_be_visible()
+
+
+_SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+
+
+def test_the_tabs_and_browse_fit_a_1280_px_window(
+    viewer_page: Any, airflow_stack: AirflowStack, tuning_run: TuningRun
+) -> None:
+    """In Airflow's own frames at 1280 px, neither Airflow's page nor the plugin's scrolls sideways."""
+    from playwright.sync_api import expect
+
+    page = viewer_page
+    page.set_viewport_size({"width": 1280, "height": 1000})
+    run = f"/dags/{tuning_run.dag_id}/runs/{quote(tuning_run.run_id, safe='')}"
+    pages = [
+        (f"{run}/tasks/{TASK}/plugin/aip-training-job", "Training job", "table.trials"),
+        (f"{run}/plugin/aip-run-training-jobs", "Training jobs", "table.jobs"),
+        ("/plugin/aip-training-jobs", "Training jobs", "table.jobs"),
+    ]
+    try:
+        with exclusively(BROWSE_READS):  # Browse reads every waiting job
+            for url, title, drawn in pages:
+                page.goto(url)
+                frame = page.frame_locator(f"iframe[title='{title}']")
+                expect(frame.locator(drawn)).to_be_visible(timeout=60_000)
+                inner = frame.locator("html").evaluate(f"() => {_SIDEWAYS}")
+                assert (url, inner, page.evaluate(_SIDEWAYS)) == (url, 0, 0)
+    finally:
+        page.set_viewport_size({"width": 1400, "height": 1300})

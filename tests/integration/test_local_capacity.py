@@ -140,7 +140,7 @@ def test_a_stockout_fails_the_job_with_code_8(
         "If you use K80, please consider using P100 or V100 instead."
     )
     assert custom_job.start_time is None  # it never ran
-    assert "Error code</td><td>8" in console(service, custom_job)
+    assert "Error code</th><td>8" in console(service, custom_job)
 
 
 def test_flex_start_waits_pending_then_fails_at_max_wait_or_runs_when_capacity_comes(
@@ -181,7 +181,7 @@ def test_a_preempted_spot_job_restarts_and_then_succeeds(
     said = lines(service, project, custom_job)
     assert [line for line in said if "was preempted" in line][-1].endswith("(restart 2 of at most 6)")
     assert said.count("sleeping") == 3  # three attempts, the last one to the end
-    assert "Spot preemptions</td><td>2" in console(service, custom_job)
+    assert "Spot preemptions</th><td>2" in console(service, custom_job)
     with pytest.raises(urllib.error.HTTPError) as refused:  # an ended job has no Spot VMs to reclaim
         capacity(service, {"preempt": [job_id]})
     assert refused.value.code == 400

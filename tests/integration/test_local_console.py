@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 import httpx
 import pytest
 
+from airflow_aip.jobs.numbers import number_text
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_job, wait_for_state
 from tests.fixtures.vertex import VERTEX_TERMINAL, aiplatform
 from tests.integration.test_local_service_vertex import worker_pool
@@ -33,6 +35,8 @@ def test_ml_v1_job_page_shows_state_error_and_log(
     assert response.headers["content-type"].startswith("text/html")
     html = response.text
     assert "<td>FAILED</td>" in html
+    assert f"<h1>{job_id}</h1>" in html  # ml v1 has no display name: its job ID is readable
+    assert '<th scope="row">Args</th>' in html
     assert "AI Platform Training job (ml v1)" in html
     assert f"<td>{job['createTime']}</td>" in html
     assert "exited with a non-zero status of 3" in html  # the error
@@ -43,7 +47,7 @@ def test_ml_v1_job_page_shows_state_error_and_log(
 
 
 def test_vertex_tuning_job_page_shows_trials(
-    local_service: LocalService, staged_trainer: StagedTrainer
+    local_service: LocalService, staged_trainer: StagedTrainer, browser: Any
 ) -> None:
     project = f"console-{uuid.uuid4().hex[:8]}"
     tuning = aiplatform(local_service.url).projects().locations().hyperparameterTuningJobs()
@@ -68,14 +72,26 @@ def test_vertex_tuning_job_page_shows_trials(
     html = by_number.text
     assert "Vertex AI hyperparameter tuning job" in html
     assert "<td>JOB_STATE_SUCCEEDED</td>" in html
-    assert "<td>score MAXIMIZE</td>" in html
+    assert html.index("<h1>console</h1>") < html.index(created["name"])  # the display name first
+    assert "(MAXIMIZE), best of trial" in html
+    assert '<th scope="row">Machine</th>' in html
     assert "<h2>Trials (2)</h2>" in html
     for trial in job["trials"]:
         x = next(p["value"] for p in trial["parameters"] if p["parameterId"] == "x")
-        score = trial["finalMeasurement"]["metrics"][0]["value"]
-        assert f"<td>{trial['id']}</td><td>SUCCEEDED</td><td>x={x}</td><td>{score}</td>" in html
+        score = number_text(trial["finalMeasurement"]["metrics"][0]["value"])
+        assert f"<td>{trial['id']}</td><td>SUCCEEDED</td><td>x={number_text(x)}</td><td>{score}</td>" in html
     other_kind = created["name"].replace("hyperparameterTuningJobs", "customJobs")
     assert page(local_service, other_kind).status_code == 404
+    tab = browser.new_page(viewport={"width": 1280, "height": 900})
+    try:
+        for url in (f"{local_service.url}console/{created['name']}", f"{local_service.url}console/"):
+            tab.goto(url)
+            sideways = tab.evaluate(
+                "document.documentElement.scrollWidth - document.documentElement.clientWidth"
+            )
+            assert (url, sideways) == (url, 0)
+    finally:
+        tab.close()
 
 
 @pytest.mark.parametrize(
@@ -93,4 +109,4 @@ def test_unknown_jobs_are_a_404_page(local_service: LocalService, name: str) -> 
     assert response.status_code == 404
     assert response.headers["content-type"].startswith("text/html")
     assert "No such job" in response.text
-    assert "<script>" not in response.text
+    assert "<script>alert" not in response.text

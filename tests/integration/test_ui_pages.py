@@ -19,6 +19,7 @@ import pytest
 from airflow_aip.ui import TASK_TAB_HREF
 from airflow_aip.ui.app import page_html
 from airflow_aip.ui.views import job_list_row, job_view
+from tests.fixtures.number_cases import NUMBER_CASES, SIGNED_CASES
 from tests.fixtures.tuning_job import SUMMARY
 
 pytestmark = pytest.mark.integration
@@ -205,7 +206,7 @@ def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed)
             "tune",
             "SUCCEEDED",
             "3",
-            "trial 2: 0.95",
+            "trial 2: accuracy 0.95",
             "exported",
             "2026-11-23 10:00:00 UTC",
         ]
@@ -216,8 +217,193 @@ def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed)
     page.get_by_role("button", name="Filter").click()
 
     expect(page.locator("table.jobs caption")).to_have_text(
-        "1 of the 100 most recent jobs of aip_training_pipeline are SUCCEEDED; newest first."
+        "1 of the 100 most recent jobs of aip_training_pipeline is SUCCEEDED; newest first."
     )
     assert framed.asked[-1] == "jobs?dag_id=aip_training_pipeline&state=SUCCEEDED&limit=100"
     row.get_by_role("link", name="iris_tuning_1").click()
     expect(page.locator("table.trials tbody tr")).to_have_count(3)
+
+
+def test_pages_write_every_number_one_way(framed: Framed) -> None:
+    """The browser's half of the one number format, on the server's table of cases."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    expect(page.locator("table.jobs")).to_be_visible()
+
+    cases = [[value, text] for value, text in NUMBER_CASES]
+    written = page.evaluate("(cases) => cases.map(([value]) => metricText(value))", cases)
+    signed = page.evaluate("(cases) => cases.map(([value]) => signedText(value))", SIGNED_CASES)
+
+    assert list(zip([v for v, _ in NUMBER_CASES], written, strict=True)) == [(v, t) for v, t in NUMBER_CASES]
+    assert signed == [text for _, text in SIGNED_CASES]
+
+
+LONG = "gs://a-bucket-with-a-rather-long-name-for-its-models/" + "nested/" * 12 + "model-output"
+SINGLE = {
+    **SUMMARY,
+    "job_id": "iris_train_1",
+    "is_hyperparameter_tuning_job": False,
+    "best_trial": None,
+    "trials": [],
+    "parameters": [],
+}
+SINGLE_EXPORT = {
+    "job_id": "iris_train_1",
+    "metric": 0.93,
+    "metric_tag": "accuracy",
+    "exported": True,
+    "promoted": False,
+}
+
+
+def _crowded() -> dict[str, Any]:
+    """The sample job with everything long: URIs, names, many hyperparameters, a two-rung ladder."""
+    names = [f"hyperparameter_with_a_long_name_{n}" for n in range(6)]
+    trials = [
+        {
+            **t,
+            "hyperparameters": {
+                **t["hyperparameters"],
+                **{n: str(3.14159265358979 * i) for i, n in enumerate(names)},
+            },
+        }
+        for t in SUMMARY["trials"]
+    ]
+    detail = "The region had no a2-ultragpu-8g machines with 8 NVIDIA_A100_80GB accelerators for " * 3
+    rung = {
+        "rung": 1,
+        "label": "spot",
+        "placement": "SPOT, " + "x" * 40,
+        "region": "us-central1",
+        "state": "FAILED",
+    }
+    return {
+        **SUMMARY,
+        "job_id": "iris_tuning_" + "1" * 60,
+        "name": "projects/123456789012/locations/us-central1/hyperparameterTuningJobs/" + "9" * 80,
+        "output_dir": LONG,
+        "trials": trials,
+        "ladder": [
+            {
+                **rung,
+                "job_id": "iris_tuning_" + "1" * 60 + "_spot",
+                "ended_because": "stockout",
+                "detail": detail,
+            },
+            {
+                **rung,
+                "rung": 2,
+                "label": "standard",
+                "job_id": "iris_tuning_" + "1" * 60,
+                "state": "SUCCEEDED",
+            },
+        ],
+    }
+
+
+def _overflow(page: Any) -> int:
+    """How far the page scrolls sideways (0 when it fits)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
+
+@pytest.mark.parametrize("width", [1280, 1100])  # 1100: a frame in a 1280 px window (nav, margins)
+def test_every_page_fits_without_sideways_scroll(framed: Framed, width: int) -> None:
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.set_viewport_size({"width": width, "height": 900})
+    crowded = _crowded()
+    export = {"job_id": crowded["job_id"], "exported": True, "promoted": True, "destination": LONG}
+    framed.api["task"] = {
+        "task_state": "success",
+        "job_id": crowded["job_id"],
+        "job": job_view(crowded, "tune", -1),
+    }
+    framed.api["run"] = {"jobs": [job_view(crowded, "tune", -1, export)]}
+    ident = {"dag_id": "d" * 70, "run_id": "scheduled__" + "2026-11-23T10:00:00+00:00" * 3, "task_id": "tune"}
+    row = job_list_row(
+        {**ident, "job_id": crowded["job_id"], "map_index": -1, "submitted": None}, crowded, "success"
+    )
+    framed.api["jobs"] = {"dags": [ident["dag_id"]], "jobs": [row]}
+    query = "dag_id=aip_training_pipeline&run_id=manual__1&task_id=tune&map_index=-1"
+
+    for path, drawn in [
+        (f"task?{query}", "table.trials"),
+        (f"run?{query}", "table.jobs"),
+        ("jobs", "table.jobs"),
+    ]:
+        page.goto(f"{ORIGIN}/aip/ui/{path}")
+        expect(page.locator(drawn)).to_be_visible()
+        assert (path, _overflow(page)) == (path, 0)
+
+    page.goto(f"{ORIGIN}/aip/ui/task?{query}")
+    uri = page.locator("dd .output-dir .uri")
+    expect(uri).to_have_attribute("title", LONG)  # the whole value on hover
+    expect(page.locator("dd .output-dir").get_by_role("button", name=f"Copy {LONG}")).to_be_visible()
+    assert uri.evaluate("e => e.scrollWidth > e.clientWidth")  # cut with an ellipsis
+
+
+def test_a_single_job_reads_the_same_on_every_page(framed: Framed) -> None:
+    """No trials: its final metric, as the export read it, on the task tab, the run tab and Browse."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    framed.api["task"] = {
+        "task_state": "success",
+        "job_id": "iris_train_1",
+        "job": job_view(SINGLE, "train", -1, SINGLE_EXPORT),
+    }
+    framed.api["run"] = {"jobs": [job_view(SINGLE, "train", -1, SINGLE_EXPORT)]}
+    ident = {
+        "job_id": "iris_train_1",
+        "dag_id": "d",
+        "run_id": "r",
+        "task_id": "train",
+        "map_index": -1,
+        "submitted": None,
+    }
+    framed.api["jobs"] = {"dags": ["d"], "jobs": [job_list_row(ident, SINGLE, "success", SINGLE_EXPORT)]}
+    query = "dag_id=d&run_id=r&task_id=train&map_index=-1"
+
+    page.goto(f"{ORIGIN}/aip/ui/task?{query}")
+    expect(page.locator("dd.result")).to_have_text("accuracy 0.93")
+    expect(page.locator("p.single-job")).to_contain_text("it has no trials")
+    page.goto(f"{ORIGIN}/aip/ui/run?{query}")
+    expect(page.locator("table.jobs tbody td").nth(3)).to_have_text("single job")
+    expect(page.locator("table.jobs tbody td").nth(4)).to_have_text("accuracy 0.93")
+    expect(page.locator("table.jobs caption")).to_have_text("1 training job in this run.")
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    expect(page.locator("table.jobs tbody td").nth(5)).to_have_text("single job")
+    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text("accuracy 0.93")
+
+    framed.api["jobs"]["jobs"] = [job_list_row(ident, SINGLE, "success")]  # before the export ran
+    page.goto(f"{ORIGIN}/aip/ui/jobs")
+    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text("— (a single job; it reported no metric)")
+
+
+def test_task_tab_puts_cancel_after_the_title_and_marks_every_tied_trial(framed: Framed) -> None:
+    """Ties: every tied trial highlighted and the rule said; links say where, the URL on hover."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    tied = {**SUMMARY, "trials": [*SUMMARY["trials"], {**SUMMARY["trials"][1], "trialId": "4"}]}
+    job = job_view(tied, "tune", -1)
+    framed.api["task"] = {"task_state": "running", "job_id": "iris_tuning_1", "job": job, "can_cancel": True}
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=d&run_id=r&task_id=tune&map_index=-1")
+
+    title = page.locator("section.job h1")
+    expect(title).to_have_text("Training job iris_tuning_1")
+    order = page.locator("section.job > *").evaluate_all(
+        "(nodes) => nodes.map((n) => n.tagName + '.' + n.className)"
+    )
+    assert order[:2] == ["H1.", "DIV.actions"]
+    expect(page.locator("table.trials tr.best")).to_have_attribute("data-trial", "2")
+    expect(page.locator("table.trials tr.tied")).to_have_attribute("data-trial", "4")
+    expect(page.locator("table.trials caption")).to_contain_text(
+        "Trials 2, 4 tied for best (all highlighted): a tie goes to the earliest trial in the job's list."
+    )
+    link = page.locator("ul.links li").first
+    expect(link).to_have_text("Google Cloud console")  # no raw URL after the label
+    expect(link.get_by_role("link")).to_have_attribute("title", job["console_url"])

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.ui.results import job_result, reported_metric
 from airflow_aip.ui.views import (
     champion_comparison,
     job_view,
     link_label,
-    reported_metric,
     run_view,
     tied_best,
     trial_row,
@@ -104,6 +104,31 @@ def test_a_job_before_its_export_ran_reports_no_metric() -> None:
     assert reported_metric(SINGLE, None) is None
     assert reported_metric(SINGLE, {**EXPORT, "metric": None}) is None
     assert job_view(SINGLE, "train", -1)["reported_metric"] is None
+
+
+def test_a_job_comes_to_one_result_whatever_the_page() -> None:
+    """The task tab, the run tab and Browse draw this one value: a single job's final metric
+    when known, else a dash with the reason; a tuning job's best trial."""
+    assert job_result(SINGLE, EXPORT) == {
+        "kind": "metric",
+        "metric": "accuracy",
+        "value": 0.93,
+        "trial_id": None,
+        "rung": None,
+        "reason": None,
+    }
+    assert job_result(SINGLE, None)["reason"] == "a single job; it reported no metric"
+    running = {**SINGLE, "state": "RUNNING"}
+    assert (job_result(running, None)["kind"], job_result(running, None)["reason"]) == (
+        "none",
+        "a single job; its metric comes when it ends",
+    )
+    best = job_result(SUMMARY, None)
+    assert (best["kind"], best["trial_id"], best["value"]) == ("trial", "2", 0.95)
+    no_best = {**SUMMARY, "best_trial": None}
+    assert job_result(no_best, None)["reason"] == "no trial has a final metric"
+    queued = {**no_best, "trials": [], "state": "QUEUED"}
+    assert job_result(queued, None)["reason"] == "no trial has ended yet"
 
 
 def test_run_view_gives_each_job_its_own_exports_metric() -> None:

@@ -121,10 +121,10 @@ function metricAgainst(job, param) {
   yAxis(root, lo, hi, y);
   for (const v of ticks(xlo, xhi, log)) {
     if (log && (v < xlo || v > xhi)) continue;
-    root.append(svgEl("text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, fmt(v, 3)));
+    root.append(svgEl("text", { x: x(v), y: H - B + 14, "text-anchor": "middle" }, metricText(v)));
   }
   for (const t of scored) {
-    const label = `trial ${trialName(job, t)}: ${param.name} ${t.params[param.name]}, ${metric} ${metricText(t.objective)}` +
+    const label = `trial ${trialName(job, t)}: ${param.name} ${metricText(t.params[param.name])}, ${metric} ${metricText(t.objective)}` +
       (t.key === job.best_trial_key ? " (best trial)" : "");
     root.append(point(job, t, x(t.values[param.name]), y(t.objective), label));
   }

@@ -16,23 +16,45 @@ const svgEl = (tag, attrs = {}, text) => {
   return e;
 };
 
-const fmt = (x, digits = 4) => {
-  if (x === null || x === undefined) return "—";
-  const n = Number(x);
-  return Math.abs(n) >= 1e5 || (n !== 0 && Math.abs(n) < 1e-3) ? n.toExponential(digits - 1) : String(+n.toFixed(digits));
-};
-
-// Every metric on every page: up to 4 significant decimals (4 decimals from 1 up), zeros trimmed;
-// very large or very small values in exponent form. One formatter, so a value reads the same everywhere.
+// Every number on every page (metrics, hyperparameters, differences, chart ticks) is written one
+// way: 4 significant digits, fixed notation from 1e-4 up to 1e6, scientific outside, trailing zeros
+// dropped (34.63, 0.0001204, 1.235e6). The console's pages use the same algorithm in Python
+// (airflow_aip/jobs/numbers.py); both are tested on one table of cases. Text that is no number
+// (a categorical hyperparameter) is shown as it is.
 const metricText = (x) => {
   if (x === null || x === undefined || x === "") return "—";
+  if (typeof x === "boolean") return String(x);
   const n = Number(x);
-  if (!Number.isFinite(n)) return String(x);
+  if (typeof x === "string" && (x.trim() === "" || Number.isNaN(n))) return x;
+  if (!Number.isFinite(n)) return String(n);
   if (n === 0) return "0";
-  const size = Math.abs(n);
-  if (size >= 1e6 || size < 1e-4) return n.toExponential(3).replace(/\.?0+e/, "e");
-  return String(size >= 1 ? +n.toFixed(4) : +n.toPrecision(4));
+  const [mantissa, power] = Math.abs(n).toExponential(3).split("e");
+  const e = Number(power), digits = mantissa.replace(".", ""), sign = n < 0 ? "-" : "";
+  const trim = (t) => (t.includes(".") ? t.replace(/\.?0+$/, "") : t);
+  if (e < -4 || e >= 6) return `${sign}${trim(mantissa)}e${e}`;
+  if (e < 0) return sign + trim("0." + "0".repeat(-e - 1) + digits);
+  if (e >= 3) return sign + digits + "0".repeat(e - 3);
+  return sign + trim(digits.slice(0, e + 1) + "." + digits.slice(e + 1));
 };
+
+// A difference: its sign always written (+0.02222, -1.5, 0).
+const signedText = (x) => {
+  const t = metricText(x);
+  return /^\d/.test(t) && t !== "0" ? "+" + t : t;
+};
+
+// What a job came to (ui/results.py), the same words on every page: its best trial, a single
+// job's final metric, or a dash and the reason there is no number.
+const resultText = (r) => {
+  if (!r) return "—";
+  const metric = r.metric || "metric";
+  if (r.kind === "trial") return `trial ${r.trial_id}: ${metric} ${metricText(r.value)}`;
+  if (r.kind === "metric") return `${metric} ${metricText(r.value)}`;
+  return `— (${r.reason})`;
+};
+
+// "1 job", "2 jobs": a count and its noun, singular or plural.
+const counted = (n, one, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 const when = (iso) => (iso ? new Date(iso).toISOString().replace("T", " ").replace(/\.\d+Z$|Z$/, " UTC") : "—");
 
@@ -70,13 +92,45 @@ function openInNewTab(event) {
   }
 }
 
-// A link out of the plugin: always a new browser tab, never inside the plugin's frame; the URL is shown too.
+// A link out of the plugin: always a new browser tab, never inside the plugin's frame. The label
+// says where it goes; the URL is the link's title (on hover), not printed after every label.
 const outLink = (url, label) => {
-  const a = el("a", { href: url, target: "_blank", rel: "noopener" }, label);
+  const a = el("a", { href: url, target: "_blank", rel: "noopener", title: url }, label);
   a.addEventListener("click", openInNewTab);
   return a;
 };
-const external = (label, url) => (url ? el("li", {}, outLink(url, label), " ", el("span", { class: "muted" }, url)) : null);
+const external = (label, url) => (url ? el("li", {}, outLink(url, label)) : null);
+
+// Copied from a button's click: the Clipboard API when the frame may use it, else a selected
+// textarea and execCommand (Airflow's iframe is given no clipboard-write permission).
+async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return;
+  } catch {
+    // no clipboard permission in this frame: the old way below
+  }
+  const area = el("textarea", { class: "visually-hidden", readonly: "" });
+  area.value = text;
+  document.body.append(area);
+  area.select();
+  document.execCommand("copy");
+  area.remove();
+}
+
+// A long URI or resource name: cut with an ellipsis to fit the page, the whole value on hover
+// (its title) and a button that copies it.
+function uriText(value, cls) {
+  const box = el("span", { class: `uri-box ${cls ?? ""}`.trim() });
+  const text = el("span", { class: "uri", title: value }, value);
+  const copy = el("button", { type: "button", class: "copy", title: `Copy ${value}`, "aria-label": `Copy ${value}` }, "Copy");
+  copy.addEventListener("click", async () => {
+    await copyText(value);
+    copy.textContent = "Copied";
+  });
+  box.append(text, copy);
+  return box;
+}
 
 // Airflow's own page of a task instance (Airflow 3 UI URLs), from inside /aip/ui/<page>.
 const airflowPage = (j, level = "task") => {
@@ -122,7 +176,7 @@ function sortableTable(caption, columns, rows, rowAttrs) {
   const draw = (order) => {
     body.replaceChildren(...order.map((r) => {
       const tr = el("tr", rowAttrs(r));
-      for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : undefined }, c.cell(r)));
+      for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : c.cls }, c.cell(r)));
       return tr;
     }));
   };

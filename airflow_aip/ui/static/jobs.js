@@ -19,8 +19,8 @@ const LIMIT = 100;
 function caption(data, q) {
   const where = q.get("dag_id") ? ` of ${q.get("dag_id")}` : "";
   return q.get("state")
-    ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} are ${q.get("state")}; newest first.`
-    : `The ${data.jobs.length} most recent job(s)${where}, newest first.`;
+    ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} ${data.jobs.length === 1 ? "is" : "are"} ${q.get("state")}; newest first.`
+    : (data.jobs.length === 1 ? `The most recent job${where}.` : `The ${data.jobs.length} most recent jobs${where}, newest first.`);
 }
 
 function draw(data, out) {
@@ -47,8 +47,8 @@ function draw(data, out) {
     { label: "Run", cell: (j) => el("span", { class: "run-id", title: j.run_id }, outLink(airflowPage(j, "run"), j.run_id)), sort: (j) => j.run_id },
     { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
     { label: "State", cell: (j) => el("span", { title: j.read_now ? "read from the job now" : undefined }, stateText(j.state ?? `task ${j.task_state ?? "?"}`)), sort: (j) => j.state ?? "" },
-    { label: "Trials", cell: (j) => j.trials ?? "—", sort: (j) => j.trials, numeric: true },
-    { label: "Best", cell: (j) => (j.best_trial_id ? `trial ${j.best_trial_id}: ${metricText(j.best_objective)}` : "—"), sort: (j) => j.best_objective, numeric: true },
+    { label: "Trials", cell: (j) => (j.tuning === false ? "single job" : j.trials ?? "—"), sort: (j) => j.trials, numeric: true },
+    { label: "Result", cell: (j) => resultText(j.result), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];

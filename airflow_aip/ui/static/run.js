@@ -9,12 +9,11 @@ function exportText(job) {
   return "not exported (did not beat the champion)";
 }
 
+// The job's result as every page words it (resultText); a best trial adds its rung and hyperparameters.
 function bestText(job) {
   const best = job.trials.find((t) => t.key === job.best_trial_key);
-  const reported = job.reported_metric;
-  if (!best && reported) return `${reported.tag || job.metric || "metric"} ${metricText(reported.value)} (reported)`;
-  if (!best) return "—";
-  const values = Object.entries(best.params).map(([k, v]) => `${k}=${v}`).join(", ");
+  if (!best || job.result?.kind !== "trial") return resultText(job.result);
+  const values = Object.entries(best.params).map(([k, v]) => `${k}=${metricText(v)}`).join(", ");
   const where = job.several_jobs ? ` of ${best.rung || "this job"}` : "";
   return `trial ${best.id}${where}: ${job.metric} ${metricText(best.objective)}${values ? ` (${values})` : ""}`;
 }
@@ -22,8 +21,8 @@ function bestText(job) {
 // A job's output directory, Vertex resource name and console link, under the table.
 function outputItem(j) {
   const li = el("li", { "data-job": j.job_id }, `${j.job_id}: `);
-  if (j.output_dir) li.append(el("span", { class: "output-dir" }, `output ${j.output_dir}`), " ");
-  if (j.name) li.append(el("span", { class: "muted resource-name" }, j.name), " ");
+  if (j.output_dir) li.append("output ", uriText(j.output_dir, "output-dir"), " ");
+  if (j.name) li.append(uriText(j.name, "muted resource-name"), " ");
   if (j.console_url) li.append(outLink(j.console_url, j.console_label ?? "Google Cloud console"));
   return li;
 }
@@ -35,14 +34,14 @@ render(() => getJson("run", params().toString()), (data, out) => {
   }
   const q = params();
   const columns = [
-    { label: "Task", cell: (j) => el("a", { href: taskPage({ ...j, dag_id: q.get("dag_id"), run_id: q.get("run_id") }) }, j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
+    { label: "Task", cell: (j) => el("a", { href: taskPage({ ...j, dag_id: q.get("dag_id"), run_id: q.get("run_id") }) }, j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id, cls: "short" },
     { label: "Job", cell: (j) => j.job_id, sort: (j) => j.job_id },
     { label: "State", cell: (j) => el("span", { title: j.ended_because ?? undefined }, stateText(j.state)), sort: (j) => j.state },
-    { label: "Trials", cell: (j) => j.trials.length, sort: (j) => j.trials.length, numeric: true },
-    { label: "Best trial", cell: (j) => bestText(j), sort: (j) => bestText(j) },
+    { label: "Trials", cell: (j) => (j.tuning ? j.trials.length : "single job"), sort: (j) => j.trials.length, numeric: true },
+    { label: "Result", cell: (j) => bestText(j), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => exportText(j), sort: (j) => exportText(j) },
   ];
-  const table = sortableTable(`${data.jobs.length} training job(s) in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
+  const table = sortableTable(`${counted(data.jobs.length, "training job")} in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
   table.classList.add("jobs");
   out.append(el("h1", {}, "Training jobs of this run"), table);
   const outputs = data.jobs.filter((j) => j.output_dir || j.name || j.console_url);

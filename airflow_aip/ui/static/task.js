@@ -1,10 +1,12 @@
 "use strict";
 // The "Training job" tab of a task instance: state, timeline, links, charts and the trials table.
 
-function jobHeader(job) {
+// The job's title, then what may be done with it ("Cancel job"), then its state and facts.
+function jobHeader(job, actions) {
   const head = el("section", { class: "job", "data-job": job.job_id });
-  head.append(el("h1", {}, `Training job ${job.job_id}`),
-              el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
+  head.append(el("h1", {}, `Training job ${job.job_id}`));
+  if (actions) head.append(actions);
+  head.append(el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
   if (job.ended_because) head.append(el("p", { class: "ended-because" }, `The task's wait ended: ${job.ended_because}`));
   const dl = el("dl", { class: "timeline" });
   for (const [label, at] of [["Created", job.create_time], ["Started", job.start_time], ["Ended", job.end_time]]) {
@@ -12,10 +14,9 @@ function jobHeader(job) {
   }
   head.append(dl);
   const facts = el("dl", { class: "timeline facts" });
-  const reported = job.reported_metric;
-  if (reported) facts.append(el("dt", {}, "Metric"), el("dd", { class: "reported-metric" }, `${reported.tag || job.metric || "metric"} ${metricText(reported.value)}` + (reported.source === "export" ? " (read by the export)" : "")));
-  if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", { class: "output-dir" }, job.output_dir));
-  if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", { class: "resource-name" }, job.name));
+  if (job.result) facts.append(el("dt", {}, job.tuning ? "Best trial" : "Final metric"), el("dd", { class: "result" }, resultText(job.result)));
+  if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", {}, uriText(job.output_dir, "output-dir")));
+  if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", {}, uriText(job.name, "resource-name")));
   if (facts.childElementCount) head.append(facts);
   const links = [external(job.console_label ?? "Google Cloud console", job.console_url), external("Job logs (Cloud Logging)", job.logs_url)].filter(Boolean);
   if (links.length) head.append(el("ul", { class: "links" }, ...links));
@@ -39,7 +40,7 @@ function ladderTable(job) {
     { label: "Ran", cell: (r) => seconds(r.ran_s), numeric: true },
   ];
   const current = job.ladder.find((r) => r.job_id === job.job_id);
-  const caption = `${job.ladder.length} rung(s) tried in order; only a lack of capacity moves the job to the next.` +
+  const caption = `${counted(job.ladder.length, "rung")} tried in order; only a lack of capacity moves the job to the next.` +
     (current ? ` This job ran on rung ${current.rung} (${current.label}).` : "");
   const table = el("table", { class: "ladder" }, el("caption", {}, caption));
   const head = el("tr");
@@ -58,10 +59,12 @@ function ladderTable(job) {
 // Where a trial ran, when the study spans several jobs (rungs of a ladder, a resumed study).
 const ranOn = (t) => el("span", {}, t.rung || "this job", " ", el("span", { class: "muted" }, t.job_id ?? ""));
 
-// Two or more trials with the best objective: the highlighted one is a choice among equals.
+// Two or more trials with the best objective: all are highlighted, and the page says which one
+// counts as best and by what rule (airflow_aip/jobs/trials.py: best_trial).
 function tiedText(job) {
   const tied = job.trials.filter((t) => (job.tied_trial_keys ?? []).includes(t.key));
-  return tied.length > 1 ? `Trials ${tied.map((t) => t.id).join(", ")} tied for best. ` : "";
+  if (tied.length < 2) return "";
+  return `Trials ${tied.map((t) => t.id).join(", ")} tied for best (all highlighted): a tie goes to the earliest trial in the job's list. `;
 }
 
 function trialsTable(job) {
@@ -69,8 +72,8 @@ function trialsTable(job) {
   const columns = [
     { label: "Trial", cell: (t) => (t.key === job.best_trial_key ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
     ...(job.several_jobs ? [{ label: "Ran on", cell: ranOn, sort: (t) => `${t.rung ?? ""} ${t.job_id ?? ""}` }] : []),
-    { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : "") },
-    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => (t.values[p.name] != null ? fmt(t.values[p.name], 4) : t.params[p.name] ?? "—"), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
+    { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : ""), cls: "short" },
+    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => metricText(t.params[p.name]), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
     { label: metric, cell: (t) => metricText(t.objective), sort: (t) => t.objective, numeric: true },
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
@@ -83,18 +86,18 @@ function trialsTable(job) {
   const table = sortableTable(caption, columns, job.trials, (t) => ({
     "data-trial": t.id,
     "data-job": t.job_id ?? undefined,
-    class: t.key === job.best_trial_key ? "best" : undefined,
+    class: t.key === job.best_trial_key ? "best" : (job.tied_trial_keys ?? []).includes(t.key) ? "tied" : undefined,
     "aria-current": t.key === job.best_trial_key ? "true" : undefined,
   }));
   table.classList.add("trials");
   return table;
 }
 
-function drawJob(job, out) {
-  out.append(jobHeader(job));
+function drawJob(job, out, actions) {
+  out.append(jobHeader(job, actions));
   if (job.ladder.length) out.append(el("h2", {}, "Capacity ladder"), ladderTable(job));
   if (!job.tuning) {
-    out.append(el("p", {}, "This job was not a hyperparameter-tuning job: it has no trials."));
+    out.append(el("p", { class: "single-job" }, "A single job, not a hyperparameter-tuning job: it has no trials."));
     return;
   }
   if (job.trials.length === 0) {
@@ -151,13 +154,14 @@ function cancelButton(data, refresh) {
 
 renderLive(() => getJson("task", params().toString()), (data, out, refresh) => {
   out.append(...liveLines(data));
-  if (data.can_cancel) out.append(cancelButton(data, refresh));
+  const actions = data.can_cancel ? cancelButton(data, refresh) : null;
   const task = params().get("task_id");
   if (data.job) {
-    drawJob(data.job, out);
+    drawJob(data.job, out, actions);
   } else if (data.job_id) {
     out.append(el("p", { class: "waiting" }, `Task ${task} submitted training job ${data.job_id} (task ${data.task_state ?? "not started"}). ` +
       (data.refresh_s ? "Its state and trials appear here as they are read." : "It left no summary of the job.")));
+    if (actions) out.append(actions);
   } else {
     out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job` + (data.refresh_s ? " yet." : ".")));
   }

@@ -1,0 +1,55 @@
+"""The local service's console pages in a real headless Chromium, at 1280 px: nothing scrolls sideways.
+
+The pages are rendered from canned records (long names, args, URIs and labels: the model page was
+2632 px wide); the same pages from a real service are checked in test_local_console.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from airflow_aip.local.console import ConsoleJob, render_job, render_model
+from tests.fixtures.console_records import LONG_URI, TUNING_RECORD, VERSIONS
+
+pytestmark = pytest.mark.integration
+
+WIDTH = 1280
+
+
+@pytest.fixture
+def tab(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": WIDTH, "height": 900})
+    page = context.new_page()
+    yield page
+    context.close()
+
+
+def overflow(page: Any) -> int:
+    """How far the page scrolls sideways (0 when it fits)."""
+    return int(page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth"))
+
+
+def test_the_job_page_fits(tab: Any) -> None:
+    name = TUNING_RECORD["resource"]["name"]
+    logs = [{"time": "t", "severity": "INFO", "task": "workerpool0-0", "message": "x" * 400}]
+    tab.set_content(
+        render_job(ConsoleJob(name, "Vertex AI tuning job", "JOB_STATE_SUCCEEDED", TUNING_RECORD, logs))
+    )
+
+    assert overflow(tab) == 0
+    assert tab.locator("h1").inner_text() == TUNING_RECORD["resource"]["displayName"]
+
+
+def test_the_model_page_fits_and_copies_a_uri(tab: Any) -> None:
+    tab.set_content(render_model(VERSIONS))
+
+    assert overflow(tab) == 0
+    uri = tab.locator("td .uri", has_text=LONG_URI).first
+    assert uri.get_attribute("title") == LONG_URI  # the whole value on hover
+    assert uri.evaluate("e => e.scrollWidth > e.clientWidth")  # cut with an ellipsis
+    copy = tab.get_by_role("button", name=f"Copy {LONG_URI}").first
+    copy.click()
+    assert copy.inner_text() == "Copied"
