@@ -10,6 +10,7 @@ those names end at a front to the emulator (:mod:`.front`), other Google hosts a
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 from airflow_aip.local.egress.tunnel import Front, TrainerProxy
 
@@ -21,13 +22,16 @@ _NOWHERE = ("127.0.0.1", 9)
 
 
 class TrainerEgress:
-    """One job's proxy, with the front to ``storage_url`` (started once per process)."""
+    """One job's proxy, with the front to ``storage_url`` (started once per process, its files in
+    ``directory``: the service's data dir, so nothing is left in ``/tmp`` by a killed service)."""
 
-    def __init__(self, storage_url: str | None, on_refusal: Callable[[str, str], None]) -> None:
+    def __init__(
+        self, storage_url: str | None, directory: Path, on_refusal: Callable[[str, str], None]
+    ) -> None:
         if storage_url:
             from airflow_aip.local.egress.front import storage_front
 
-            server = storage_front(storage_url)
+            server = storage_front(storage_url, directory)
             self.bundle: str = str(server.bundle)
             front = Front(server.address, server.tls)
         else:

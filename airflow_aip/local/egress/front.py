@@ -20,13 +20,10 @@ case-sensitively, and httptools would send ``location``.
 
 from __future__ import annotations
 
-import atexit
 import functools
 import json
-import shutil
 import socket
 import ssl
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -122,10 +119,8 @@ class StorageFrontServer:
     """The front on a free loopback port, in a daemon thread of the service process; the TLS
     context the proxies end Google's names with, and the bundle replicas trust it by."""
 
-    def __init__(self, emulator: str) -> None:
-        self.directory = Path(tempfile.mkdtemp(prefix="aip-local-egress-"))
-        atexit.register(shutil.rmtree, self.directory, True)
-        self.bundle, leaf, key = authority().write(self.directory)
+    def __init__(self, emulator: str, directory: Path) -> None:
+        self.bundle, leaf, key = authority().write(directory)
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(leaf, key)
         listener = _listen()
@@ -158,6 +153,7 @@ def _listen() -> socket.socket:
 
 
 @functools.cache
-def storage_front(emulator: str) -> StorageFrontServer:
-    """The process's one front to ``emulator``, started on first use and kept while it lives."""
-    return StorageFrontServer(emulator).start()
+def storage_front(emulator: str, directory: Path) -> StorageFrontServer:
+    """The process's one front to ``emulator``, started on first use and kept while it lives;
+    its certificate files and the replicas' CA bundle are written to ``directory``."""
+    return StorageFrontServer(emulator, directory).start()

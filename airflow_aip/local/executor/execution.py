@@ -196,7 +196,12 @@ class JobExecution:
         self.control.start_clock(plan)
         # The job's metadata server and proxy live as long as its replicas; their variables join theirs.
         trainer_io = TrainerIO(
-            plan, self.dir, self.settings.public_url, self.settings.storage_url, self._refused
+            plan,
+            self.dir,
+            self.settings.public_url,
+            self.settings.storage_url,
+            self._refused,
+            self.store.data_dir / "egress",
         )
         with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))

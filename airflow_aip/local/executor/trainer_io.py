@@ -59,10 +59,12 @@ class TrainerIO:
     service_url: str = ""
     storage_url: str | None = None
     on_refusal: Callable[[str, str], None] = lambda host, why: None
+    egress_dir: Path | None = None  # the service's: its CA bundle for replicas (default: beside the job's)
 
     def __post_init__(self) -> None:
         self._metadata = MetadataServer(identity_of(self.plan))
-        self._egress = TrainerEgress(self.storage_url, self.on_refusal)
+        directory = self.egress_dir or self.job_dir.parent / "egress"
+        self._egress = TrainerEgress(self.storage_url, directory, self.on_refusal)
 
     def env(self) -> tuple[tuple[str, str], ...]:
         """What every replica's environment gets (before the pool's own ``env``)."""
