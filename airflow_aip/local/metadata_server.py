@@ -31,11 +31,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from airflow_aip.local.loopback import LoopbackServer
 
 ROOT = "/computeMetadata/v1/"
 TOKEN_SECONDS = 3599
@@ -173,33 +174,10 @@ class _MetadataHTTPServer(ThreadingHTTPServer):
         self.identity = identity
 
 
-class MetadataServer:
-    """One job's metadata server on a free loopback port, served by a daemon thread until stopped."""
+class MetadataServer(LoopbackServer):
+    """One job's metadata server; its :attr:`host` is the value of ``GCE_METADATA_HOST`` (and
+    ``GCE_METADATA_IP``)."""
 
     def __init__(self, identity: TrainerIdentity) -> None:
         self.identity = identity
-        self._server = _MetadataHTTPServer(identity)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
-
-    @property
-    def host(self) -> str:
-        """``127.0.0.1:<port>``: the value of ``GCE_METADATA_HOST`` (and ``GCE_METADATA_IP``)."""
-        host, port = self._server.server_address[:2]
-        return f"{host!s}:{port}"
-
-    def start(self) -> MetadataServer:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
-
-    def __enter__(self) -> MetadataServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__(_MetadataHTTPServer(identity))

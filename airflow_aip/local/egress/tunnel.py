@@ -24,6 +24,7 @@ from dataclasses import dataclass
 
 from airflow_aip.local.egress.framing import FramingError, RequestStream
 from airflow_aip.local.egress.routes import Way, way_of
+from airflow_aip.local.loopback import LoopbackServer
 
 _IDLE_SECONDS = 600.0
 _CHUNK = 1 << 16
@@ -128,25 +129,12 @@ class _TunnelServer(socketserver.ThreadingTCPServer):
             self._on_refusal(host, why)
 
 
-class TrainerProxy:
-    """One job's proxy on a free loopback port, served by a daemon thread until stopped."""
+class TrainerProxy(LoopbackServer):
+    """One job's proxy; its :attr:`url` is the value of ``https_proxy``."""
 
     def __init__(self, front: Front, on_refusal: Callable[[str, str], None]) -> None:
-        self._server = _TunnelServer(front, on_refusal)
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, kwargs={"poll_interval": 0.2}, daemon=True
-        )
+        super().__init__(_TunnelServer(front, on_refusal))
 
     @property
     def url(self) -> str:
-        host, port = self._server.server_address[:2]
-        return f"http://{host!s}:{port}"
-
-    def start(self) -> TrainerProxy:
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._thread.is_alive():
-            self._server.shutdown()
-        self._server.server_close()
+        return f"http://{self.host}"
