@@ -59,7 +59,7 @@ def main() -> int:
     print("Migrating the Airflow metadata DB (SQLite) meanwhile")
     migration = start_migration(airflow_env(home), log)
     # the ports are kept: `make ui DEMO=1` serves this run's job pages where its links point
-    with local_service(home / "aip-local", log, keep_ports=True) as service_env:
+    with local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env:
         env = {**airflow_env(home), **service_env, "AIRFLOW__AIP__POLL_INTERVAL": POLL_INTERVAL}
         os.environ.update(service_env)
         # This process's hooks (progress, report) get a connection, so none of them says it found
