@@ -32,13 +32,14 @@ def test_a_strategy_stockout_stops_that_strategys_jobs_only() -> None:
         parse_stockout("us-central1:SPOTS")
 
 
-def _service(tmp_path: Path, **admin: bool) -> TrainingService:
-    return TrainingService(ServiceConfig(tmp_path / "data", storage_url=None, **admin))
+def _service(tmp_path: Path, *, loopback_admin: bool = False) -> TrainingService:
+    config = ServiceConfig(tmp_path / "data", storage_url=None, capacity_admin_loopback=loopback_admin)
+    return TrainingService(config)
 
 
 @pytest.fixture
 def loopback_admin(tmp_path: Path) -> Iterator[TrainingService]:
-    service = _service(tmp_path, capacity_admin_loopback=True)
+    service = _service(tmp_path, loopback_admin=True)
     yield service
     service.stop()
 
