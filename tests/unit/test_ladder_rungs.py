@@ -1,4 +1,4 @@
-"""Every configured rung in the ladder's records, and the rung a job runs on: what the UI shows of a ladder."""
+"""Every configured rung in the ladder's records, and the rung a job runs on: what the UI shows."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A rung run out of capacity on purpose: a strategy's stockout, who may ask for it, and the refusal on Google."""
+"""A rung out of capacity on purpose: a strategy's stockout, who may ask for it, the refusal on Google."""
 
 from __future__ import annotations
 
