@@ -238,9 +238,10 @@ class Ladder:
             return summary
         records: list[dict[str, Any]] = []
         if plan.rungs:
-            reached = position.index < len(plan.rungs)
-            current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
-            records = every_rung(plan.rungs, position.records, current if reached else None, ended=True)
+            current = None  # every rung passed for capacity: none was reached
+            if position.index < len(plan.rungs):
+                current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
+            records = every_rung(plan.rungs, position.records, current, ended=True)
         label = (
             plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
         )  # no rung: ""

@@ -59,3 +59,24 @@ def test_the_rung_a_job_is_on_by_its_id_else_by_its_label() -> None:
     assert with_rungs({"job_id": "j", "ladder": [record]}, ladder)["ladder"] == [
         record
     ]  # its own ladder wins
+
+
+def test_a_ladder_whose_every_rung_ran_out_lists_them_all_as_such() -> None:
+    """The summary of a wait that ended after the last rung was passed: no rung reached, none made up."""
+    from types import SimpleNamespace
+    from typing import Any, cast
+
+    from airflow_aip.operators.climbing import Position
+    from airflow_aip.operators.laddered import Ladder, LadderPlan
+
+    passed = [
+        rung_record(i, rung, {"job_id": f"j{i}"}, Ending("stockout", ""), 0.0)
+        for i, rung in enumerate((SPOT, STANDARD))
+    ]
+    plan = LadderPlan(rungs=(SPOT, STANDARD), requests=cast(Any, (None, None)), base_id="iris")
+    ladder = Ladder(plan, cast(Any, None), cast(Any, None), cast(Any, SimpleNamespace(log=None)))
+    out = ladder._summary({"job_id": "j1", "trials": []}, Position(2, None, records=passed))
+    assert [(r["label"], r["status"]) for r in out["ladder"]] == [
+        ("spot", "out of capacity"),
+        ("standard", "out of capacity"),
+    ]
