@@ -28,6 +28,9 @@ JOB_API_XCOM_KEY = "aip_job_api"
 # Who cancelled the job from the Training job tab, and when: ``{"user": ..., "at": ISO time}``,
 # written by the UI's API before it cancels, read by the task when the job ends CANCELLED.
 CANCELLED_BY_XCOM_KEY = "aip_cancelled_by"
+# A capacity ladder's rungs as the submit knows them when it announces a rung's job (each rung's
+# status: out of capacity, running, if needed): the UI shows the rung a running job is on.
+LADDER_XCOM_KEY = "aip_ladder"
 
 
 # How a wait ended when it did not succeed: ``{"job_id", "name", "status", "state", "message",

@@ -15,7 +15,9 @@ region or the machines.
    (the form's, SPOT then STANDARD by default): first on Spot VMs, and only if Vertex AI has
    none to give (a stockout, Spot VMs reclaimed, a quota refusal) the rest of the trials on
    standard VMs, as a second job (IDs ending `_spot`, `_standard`). A trainer's error never
-   climbs. The tab lists the rungs and which job ran each trial.
+   climbs. The tab shows the rung each job runs on, lists the rungs and which job ran each trial.
+   To watch it climb on the local training service, set **Local stockout** to SPOT: the
+   **local_capacity** task tells the service it has no Spot VMs for the run.
 3. **export_best_model** copies the best trial's model, of any rung's job, to `models/iris/`
    with a `manifest.json`.
 
@@ -39,8 +41,10 @@ from aip_examples import (
     TUNING_PARAMS,
     eval_fraction_param,
     job_params,
+    local_stockout_param,
     queue,
     run_stamp,
+    set_local_stockout,
     write_split,
 )
 from airflow.sdk import DAG, Param, task
@@ -110,6 +114,7 @@ with DAG(
             "never when the trainer fails. Empty: one job, on STANDARD. FLEX_START, reservations "
             "and other machines or regions per rung are set in code (placement=[...]).",
         ),
+        "local_stockout": local_stockout_param(),
     },
 ) as dag:
 
@@ -117,6 +122,18 @@ with DAG(
     def prepare_data(bucket: str, eval_fraction: str) -> dict[str, str]:
         """Check the bucket, then split the dataset into train/eval CSVs in a folder of this run's own."""
         return write_split(bucket, f"data/{run_stamp()}", seed=0, eval_fraction=float(eval_fraction))
+
+    @task
+    def local_capacity(stockout: str, project_id: str, region: str, backend: str) -> list[str]:
+        """The local service's stockouts for this run (the form's local_stockout); refused on Google."""
+        return set_local_stockout(stockout, project_id, region, backend)
+
+    capacity: Any = local_capacity(
+        "{{ params.local_stockout }}",
+        "{{ params.project_id }}",
+        "{{ params.region }}",
+        "{{ params.backend }}",
+    )
 
     # Task outputs are XComArgs that the operators' templated fields resolve when the task runs.
     # They stand in for those values here, so they are typed Any (as Airflow's own mypy plugin types
@@ -187,4 +204,5 @@ with DAG(
     # stops the run before anything is written (build_trainer writes only locally: it runs meanwhile).
     data >> stage
     data >> tune
+    capacity >> tune
     tune >> export

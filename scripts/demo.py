@@ -2,7 +2,8 @@
 
 Starts `aip-local serve` (Vertex AI's and the ml v1 API, and fake-gcs-server on 127.0.0.1), runs
 `aip_training_pipeline` on the Vertex AI backend with `airflow dags test` on a SQLite
-metadata DB under `.airflow/`,
+metadata DB under `.airflow/`, with the form's `local_stockout` set to SPOT: the region has no
+Spot VMs, so the capacity ladder's Spot job fails at once for the stockout and STANDARD runs;
 shows its progress as it goes (tasks, the job's states, each trial with the best so far), prints
 what it produced and how to open the run in Airflow's UI, and stops everything it started.
 No cloud account, no network.
@@ -59,7 +60,7 @@ def main() -> int:
     print("Migrating the Airflow metadata DB (SQLite) meanwhile")
     migration = start_migration(airflow_env(home), log)
     # the ports are kept: `make ui DEMO=1` serves this run's job pages where its links point
-    with local_service(home / "aip-local", log, keep_ports=True) as service_env:
+    with local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env:
         env = {**airflow_env(home), **service_env, "AIRFLOW__AIP__POLL_INTERVAL": POLL_INTERVAL}
         os.environ.update(service_env)
         # This process's hooks (progress, report) get a connection, so none of them says it found
@@ -70,6 +71,7 @@ def main() -> int:
         _create_bucket()
         finish_migration(migration)
         conf = {"bucket": BUCKET, "project_id": PROJECT, "max_trials": 6, "max_parallel_trials": 2}
+        conf["local_stockout"] = "SPOT"  # the form's Param: the ladder climbs, Spot out of stock, to STANDARD
         print(f"Running {DAG_ID} with {json.dumps(conf)} ...", flush=True)
         with log.open("ab") as out:
             proc = subprocess.Popen(
@@ -182,6 +184,7 @@ def _report() -> bool:
         if s["best_trial"]:
             best = s["best_trial"]
             print(f"  best trial: {best['trialId']} accuracy={best['finalMetric']['objectiveValue']}")
+    _ladder([summarize_job(job) for job in jobs])
     manifest: dict[str, Any] = json.loads(storage.read_bytes(manifests[-1].uri))
     print(f"\nExported model: {manifest['model_uri']}")
     print(f"Manifest ({manifests[-1].uri}):")
@@ -189,6 +192,18 @@ def _report() -> bool:
     print(json.dumps({k: manifest.get(k) for k in shown}, indent=2))
     print("Objects:", ", ".join(f"{o['name']} ({o['size']} B)" for o in manifest["objects"]))
     return True
+
+
+def _ladder(summaries: list[dict[str, Any]]) -> None:
+    """The capacity ladder's climb, rung by rung in the order the jobs were created (the form's
+    local_stockout made Spot run out: its rung failed at once, and STANDARD ran)."""
+    rungs = sorted((s for s in summaries if s["labels"].get("aip_rung")), key=lambda s: str(s["create_time"]))
+    if not rungs:
+        return
+    print("\nCapacity ladder (SPOT, then STANDARD), climbed only for capacity:")
+    for number, s in enumerate(rungs, 1):
+        why = f": {s['error_message']}" if s["state"] == "FAILED" and s.get("error_message") else ""
+        print(f"  rung {number} {s['labels']['aip_rung']}: {s['state']}{why}")
 
 
 if __name__ == "__main__":

@@ -94,18 +94,22 @@ def local_service(
     max_running_jobs: int = 2,
     *,
     fault_admin: bool = False,
+    capacity_admin: bool = False,
     keep_ports: bool = False,
 ) -> Iterator[dict[str, str]]:
     """Run ``aip-local serve`` (training API + fake-gcs-server); yield the variables it prints.
 
     ``fault_admin`` (tests only) serves ``GET /_stats`` (requests counted per API method) and
-    accepts targeted faults; no fault happens unless one is asked for. ``keep_ports``: the same
+    accepts targeted faults; no fault happens unless one is asked for. ``capacity_admin`` (make ui,
+    make demo) lets a process on this machine change the region's capacity (a Dag's
+    ``local_stockout`` Param), and nothing else. ``keep_ports``: the same
     ports as the last start on ``data_dir`` (:func:`kept_ports`), else any free ones.
     """
     data_dir.mkdir(parents=True, exist_ok=True)
     argv = [str(BIN / "aip-local"), "serve", "--data-dir", str(data_dir)]
     argv += ["--max-running-jobs", str(max_running_jobs)]
     argv += ["--fault-admin"] if fault_admin else []
+    argv += ["--capacity-admin"] if capacity_admin else []
     port, gcs_port = kept_ports(data_dir) if keep_ports else (free_port(), free_port())
     argv += ["--port", str(port), "--gcs-port", str(gcs_port)]
     with log.open("ab") as out:

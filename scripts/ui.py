@@ -79,7 +79,7 @@ def _serve() -> int:
     greeting = ""
     try:
         # the same ports at every start: the jobs' stored links (the local job pages) keep working
-        with local_service(home / "aip-local", log, keep_ports=True) as service_env:
+        with local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env:
             os.environ.update(service_env)
             _create_bucket()
             migrate(_env(home, service_env), log)

@@ -15,6 +15,12 @@ so each rule exists once.
 - Format: ``[<task>[ trial <id>]] <message>``, logged at the entry's severity (info, warning or
   error). The logger that relays it adds the one timestamp and level of the line; the entry's
   own, printed too, made every relayed line carry two of each.
+- Level: a replica's stderr is logged at ERROR by Google whatever it says, so a harmless
+  ``FutureWarning`` turned every successful run's task log red and the ERROR filter useless.
+  In the task log a stderr line keeps the level its content shows (:func:`stderr_level`): a
+  Python warning and its source line are warnings, a traceback is an error, anything else
+  (Python's logging and progress bars write to stderr) is info. The job's own state still
+  says whether it failed. Cloud Logging and the local console keep Google's severities.
 - Drain: gcloud's ``--stream-logs`` rule after the job ended: keep polling until a poll made
   after the end (at least ``settle`` seconds after) brings nothing new, because Cloud Logging
   ingests with a delay and a job's last lines can land after its endTime.
@@ -55,6 +61,16 @@ Line = tuple[Level, str]  # what to log, at which level
 # Cloud Logging's LogSeverity names, as the logger method that relays them.
 _LEVELS: dict[str, Level] = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}
 _LEVELS |= {"ALERT": "error", "EMERGENCY": "error"}
+
+# The line ``warnings.showwarning`` prints: ``<file>:<line>: <Category>Warning: <message>``.
+_PY_WARNING = re.compile(r"^(?:\S[^:]*:\d+: )?(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*Warning: ")
+_TRACEBACK = "Traceback (most recent call last):"
+_CHAINED = ("During handling of the above exception", "The above exception was the direct cause")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::|$)")
+# logging.basicConfig's format, ``LEVEL:logger:message``.
+_LOGGING = re.compile(r"^(DEBUG|INFO|WARNING|ERROR|CRITICAL):")
+_LOGGING_LEVELS: dict[str, Level] = {"WARNING": "warning", "ERROR": "error", "CRITICAL": "error"}
+After = Literal["", "warning", "traceback"]  # what a replica's previous stderr line began
 
 _TIMESTAMP = re.compile(r"(\d{4}-\d{2}-\d{2})[Tt ](\d{2}:\d{2}:\d{2})(?:\.(\d+))?([Zz]|[+-]\d{2}:\d{2})")
 
@@ -142,15 +158,24 @@ def entry_message(entry: Mapping[str, Any]) -> str:
     return ""
 
 
+def entry_task(entry: Mapping[str, Any]) -> str:
+    """The replica that wrote the entry (``workerpool0-0``...), or ``service`` for the service's own."""
+    labels = entry.get("labels") or {}
+    resource_labels = (entry.get("resource") or {}).get("labels") or {}
+    return str(resource_labels.get("task_name") or labels.get(TASK_LABEL) or SERVICE_TASK)
+
+
+def entry_where(entry: Mapping[str, Any]) -> str:
+    """``<task>[ trial <id>]``: one replica's one trial, whose lines follow each other."""
+    trial = (entry.get("labels") or {}).get(TRIAL_LABEL)
+    task = entry_task(entry)
+    return f"{task} trial {trial}" if trial else task
+
+
 def format_entry(entry: Mapping[str, Any]) -> str:
     """``[<task>[ trial <id>]] <message>``: gcloud's stream-logs columns less the time and severity,
     which the relaying logger's own timestamp and level (:func:`entry_level`) carry."""
-    labels = entry.get("labels") or {}
-    resource_labels = (entry.get("resource") or {}).get("labels") or {}
-    task = resource_labels.get("task_name") or labels.get(TASK_LABEL) or SERVICE_TASK
-    trial = labels.get(TRIAL_LABEL)
-    where = f"{task} trial {trial}" if trial else str(task)
-    return f"[{where}] {entry_message(entry)}"
+    return f"[{entry_where(entry)}] {entry_message(entry)}"
 
 
 def entry_level(entry: Mapping[str, Any]) -> Level:
@@ -159,8 +184,46 @@ def entry_level(entry: Mapping[str, Any]) -> Level:
     return _LEVELS.get(severity.upper(), "info") if isinstance(severity, str) else "info"
 
 
-def relayed(entry: Mapping[str, Any]) -> Line:
-    return entry_level(entry), format_entry(entry)
+def stderr_level(message: str, after: After = "") -> tuple[Level, After]:
+    """The level a replica's stderr line shows, given what its previous line began; and what this one begins.
+
+    A traceback (its header, indented frames and the exception line that ends it) is an error;
+    a Python warning and the indented source line ``warnings`` prints after it are warnings;
+    ``logging.basicConfig``'s ``LEVEL:`` prefix is that level; anything else is info.
+    """
+    if _TRACEBACK in message or message.startswith(_CHAINED):
+        return "error", "traceback"
+    indented = message[:1].isspace()
+    if after == "traceback":
+        return "error", ("traceback" if indented else "")  # an unindented line is the exception's
+    if after == "warning" and indented:
+        return "warning", ""
+    if _PY_WARNING.match(message):
+        return "warning", "warning"
+    if logged := _LOGGING.match(message):
+        return _LOGGING_LEVELS.get(logged[1], "info"), ""
+    return ("error" if _EXCEPTION.match(message) else "info"), ""
+
+
+class ContentLevels:
+    """Each relayed entry's level: its severity, but a replica's stderr text by :func:`stderr_level`.
+
+    Only plain-text ERROR entries of a replica are judged (the service's own errors, and a
+    trainer's structured entries with a severity it chose, keep theirs); what the previous line
+    began is kept per replica and trial, whose lines interleave.
+    """
+
+    def __init__(self) -> None:
+        self._after: dict[str, After] = {}
+
+    def level(self, entry: Mapping[str, Any]) -> Level:
+        level = entry_level(entry)
+        text = entry.get("textPayload")
+        if level != "error" or not isinstance(text, str) or entry_task(entry) == SERVICE_TASK:
+            return level
+        where = entry_where(entry)
+        level, self._after[where] = stderr_level(text.rstrip("\n"), self._after.get(where, ""))
+        return level
 
 
 def check_lines_per_minute(value: object, field_name: str = "max_log_lines_per_minute") -> int:
@@ -213,6 +276,11 @@ class LogStream:
         self.failures = 0  # consecutive polls that could not read the logs
         self.throttles = 0  # consecutive reads answered 429 (Cloud Logging's read quota)
         self.resume_at: float | None = None  # no read before this (monotonic s) after a 429
+        self.levels = ContentLevels()
+
+    def relayed(self, entry: Mapping[str, Any]) -> Line:
+        """The entry as a line to log, at the level its content shows (:class:`ContentLevels`)."""
+        return self.levels.level(entry), format_entry(entry)
 
     @classmethod
     def for_job(
@@ -244,15 +312,18 @@ class LogStream:
                 new.append(entry)
         granted = self.rate.take(len(new), now)
         if granted == len(new):
-            return Shown([relayed(e) for e in new], len(new), 0)
+            return Shown([self.relayed(e) for e in new], len(new), 0)
         head, tail = (granted + 1) // 2, granted // 2
         dropped = len(new) - granted
         notice = (
             f"... {dropped} lines dropped (rate limit: {int(self.rate.capacity)} lines/minute, "
             "see max_log_lines_per_minute)"
         )
-        lines: list[Line] = [relayed(e) for e in new[:head]] + [("warning", notice)]
-        lines += [relayed(e) for e in new[len(new) - tail :]] if tail else []
+        lines: list[Line] = [self.relayed(e) for e in new[:head]] + [("warning", notice)]
+        # The dropped lines were judged too: a traceback's frames stay errors across the gap.
+        for dropped_entry in new[head : len(new) - tail]:
+            self.levels.level(dropped_entry)
+        lines += [self.relayed(e) for e in new[len(new) - tail :]] if tail else []
         return Shown(lines, len(new), dropped)
 
     def read(self, entries: Iterable[Mapping[str, Any]], now: float) -> Shown:

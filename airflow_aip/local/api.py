@@ -35,7 +35,7 @@ from airflow_aip.local.capacity_admin import apply_update
 from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
 from airflow_aip.local.log_entries import list_entries
 from airflow_aip.local.logs.filters import page_size
-from airflow_aip.local.service import FailedPreconditionError, TrainingService
+from airflow_aip.local.service import FailedPreconditionError, ServiceConfig, TrainingService
 from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
 from airflow_aip.local.vertex.models import registry_of
@@ -282,8 +282,21 @@ def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
         return HTMLResponse(console.render_job(job))
 
 
+LOOPBACK = frozenset({"127.0.0.1", "::1"})
+
+
+def may_change_capacity(config: ServiceConfig, client_host: str | None) -> bool:
+    """``--fault-admin``: any client (tests); ``--capacity-admin``: a client on this machine only.
+
+    ``make ui`` and ``make demo`` start the service with ``--capacity-admin``, so a Dag's task (a
+    process on this machine) can make a rung run out of capacity, while the faults of ``/_faults``
+    stay off and nothing reaching the port from elsewhere can change the region.
+    """
+    return bool(config.capacity_admin or (config.capacity_admin_loopback and client_host in LOOPBACK))
+
+
 def _add_capacity_routes(app: FastAPI, service: TrainingService) -> None:
-    """``/_capacity``: read always; change (POST) or clear (DELETE) only with ``--fault-admin``."""
+    """``/_capacity``: read always; change (POST) or clear (DELETE) as :func:`may_change_capacity` allows."""
 
     @app.get("/_capacity")
     async def capacity() -> Any:
@@ -291,10 +304,12 @@ def _add_capacity_routes(app: FastAPI, service: TrainingService) -> None:
 
     @app.api_route("/_capacity", methods=["POST", "DELETE"])
     async def change_capacity(request: Request) -> Any:
-        if not service.config.capacity_admin:
-            return google_error(
-                403, "capacity admin is off: start aip-local serve with --fault-admin", "PERMISSION_DENIED"
+        if not may_change_capacity(service.config, request.client.host if request.client else None):
+            message = (
+                "capacity admin is off: start aip-local serve with --capacity-admin (from this "
+                "machine only) or --fault-admin"
             )
+            return google_error(403, message, "PERMISSION_DENIED")
         if request.method == "DELETE":
             await run_in_threadpool(service.capacity.reset)
         else:

@@ -5,13 +5,16 @@ typo in a test's body fails that test at once instead of leaving the region as i
 
 ``GET /_capacity`` answers the model's state, always (a test, or someone wondering why a job waits).
 ``POST /_capacity`` changes it and ``DELETE /_capacity`` makes the region unconstrained again, only
-with ``--fault-admin`` (as ``/_faults``). A POST body, every field optional::
+with ``--fault-admin`` (as ``/_faults``), or with ``--capacity-admin`` from loopback (what ``make ui``
+and ``make demo`` start: a Dag's ``local_stockout`` Param asks from the task, on this machine).
+A POST body, every field optional::
 
     {"quotas": {"us-central1:custom_model_training_nvidia_t4_gpus": 1,   # null removes the limit
                 "us-central1:custom_model_training_cpus": null},
      "quotaMode": "queue",                          # or "reject": 429 at create past a limit
      "stockouts": ["us-central1:NVIDIA_TESLA_A100",   # the whole set: [] restocks everything
-                   "us-central1:my-reservation"],    # a reservation, by name
+                   "us-central1:my-reservation",     # a reservation, by name
+                   "us-central1:SPOT"],              # every Spot VM (a strategy: SPOT, STANDARD...)
      "flexStartCapacityAfter": 5,                   # seconds a FLEX_START job waits; null: for ever
      "flexStartCapacityNow": true,                  # capacity for every FLEX_START job waiting now
      "preemptSpotAfter": 2,                         # seconds into a SPOT job; null: never
@@ -34,6 +37,8 @@ _METRIC = re.compile(r"custom_model_training_[a-z0-9_]+")
 # A Compute Engine resource name (a reservation's); one shaped like a machine type is a typo of one.
 _RESERVATION = re.compile(r"[a-z]([-a-z0-9]{0,61}[a-z0-9])?")
 _MACHINE_LIKE = re.compile(r"[a-z][a-z0-9]*-(standard|high[a-z]+|mega[a-z]+|ultra[a-z]+)-[0-9][0-9a-z]*")
+# A scheduling strategy a stockout may name: the region has no VMs of that kind to give.
+STRATEGY_STOCKOUTS = ("SPOT", "STANDARD", "FLEX_START")
 _TIMING = {"flexStartCapacityAfter": "flex_start_after", "preemptSpotAfter": "preempt_spot_after"}
 _FIELDS = {"quotas", "quotaMode", "stockouts", "flexStartCapacityNow", "preempt", "create429", *_TIMING}
 
@@ -79,6 +84,8 @@ def parse_stockout(text: str, field: str = "--stockout") -> tuple[str, str]:
     does not look like a machine type (``n1-standard-5`` is a typo, not a reservation).
     """
     region, _, name = text.partition(":")
+    if name in STRATEGY_STOCKOUTS:  # every VM of that scheduling strategy (Vertex AI jobs)
+        return _region(region, field), name
     known = _known_hardware()
     reservation = _RESERVATION.fullmatch(name) and not _MACHINE_LIKE.fullmatch(name)
     if not name or (known is not None and name not in known and not reservation):

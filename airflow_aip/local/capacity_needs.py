@@ -55,8 +55,11 @@ class Needs:
 
     @property
     def stock_keys(self) -> frozenset[str]:
-        """What a ``--stockout`` may name to stop this job: its reservations, else its machine types."""
-        return self.reservations or self.hardware
+        """What a ``--stockout`` may name to stop this job: its reservations, else its machine types;
+        and, for a Vertex AI job, its scheduling strategy (``SPOT``: the region has no Spot VMs to
+        give, which is how a capacity ladder's Spot rung runs out while its STANDARD rung runs)."""
+        strategy = {self.strategy or "STANDARD"} if self.vertex else set()
+        return (self.reservations or self.hardware) | strategy
 
 
 def seconds(duration: Any) -> float:

@@ -103,6 +103,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="accept targeted faults at POST /_faults and capacity changes at POST /_capacity (tests only)",
     )
     serve.add_argument(
+        "--capacity-admin",
+        action="store_true",
+        default=os.environ.get("AIP_LOCAL_CAPACITY_ADMIN", "").lower() in ("1", "true", "yes"),
+        help="accept capacity changes at POST /_capacity from this machine (loopback) only: what make ui "
+        "and make demo start, so a Dag's local_stockout Param can make a rung run out of capacity",
+    )
+    serve.add_argument(
         "--model-upload-seconds",
         type=float,
         default=1.0,
@@ -192,6 +199,7 @@ def serve(args: argparse.Namespace) -> int:
             runtime=args.runtime,
             capacity=capacity_settings(args),
             capacity_admin=args.fault_admin,
+            capacity_admin_loopback=args.capacity_admin,
             model_upload_seconds=args.model_upload_seconds,
             public_url=endpoint,
             allow_python_mismatch=args.allow_python_mismatch,

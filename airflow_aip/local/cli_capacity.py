@@ -1,7 +1,8 @@
 """``aip-local serve``'s capacity flags: what the local region lacks from the start (:mod:`.capacity`).
 
-Each can also be changed while the service runs, at ``POST /_capacity`` (with ``--fault-admin``;
-:mod:`.capacity_admin`). A malformed value stops the service at start with the rule it broke.
+Each can also be changed while the service runs, at ``POST /_capacity`` (with ``--fault-admin``, or
+``--capacity-admin`` from loopback; :mod:`.capacity_admin`). A malformed value stops the service at
+start with the rule it broke.
 """
 
 from __future__ import annotations
@@ -56,8 +57,9 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         type=_flag(parse_stockout),
-        metavar="REGION:TYPE|RESERVATION",
+        metavar="REGION:TYPE|RESERVATION|STRATEGY",
         help="the region is out of an accelerator or machine type (us-central1:NVIDIA_TESLA_A100), "
+        "of a scheduling strategy's VMs (us-central1:SPOT), "
         "or a reservation is fully used (us-central1:my-reservation)",
     )
     group.add_argument(

@@ -147,9 +147,16 @@ def render_job(job: ConsoleJob) -> str:
         body += f"<h2>Trials ({len(trials)})</h2>" + _table(
             ["Trial", "State", "Hyperparameters", "Metric", "Step"], [_trial_row(t) for t in trials]
         )
-    body += f"<h2>Log (last {LOG_LINES} lines)</h2>" + _log_block(job.logs)
+    body += f"<h2>Log (last {LOG_LINES} lines)</h2><p>{SEVERITIES}</p>" + _log_block(job.logs)
     active = not JobState.parse(record.get("state")).is_terminal
     return _page(f"{display_name(record)} · {job.state}", body, refresh=active)
+
+
+# The task log judges a stderr line by its content (airflow_aip.jobs.logs); this page is Cloud Logging's.
+SEVERITIES = (
+    "Severities as Google records them: a replica's stderr is ERROR whatever it says (a Python warning "
+    "too). The Airflow task log shows each line at the level its content shows."
+)
 
 
 def _trial_row(trial: Mapping[str, Any]) -> list[str]:

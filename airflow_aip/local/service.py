@@ -70,6 +70,7 @@ class ServiceConfig:
     poll_interval: float = 0.2
     capacity: CapacitySettings = field(default_factory=CapacitySettings)  # --quota...: local/capacity.py
     capacity_admin: bool = False  # --fault-admin: POST/DELETE /_capacity allowed
+    capacity_admin_loopback: bool = False  # --capacity-admin: ... allowed from loopback clients only
     model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
     public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
     allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py

@@ -27,9 +27,16 @@ from airflow_aip.jobs.ids import with_attempt
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.capacity import rung_ending
 from airflow_aip.jobs.vertex.ladder import RUNG_LABEL, Rung
-from airflow_aip.jobs.vertex.ladder_trials import Earlier, continue_study, rung_record, with_ladder
+from airflow_aip.jobs.vertex.ladder_trials import (
+    Earlier,
+    continue_study,
+    every_rung,
+    rung_record,
+    with_ladder,
+)
 from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
+from airflow_aip.links import LADDER_XCOM_KEY
 from airflow_aip.masking import masked_values_in
 from airflow_aip.operators.climbing import HookFor, Position, climb
 from airflow_aip.operators.submission import submit_job
@@ -118,7 +125,7 @@ class Ladder:
                 raise CapacityExhaustedError(position.records)
             job, index = position.job, position.index
             rung, request = self.plan.rung(index), self.plan.requests[index]
-            self._announce(context, job, rung)
+            self._announce(context, job, rung, position)
             if not self.policy.wait_for_completion:
                 self.watch.watched = None
                 return self._summary(summarize_job(job), position)
@@ -188,10 +195,16 @@ class Ladder:
             tries=plan.tries,
         )
 
-    def _announce(self, context: Context, job: JobView, rung: Rung) -> None:
+    def _announce(self, context: Context, job: JobView, rung: Rung, position: Position) -> None:
+        """Push the job's address and, on a ladder, every rung's part so far: the UI shows the rung a
+        running job is on ("rung 1 of 2 · SPOT") before the task has a summary."""
         summary = summarize_job(job)
         name, project = str(job["name"]), str(job["project_id"])
         self.watch.announce(context, str(summary["job_id"]), name, project, summary["console_url"])
+        if self.plan.rungs:
+            current = rung_record(position.index, rung, summary, None, time.time())
+            ladder = every_rung(self.plan.rungs, position.records, current, ended=False)
+            context["ti"].xcom_push(key=LADDER_XCOM_KEY, value=ladder)
         where = f"on rung {rung.describe()}" if self.plan.rungs else f"({name})"
         self.log.info("Training job %s %s: %s", summary["job_id"], where, summary["console_url"])
 
@@ -223,11 +236,12 @@ class Ladder:
         plan = self.plan
         if plan.plain:
             return summary
-        records = list(position.records)
-        if plan.rungs and position.index < len(plan.rungs):
-            records.append(
-                rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
-            )
+        records: list[dict[str, Any]] = []
+        if plan.rungs:
+            current = None  # every rung passed for capacity: none was reached
+            if position.index < len(plan.rungs):
+                current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
+            records = every_rung(plan.rungs, position.records, current, ended=True)
         label = (
             plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
         )  # no rung: ""

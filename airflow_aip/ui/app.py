@@ -30,7 +30,14 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.jobs.vertex.ladder_trials import with_rungs
+from airflow_aip.links import (
+    CANCELLED_BY_XCOM_KEY,
+    ENDED_JOB_XCOM_KEY,
+    JOB_API_XCOM_KEY,
+    JOB_ID_XCOM_KEY,
+    LADDER_XCOM_KEY,
+)
 from airflow_aip.ui import live
 from airflow_aip.ui.browse import RETURN_VALUE, jobs_payload
 from airflow_aip.ui.live import WAITING_TASK_STATES, LiveReads, job_api_of, keeps_refreshing
@@ -131,15 +138,22 @@ def _run_active(session: Session, ti: TiKey) -> bool:
 
 
 def _live_fields(
-    ti: TiKey, state: str | None, job: dict[str, Any] | None, api: dict[str, Any] | None, reads: LiveReads
+    ti: TiKey,
+    state: str | None,
+    job: dict[str, Any] | None,
+    api: dict[str, Any] | None,
+    reads: LiveReads,
+    ladder: Any = None,
 ) -> dict[str, Any]:
     """What XCom holds of the job; else the job read live while the task waits, or read once more
-    when the task ended without leaving a word of it (killed, or marked failed, while it waited)."""
+    when the task ended without leaving a word of it (killed, or marked failed, while it waited).
+    A live read carries the rungs the task announced (``ladder``): the tab says which one runs."""
     if job is not None or api is None:
         return {"job": job, "live": False, "read_now": False, "waiting": None, "read_error": None}
     waits = state in WAITING_TASK_STATES
     read = reads.read(api)
-    runs = run_view([(ti[2], ti[3], read.summary)]) if read.summary else []
+    summary = with_rungs(read.summary, ladder) if read.summary else None
+    runs = run_view([(ti[2], ti[3], summary)]) if summary else []
     return {
         "job": runs[0] if runs else None,
         "live": waits,
@@ -166,14 +180,16 @@ def task_payload(
     """
     reads = reads or live.LIVE_READS  # read at call time: one process-wide cache
     ti = (dag_id, run_id, task_id, map_index)
-    stored = _ti_xcoms(session, ti, [JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY])
+    stored = _ti_xcoms(
+        session, ti, [JOB_ID_XCOM_KEY, JOB_API_XCOM_KEY, CANCELLED_BY_XCOM_KEY, LADDER_XCOM_KEY]
+    )
     state = _task_state(session, ti)
     run_values = _return_values(session, dag_id, run_id)
     own = [row for row in run_values if row[:2] == (task_id, map_index)]
     exports = [row for row in run_values if is_export_result(row[2])]  # the job's metric, if it exported
     runs = run_view([*own, *exports])
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
-    fields = _live_fields(ti, state, runs[0] if runs else None, api, reads)
+    fields = _live_fields(ti, state, runs[0] if runs else None, api, reads, stored.get(LADDER_XCOM_KEY))
     job_state = fields["job"]["state"] if fields["job"] else None
     refresh = keeps_refreshing(state, job_state, run_active=state is None and _run_active(session, ti))
     job_id = stored.get(JOB_ID_XCOM_KEY)

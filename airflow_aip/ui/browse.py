@@ -18,7 +18,8 @@ from airflow.models.xcom import XComModel
 from sqlalchemy import and_, select, tuple_
 from sqlalchemy.orm import Session
 
-from airflow_aip.links import ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
+from airflow_aip.jobs.vertex.ladder_trials import with_rungs
+from airflow_aip.links import ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, LADDER_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of
 from airflow_aip.ui.views import ended_job, is_export_result, is_job_summary, job_list_row, state_text
 
@@ -58,8 +59,8 @@ def _submitted(session: Session, readable: set[str], limit: int) -> list[Any]:
 
 
 def _stored(session: Session, runs: set[tuple[str, str]]) -> dict[str, dict[Key, Any]]:
-    """The runs' return values, wait endings and job addresses, by XCom key then task instance."""
-    keys = [RETURN_VALUE, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY]
+    """The runs' return values, wait endings, job addresses and ladders, by XCom key then task instance."""
+    keys = [RETURN_VALUE, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, LADDER_XCOM_KEY]
     stored: dict[str, dict[Key, Any]] = {key: {} for key in keys}
     if not runs:
         return stored
@@ -143,6 +144,8 @@ def jobs_payload(
             "submitted": r.timestamp.isoformat() if r.timestamp else None,
         }
         summary = summaries[key] if summaries[key] is not None else read_now.get(key)
+        if summary is not None:  # a running job's rung, as its task announced the ladder
+            summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key))
         row = job_list_row(ident, summary, state_text(r.state), exports.get((r.dag_id, r.run_id, job_id)))
         rows.append({**row, "read_now": key in read_now and read_now[key] is not None})
     if state is not None:

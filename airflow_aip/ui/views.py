@@ -16,6 +16,7 @@ from urllib.parse import quote, urlencode
 from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
+from airflow_aip.jobs.vertex.ladder_trials import rung_position
 from airflow_aip.ui.results import job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
@@ -152,10 +153,13 @@ def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def ladder_row(record: Mapping[str, Any]) -> dict[str, Any]:
-    """One rung of a capacity ladder as the summary recorded it (``ladder`` in the submit's XCom)."""
+    """One rung of a capacity ladder as the summary recorded it (``ladder`` in the submit's XCom):
+    each configured rung, with its part in the run (``status``: out of capacity, running, ran, if
+    needed, not needed; an older summary, which listed only the rungs tried, has none)."""
     return {
         "rung": record.get("rung"),
         "label": str(record.get("label") or ""),
+        "status": record.get("status"),
         "placement": str(record.get("placement") or record.get("label") or ""),
         "region": record.get("region"),
         "job_id": record.get("job_id"),
@@ -221,6 +225,7 @@ def job_view(
         "parameters": _parameters(summary, trials),
         "trials": trials,
         "ladder": ladder,
+        "rung": rung_position(summary),
         "several_jobs": len({t["job_id"] for t in trials if t["job_id"]}) > 1,
         "export": export_view(export) if export is not None else None,
     }
@@ -340,6 +345,7 @@ def job_list_row(
         **submitted,
         "state": summary["state"] if done else None,
         "task_state": task_state,
+        "rung": (rung_position(summary) or {}).get("text") if done else None,
         "trials": len(summary["trials"]) if done else None,
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")) if done else None,
         "result": job_result(summary, export if is_export_result(export) else None) if done else None,

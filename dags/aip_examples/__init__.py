@@ -41,6 +41,9 @@ TUNING_PARAMS: list[dict[str, Any]] = [
 # The example's capacity ladder on Vertex AI: Spot VMs first, standard VMs when there are none.
 CAPACITY_LADDER = ["SPOT", "STANDARD"]
 
+# What the form's local_stockout offers: no stockout, or a rung's strategy out of stock.
+LOCAL_STOCKOUTS = ["none", "SPOT", "STANDARD"]
+
 REGIONS = ["us-central1", "us-east1", "us-west1", "europe-west1", "europe-west4", "asia-east1"]
 
 
@@ -194,3 +197,30 @@ def require_bucket(bucket: str, param: str = "bucket") -> None:
             f"{param}: bucket {bucket} does not exist. Create it (gsutil mb gs://{bucket}; "
             "`make ui` and `make demo` create aip-demo) or pick another bucket."
         )
+
+
+def local_stockout_param() -> Param:
+    """The form's way to watch a capacity ladder climb: a rung's VMs out of stock, on the local service."""
+    return Param(
+        "none",
+        type="string",
+        enum=LOCAL_STOCKOUTS,
+        title="Local stockout",
+        description="The local training service only (make ui, make demo): its region has no VMs of "
+        "this strategy for this run, as when Vertex AI runs out of Spot VMs, so the capacity ladder "
+        "climbs to the next rung. none: every rung has capacity. Refused on Google Cloud.",
+    )
+
+
+def set_local_stockout(stockout: str, project_id: str, region: str, backend: str) -> list[str]:
+    """Tell the local service which strategy's VMs it lacks for this run (none: restock); its stockouts."""
+    from airflow_aip.hooks.local_capacity import set_local_stockouts
+
+    strategies = [] if stockout == "none" else [stockout]
+    if backend != "vertex" and strategies:
+        from airflow_aip.exceptions import ValidationError
+
+        raise ValidationError("local_stockout", "needs backend vertex: the ml v1 API has no Spot VMs")
+    if backend != "vertex":
+        return []
+    return set_local_stockouts(strategies, project_id=project_id, region=region)

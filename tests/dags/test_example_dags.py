@@ -49,7 +49,8 @@ def test_training_pipeline_tunes_and_exports_the_best_trial(
     conf = {"bucket": demo_bucket.name, "max_trials": 4, "max_parallel_trials": 2}
     run = dags["aip_training_pipeline"].test(run_conf={**conf, "backend": backend})
     assert _task_states(run) == dict.fromkeys(
-        ["prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"], "success"
+        ["local_capacity", "prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"],
+        "success",
     ), _task_states(run)
     manifests = [
         b.name for b in demo_bucket.list_blobs(prefix="models/iris/") if b.name.endswith("manifest.json")

@@ -8,7 +8,7 @@ from tests.e2e.conftest import AirflowStack, TuningRun
 
 pytestmark = pytest.mark.e2e
 
-TASKS = ["prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"]
+TASKS = ["local_capacity", "prepare_data", "build_trainer", "stage_trainer", "tune", "export_best_model"]
 
 
 def test_progress_tells_tasks_job_states_and_each_trial_once_in_order(

@@ -204,6 +204,11 @@ def test_secrets_are_masked_in_the_task_logs_airflow_stores(
     log = airflow_stack.task_log("aip_e2e_secrets", run_id, task_id)
     if task_id.startswith("submit"):  # the job's output, with the secrets it printed, was relayed
         assert "training with message=" in log
+        # The trainer's FutureWarning, ERROR to Google as all stderr, is a warning here: no red line.
+        records = airflow_stack.task_records("aip_e2e_secrets", run_id, task_id)
+        warned = [r for r in records if "FutureWarning: a harmless future warning" in str(r.get("event"))]
+        assert [r.get("level") for r in warned] == ["warning"], warned
+        assert [r for r in records if r.get("level") in ("error", "critical")] == []
     else:
         assert "Exported" in log, log[-2000:]
     for secret in (TOKEN_SECRET, FLAGGED_SECRET, KEY_SECRET):

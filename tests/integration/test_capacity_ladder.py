@@ -247,7 +247,9 @@ def test_a_request_rate_429_is_retried_and_never_climbs(
     capacity(env, {"create429": ["rate:1"]})
     run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[{"strategy": "SPOT"}, CPU])
     assert states(run) == {"submit": "success"}, states(run)
-    assert [r["label"] for r in summary_of(run)["ladder"]] == ["spot"]
+    ladder = summary_of(run)["ladder"]
+    assert [(r["label"], r["status"]) for r in ladder] == [("spot", "ran"), ("cpu", "not needed")]
+    assert (ladder[1]["job_id"], ladder[1]["state"]) == (None, None)  # listed, never tried
     jobs = jobs_of(env, dag_id)
     assert [(j["labels"]["aip_rung"], j["jobSpec"]["scheduling"]["strategy"]) for j in jobs] == [
         ("spot", "SPOT")

@@ -131,6 +131,31 @@ def test_worker_mode_shows_every_line_once_in_order(
     assert len(lines) == len(everything)  # below the rate limit, every entry of the job is shown
 
 
+def test_a_successful_jobs_stderr_warning_is_no_error_line(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """The service logs stderr at ERROR, as Google does; the task log, each line at its content's level."""
+    op = operator(staged_trainer, "succeed", [], deferrable=False, backend="vertex")
+    with capture_logs() as captured:
+        summary = op.execute(context())
+    assert summary["state"] == "SUCCEEDED"
+    relayed = {
+        str(e["event"]).split("] ", 1)[-1]: e["log_level"]
+        for e in captured
+        if JOB_LINE.match(str(e["event"]))
+    }
+    warning = next(line for line in relayed if "FutureWarning: a harmless future warning" in line)
+    source = next(line for line in relayed if "warnings.warn(" in line)
+    assert (relayed[warning], relayed[source], relayed["a warning on stderr"]) == (
+        "warning",
+        "warning",
+        "info",
+    )
+    assert [line for line, level in relayed.items() if level == "error"] == []
+    stored = {e["textPayload"]: e["severity"] for e in log_entries(local_env.url, PROJECT, log_id(summary))}
+    assert stored[warning] == "ERROR"  # Cloud Logging's view is Google's
+
+
 @BACKENDS
 def test_deferred_mode_streams_from_the_trigger_then_one_event(
     local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch, backend: str

@@ -9,7 +9,10 @@ Also covered elsewhere, not repeated here (RELIABILITY.md lists them):
 - request bodies over 1 MiB get 413
   (tests/integration/test_local_service.py::test_request_body_over_one_mebibyte_is_refused);
 - no bearer token is ever sent to a loopback or plain-http endpoint
-  (tests/unit/test_training_hook.py::test_emulators_are_loopback_or_plain_http).
+  (tests/unit/test_training_hook.py::test_emulators_are_loopback_or_plain_http);
+- ``--capacity-admin`` (what make ui and make demo start) takes capacity changes from loopback
+  clients only, and a Dag's ``local_stockout`` is refused on Google before anything is sent
+  (tests/unit/test_local_stockout.py).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from airflow_aip.local.storage.gcs import free_port
 from tests.fixtures.local_service import (
     LocalService,
     StagedTrainer,
+    own_service,
     storage_client,
     wait_for_state,
 )
@@ -44,6 +48,34 @@ PROJECT = "security-project"
 KEY_MARKER = "PRIVATE-KEY-MARKER-7f3a9c"
 TOKEN_MARKER = "token-marker-5be21d"
 FLAGGED_MARKER = "flagged-marker-c04e88"
+
+
+capacity_admin = own_service("capacity_admin", ["--capacity-admin"])
+
+
+def _post(service: LocalService, path: str, body: Any) -> int:
+    request = urllib.request.Request(service.url + path, data=json.dumps(body).encode(), method="POST")
+    request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return int(answer.status)
+    except urllib.error.HTTPError as refused:
+        return refused.code
+
+
+def test_the_region_and_faults_can_be_steered_only_as_the_flags_allow(
+    local_service: LocalService, capacity_admin: LocalService
+) -> None:
+    """No flag: no one changes the region, not even a process on this machine. ``--capacity-admin``
+    (make ui, make demo: a Dag's local_stockout Param): the region's capacity from this machine,
+    and still no fault may be aimed at a call (``/_faults`` stays ``--fault-admin``'s)."""
+    stockout = {"stockouts": ["us-central1:SPOT"]}
+    assert _post(local_service, "_capacity", stockout) == 403
+    assert local_service.admin("_capacity")["stockouts"] == []
+    assert _post(capacity_admin, "_capacity", stockout) == 200
+    assert capacity_admin.admin("_capacity")["stockouts"] == ["us-central1:SPOT"]
+    # no fault admin at all: /_faults is not served (404), so no call can be made to fail on purpose
+    assert _post(capacity_admin, "_faults", {"method": "projects.jobs.create", "status": 500}) == 404
 
 
 def _listening(process: psutil.Process) -> list[tuple[str, int]]:

@@ -44,3 +44,14 @@ def test_an_active_job_page_refreshes_itself() -> None:
     assert 'http-equiv="refresh"' in render_job(
         ConsoleJob("projects/p/jobs/j", "ml v1", "RUNNING", record, [])
     )
+
+
+def test_the_log_keeps_googles_severities_and_says_so() -> None:
+    """A FutureWarning on stderr is ERROR here, as in Cloud Logging; the page says the task log differs."""
+    record = {"jobId": "j", "state": "SUCCEEDED", "createTime": "t"}
+    logs = [
+        {"time": "t", "severity": "ERROR", "task": "workerpool0-0", "message": "x.py:1: FutureWarning: old"}
+    ]
+    html = render_job(ConsoleJob("projects/p/jobs/j", "ml v1", "SUCCEEDED", record, logs))
+    assert '<span class="ERROR">t ERROR [workerpool0-0] x.py:1: FutureWarning: old</span>' in html
+    assert "Severities as Google records them" in html

@@ -134,7 +134,7 @@ def test_format_carries_task_and_trial_and_the_level_carries_severity() -> None:
     }
     stream = LogStream("j1")
     shown = stream.accept([trial], now=0)
-    assert shown.lines == [("error", "[master-replica-0 trial 3] step 1")]
+    assert shown.lines == [("info", "[master-replica-0 trial 3] step 1")]  # stderr, but no error in it
     assert "2024" not in shown.lines[0][1]
     structured = {"timestamp": "t", "severity": "INFO", "jsonPayload": {"message": "hello", "x": 1}}
     assert format_entry(structured).endswith("[service] hello")

@@ -25,7 +25,7 @@ from airflow_aip.jobs.times import queued_seconds, ran_seconds
 from airflow_aip.jobs.trials import best_trial
 from airflow_aip.jobs.vertex.body import TRIAL_JOB_SPEC, job_spec_key
 from airflow_aip.jobs.vertex.capacity import Ending
-from airflow_aip.jobs.vertex.ladder import Rung
+from airflow_aip.jobs.vertex.ladder import RUNG_LABEL, Rung
 
 JOB_DIR_FLAGS = ("--job-dir", "--job_dir")
 FINISHED = ("SUCCEEDED", "FAILED")  # trial states (AI Platform's vocabulary) that used up budget
@@ -93,6 +93,7 @@ def rung_record(
     return {
         "rung": position + 1,
         "label": rung.label,
+        "strategy": rung.strategy,
         "placement": rung.describe(),
         "region": view.get("region") or rung.region,
         "job_id": view.get("job_id"),
@@ -128,3 +129,61 @@ def with_ladder(
     out["trials"] = trials
     out["best_trial"] = best_trial(trials, summary.get("goal"))
     return out
+
+
+# Each rung's part in a run, in the ladder's records: the rungs passed ended for capacity; the
+# rung reached runs, then ran; those after it wait to be needed, and are not needed once it ended.
+PASSED, RUNNING, RAN, IF_NEEDED, NOT_NEEDED = "out of capacity", "running", "ran", "if needed", "not needed"
+
+
+def every_rung(
+    rungs: Sequence[Rung],
+    passed: Sequence[Mapping[str, Any]],
+    current: Mapping[str, Any] | None,
+    *,
+    ended: bool,
+) -> list[dict[str, Any]]:
+    """Every configured rung's record, in order, each with its ``status``: a reader of the ladder
+    sees the rungs not reached too (a Spot job that ran leaves STANDARD "not needed", not unsaid).
+
+    ``passed``: the records of the rungs that ended for capacity; ``current``: the rung reached
+    (None when every rung ran out); ``ended``: whether that rung's job has ended.
+    """
+    out = [{**dict(record), "status": PASSED} for record in passed]
+    if current is not None:
+        out.append({**dict(current), "status": RAN if ended else RUNNING})
+    for index in range(len(out), len(rungs)):
+        rung = rungs[index]
+        later = rung_record(index, rung, None, None, 0.0)
+        out.append({**later, "state": None, "status": NOT_NEEDED if ended else IF_NEEDED})
+    return out
+
+
+def with_rungs(summary: Mapping[str, Any], ladder: Any) -> dict[str, Any]:
+    """A running job's summary (read live, without a ladder) with the rungs its task announced."""
+    if summary.get("ladder") or not isinstance(ladder, list) or not ladder:
+        return dict(summary)
+    return {**summary, "ladder": ladder}
+
+
+def rung_position(summary: Mapping[str, Any]) -> dict[str, Any] | None:
+    """Which rung, of how many, the summary's job runs (or ran) on, and where: "rung 1 of 2 · SPOT".
+
+    Found by the job's ID in the ladder's records, else by its ``aip_rung`` label; None for a job
+    without a ladder. The placement is the rung's strategy, else the rung as its ladder says it.
+    """
+    ladder = [r for r in summary.get("ladder") or [] if isinstance(r, Mapping)]
+    job_id, label = summary.get("job_id"), (summary.get("labels") or {}).get(RUNG_LABEL)
+    mine = next((r for r in ladder if job_id and r.get("job_id") == job_id), None)
+    mine = mine or next((r for r in ladder if label and r.get("label") == label), None)
+    if mine is None:
+        return None
+    placement = str(mine.get("strategy") or mine.get("placement") or mine.get("label") or "")
+    number = mine.get("rung")
+    return {
+        "rung": number,
+        "of": len(ladder),
+        "label": mine.get("label"),
+        "placement": placement,
+        "text": f"rung {number} of {len(ladder)} · {placement}",
+    }

@@ -46,7 +46,7 @@ function draw(data, out) {
     { label: "Dag", cell: (j) => outLink(airflowPage(j, "dag"), j.dag_id), sort: (j) => j.dag_id },
     { label: "Run", cell: (j) => el("span", { class: "run-id", title: j.run_id }, outLink(airflowPage(j, "run"), j.run_id)), sort: (j) => j.run_id },
     { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
-    { label: "State", cell: (j) => el("span", { title: j.read_now ? "read from the job now" : undefined }, stateText(j.state ?? `task ${j.task_state ?? "?"}`)), sort: (j) => j.state ?? "" },
+    { label: "State", cell: (j) => el("span", { title: j.read_now ? "read from the job now" : undefined }, stateText(j.state ?? `task ${j.task_state ?? "?"}`), j.rung ? el("span", { class: "muted rung" }, ` ${j.rung}`) : ""), sort: (j) => j.state ?? "" },
     { label: "Trials", cell: (j) => (j.tuning === false ? "single job" : j.trials ?? "—"), sort: (j) => j.trials, numeric: true },
     { label: "Result", cell: (j) => resultText(j.result), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },

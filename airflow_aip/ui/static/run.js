@@ -36,7 +36,7 @@ render(() => getJson("run", params().toString()), (data, out) => {
   const columns = [
     { label: "Task", cell: (j) => el("a", { href: taskPage({ ...j, dag_id: q.get("dag_id"), run_id: q.get("run_id") }) }, j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id, cls: "short" },
     { label: "Job", cell: (j) => j.job_id, sort: (j) => j.job_id },
-    { label: "State", cell: (j) => el("span", { title: j.ended_because ?? undefined }, stateText(j.state)), sort: (j) => j.state },
+    { label: "State", cell: (j) => el("span", { title: j.ended_because ?? undefined }, stateText(j.state), j.rung ? el("span", { class: "muted rung" }, ` ${j.rung.text}`) : ""), sort: (j) => j.state },
     { label: "Trials", cell: (j) => (j.tuning ? j.trials.length : "single job"), sort: (j) => j.trials.length, numeric: true },
     { label: "Result", cell: (j) => bestText(j), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => exportText(j), sort: (j) => exportText(j) },

@@ -7,6 +7,7 @@ function jobHeader(job, actions) {
   head.append(el("h1", {}, `Training job ${job.job_id}`));
   if (actions) head.append(actions);
   head.append(el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
+  if (job.rung) head.append(el("p", { class: "rung", "data-rung": job.rung.label }, `Capacity ladder: ${job.rung.text}`));
   if (job.ended_because) head.append(el("p", { class: "ended-because" }, `The task's wait ended: ${job.ended_because}`));
   const dl = el("dl", { class: "timeline" });
   for (const [label, at] of [["Created", job.create_time], ["Started", job.start_time], ["Ended", job.end_time]]) {
@@ -23,7 +24,7 @@ function jobHeader(job, actions) {
   return head;
 }
 
-// The capacity ladder's rungs, in the order they were tried; the row of the job above is marked.
+// Every rung of the capacity ladder, in order, with its part in the run; the row of the job above is marked.
 const ENDED = {
   stockout: "stockout", flex_start_wait: "Flex-Start wait ran out", preempted: "Spot VMs reclaimed",
   quota: "quota refused the create", queued_limit: "QUEUED past queued_limit", resources_exhausted: "resources exhausted",
@@ -33,6 +34,7 @@ function ladderTable(job) {
   const columns = [
     { label: "Rung", cell: (r) => r.rung ?? "—", numeric: true },
     { label: "Placement", cell: (r) => r.placement + (r.region ? `, ${r.region}` : "") },
+    { label: "Status", cell: (r) => r.status ?? "tried" },
     { label: "Job", cell: (r) => r.job_id ?? "—" },
     { label: "State", cell: (r) => (r.state === "NOT_CREATED" ? "not created" : stateText(r.state)) },
     { label: "Ended because", cell: (r) => (r.ended_because ? el("span", {}, ENDED[r.ended_because] ?? r.ended_because, r.detail ? el("span", { class: "muted detail" }, r.detail) : "") : "—") },
@@ -40,15 +42,16 @@ function ladderTable(job) {
     { label: "Ran", cell: (r) => seconds(r.ran_s), numeric: true },
   ];
   const current = job.ladder.find((r) => r.job_id === job.job_id);
-  const caption = `${counted(job.ladder.length, "rung")} tried in order; only a lack of capacity moves the job to the next.` +
-    (current ? ` This job ran on rung ${current.rung} (${current.label}).` : "");
+  const ran = job.end_time ? "ran" : "runs";
+  const caption = `${counted(job.ladder.length, "rung")}, tried in order; only a lack of capacity moves the job to the next.` +
+    (current ? ` This job ${ran} on rung ${current.rung} (${current.label}).` : "");
   const table = el("table", { class: "ladder" }, el("caption", {}, caption));
   const head = el("tr");
   for (const c of columns) head.append(el("th", { scope: "col" }, c.label));
   const body = el("tbody");
   for (const r of job.ladder) {
     const mine = r === current;
-    const tr = el("tr", { "data-rung": r.label, class: mine ? "current" : undefined, "aria-current": mine ? "true" : undefined });
+    const tr = el("tr", { "data-rung": r.label, "data-status": r.status ?? undefined, class: mine ? "current" : undefined, "aria-current": mine ? "true" : undefined });
     for (const c of columns) tr.append(el("td", { class: c.numeric ? "num" : undefined }, c.cell(r)));
     body.append(tr);
   }

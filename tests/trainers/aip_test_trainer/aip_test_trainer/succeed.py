@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import time
+import warnings
 
 from aip_test_trainer.common import environment_report, parser, write_to_job_dir
 
@@ -36,6 +37,8 @@ def main() -> None:
     print(f"training with message={known.message}")
     print(f"runtime prefix {sys.prefix}")
     print("a warning on stderr", file=sys.stderr)
+    # As google-api-core warns on an old Python: two stderr lines, ERROR to Google, a warning in the task log.
+    warnings.warn("a harmless future warning", FutureWarning, stacklevel=1)
     tf_config = json.loads(os.environ.get("TF_CONFIG", "{}"))
     task = tf_config.get("task", {})
     is_master = task.get("type", "master") in ("master", "chief")  # Vertex: chief
