@@ -40,7 +40,7 @@ from airflow_aip.registry.champion import (
     judge_version,
     ledger_head,
 )
-from airflow_aip.registry.gate import Verdict
+from airflow_aip.registry.gate import Measurement, Standing, Verdict
 from airflow_aip.registry.upload import version_source
 
 COMMIT_TRIES = 5  # commits lost to other promoters before this one gives up, and says so
@@ -55,6 +55,9 @@ class Outcome:
     reason: str
     before: Contender | None
     after: Contender | None
+    compared: Standing | None = None
+    """The champion as the gate read it: re-measured on this run's data, when it was."""
+    same_data: bool | None = None
 
 
 class ChampionKeeper:
@@ -75,6 +78,8 @@ class ChampionKeeper:
         self.alias = alias
         self.ledger_uri = ledger_uri
         self.log = log
+        self.measurement: Measurement | None = None
+        self.require_same_eval_data = False
 
     def contender(self, version: Mapping[str, Any]) -> Contender:
         """A registered version and the metric of its export manifest (None when it has none)."""
@@ -86,7 +91,13 @@ class ChampionKeeper:
             return Contender(version_id, None, None, None, manifest_uri)
         source = version_source(stored.content, str(manifest_uri))
         return Contender(
-            version_id, source.metric, source.metric_tag, source.goal, manifest_uri, source.job_id
+            version_id,
+            source.metric,
+            source.metric_tag,
+            source.goal,
+            manifest_uri,
+            source.job_id,
+            source.eval_data,
         )
 
     def holder(self) -> Contender | None:
@@ -94,7 +105,17 @@ class ChampionKeeper:
         version = self.registry.get_model(self.model.at(self.alias).versioned)
         return self.contender(version) if version else None
 
-    def promote(self, candidate: Contender, *, at: str, run: Mapping[str, Any]) -> Outcome:
+    def promote(
+        self,
+        candidate: Contender,
+        *,
+        at: str,
+        run: Mapping[str, Any],
+        measurement: Measurement | None = None,
+        require_same_eval_data: bool = False,
+    ) -> Outcome:
+        """Judge ``candidate`` (against ``measurement``'s score of the champion, when it scored it)."""
+        self.measurement, self.require_same_eval_data = measurement, require_same_eval_data
         for _ in range(COMMIT_TRIES):
             stored = self.storage.read_manifest(self.ledger_uri)
             ledger = stored.content if stored else None
@@ -106,8 +127,9 @@ class ChampionKeeper:
                 return Outcome(True, "committed by an earlier try; the alias follows", holder, candidate)
             champion = head or holder
             verdict = self._judge(candidate, head, holder)
+            compared = champion.standing().measured(measurement) if champion else None
             if not verdict.promote:
-                return Outcome(False, verdict.reason, champion, champion)
+                return Outcome(False, verdict.reason, champion, champion, compared, verdict.same_data)
             new = after_promotion(
                 ledger,
                 model=self.model.name,
@@ -121,7 +143,7 @@ class ChampionKeeper:
                 continue
             self._merge(candidate.version_id)
             self._follow_ledger()
-            return Outcome(True, verdict.reason, champion, candidate)
+            return Outcome(True, verdict.reason, champion, candidate, compared, verdict.same_data)
         raise AipError(f"{COMMIT_TRIES} other promotions of {self.model.name} committed first: try again")
 
     def rollback(self, *, at: str, run: Mapping[str, Any]) -> Outcome:
@@ -142,10 +164,20 @@ class ChampionKeeper:
 
     def _judge(self, candidate: Contender, head: Contender | None, holder: Contender | None) -> Verdict:
         """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
-        verdict = judge_version(candidate, holder, alias=self.alias, ledger_uri=self.ledger_uri)
+        verdict = self._judge_one(candidate, holder)
         if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
-            return judge_version(candidate, head, alias=self.alias, ledger_uri=self.ledger_uri)
+            return self._judge_one(candidate, head)
         return verdict
+
+    def _judge_one(self, candidate: Contender, champion: Contender | None) -> Verdict:
+        return judge_version(
+            candidate,
+            champion,
+            alias=self.alias,
+            ledger_uri=self.ledger_uri,
+            measurement=self.measurement,
+            require_same_eval_data=self.require_same_eval_data,
+        )
 
     def _commit(self, stored: StoredManifest | None, ledger: Mapping[str, Any]) -> bool:
         """Write the ledger over the generation read; False when another commit came first."""
