@@ -159,7 +159,10 @@ def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_writ
     champion = _champion(0.8, goal=goal)  # one chosen on another goal is refused: test_champion_gate.py
     plan = _plan(listed=[], source=_source(metric, goal), champion_uri=CHAMPION, champion=champion)
     assert (plan.copies, plan.writes) == ((), ())
-    verdict = f"accuracy {metric} on this run's data against the champion's 0.8 ({CHAMPION.uri}) on data it does not record"
+    verdict = (
+        f"accuracy {metric} on this run's data against the champion's 0.8 ({CHAMPION.uri})"
+        " on data it does not record"
+    )
     lower = " (lower is better)" if goal == "MINIMIZE" else ""
     assert plan.xcom(0) == {
         "job_id": "j1",
