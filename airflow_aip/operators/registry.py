@@ -374,6 +374,7 @@ class RegisterModelOperator(_RegistryTask):
             "metric_tag": source.metric_tag,
             "job_id": source.job_id,
             "trial_id": source.trial_id,
+            "eval_data": source.eval_data,
             "action": "promoted",
         }
 
