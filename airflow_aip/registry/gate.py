@@ -121,7 +121,13 @@ def judge(
     unrecorded) evaluation data instead of comparing them.
     """
     if champion is None:
-        return Verdict(Decision.PROMOTE, "there is no champion yet")
+        if candidate.metric is None:
+            return Verdict(Decision.PROMOTE, "there is no champion yet: promoted")
+        tag = candidate.metric_tag or "metric"
+        return Verdict(
+            Decision.PROMOTE,
+            f"{tag} {candidate.metric:.4g} on this run's data; there is no champion yet: promoted",
+        )
     if candidate.name == champion.name:
         return Verdict(Decision.PROMOTE, f"{candidate.name} is the champion already")
     if candidate.metric is None:

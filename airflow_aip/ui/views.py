@@ -263,7 +263,9 @@ def _difference(metric: float | None, champion: float | None) -> float | None:
 def _registry_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
     raw = result.get("champion_before")
     before: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    metric, champion = finite_number(result.get("metric")), finite_number(before.get("metric"))
+    metric = finite_number(result.get("metric"))
+    # the champion's metric the gate compared (re-measured on this run's data), else the recorded one
+    champion = finite_number(result.get("champion_metric", before.get("metric")))
     version = before.get("version_id")
     return {
         "source": "registry",

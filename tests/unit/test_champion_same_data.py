@@ -158,6 +158,8 @@ def test_the_sentence_says_it_once() -> None:
     )
     assert verdict.reason == expected
     assert "MAXIMIZE" not in verdict.reason
+    first = judge(candidate, None, by_hand="")
+    assert first.reason == "accuracy 0.9556 on this run's data; there is no champion yet: promoted"
 
 
 def _manifest(model_uri: str, job_id: str, metric: float, eval_data: str | None) -> dict[str, object]:
