@@ -22,8 +22,9 @@ A retry finds its own commit in the ledger and only completes the merge.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from airflow_aip.exceptions import AipError, PreconditionFailedError
@@ -78,8 +79,6 @@ class ChampionKeeper:
         self.alias = alias
         self.ledger_uri = ledger_uri
         self.log = log
-        self.measurement: Measurement | None = None
-        self.require_same_eval_data = False
 
     def contender(self, version: Mapping[str, Any]) -> Contender:
         """A registered version and the metric of its export manifest (None when it has none)."""
@@ -115,7 +114,13 @@ class ChampionKeeper:
         require_same_eval_data: bool = False,
     ) -> Outcome:
         """Judge ``candidate`` (against ``measurement``'s score of the champion, when it scored it)."""
-        self.measurement, self.require_same_eval_data = measurement, require_same_eval_data
+        gate = partial(
+            judge_version,
+            alias=self.alias,
+            ledger_uri=self.ledger_uri,
+            measurement=measurement,
+            require_same_eval_data=require_same_eval_data,
+        )
         for _ in range(COMMIT_TRIES):
             stored = self.storage.read_manifest(self.ledger_uri)
             ledger = stored.content if stored else None
@@ -126,7 +131,7 @@ class ChampionKeeper:
                 self._follow_ledger()
                 return Outcome(True, "committed by an earlier try; the alias follows", holder, candidate)
             champion = head or holder
-            verdict = self._judge(candidate, head, holder)
+            verdict = _judge(gate, candidate, head, holder)
             compared = champion.standing().measured(measurement) if champion else None
             if not verdict.promote:
                 return Outcome(False, verdict.reason, champion, champion, compared, verdict.same_data)
@@ -162,23 +167,6 @@ class ChampionKeeper:
 
     # -- steps -----------------------------------------------------------------------------------
 
-    def _judge(self, candidate: Contender, head: Contender | None, holder: Contender | None) -> Verdict:
-        """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
-        verdict = self._judge_one(candidate, holder)
-        if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
-            return self._judge_one(candidate, head)
-        return verdict
-
-    def _judge_one(self, candidate: Contender, champion: Contender | None) -> Verdict:
-        return judge_version(
-            candidate,
-            champion,
-            alias=self.alias,
-            ledger_uri=self.ledger_uri,
-            measurement=self.measurement,
-            require_same_eval_data=self.require_same_eval_data,
-        )
-
     def _commit(self, stored: StoredManifest | None, ledger: Mapping[str, Any]) -> bool:
         """Write the ledger over the generation read; False when another commit came first."""
         data = json.dumps(ledger, indent=2, sort_keys=True).encode()
@@ -212,3 +200,16 @@ class ChampionKeeper:
                 self.alias,
             )
             self._merge(head.version_id)
+
+
+def _judge(
+    gate: Callable[[Contender, Contender | None], Verdict],
+    candidate: Contender,
+    head: Contender | None,
+    holder: Contender | None,
+) -> Verdict:
+    """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
+    verdict = gate(candidate, holder)
+    if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
+        return gate(candidate, head)
+    return verdict
