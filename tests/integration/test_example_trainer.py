@@ -237,6 +237,15 @@ def test_evaluate_model_scores_a_saved_model_on_other_data(installed: Path, tmp_
     assert metrics["eval_data"]["md5"] == hashlib.md5(Path(new_eval).read_bytes()).hexdigest() != old_md5
     assert sorted(p.name for p in out.parent.iterdir()) == ["champion_metrics.json"]  # no model saved
 
+    # An ml v1 job's export keeps the model in its model/ folder: found there too.
+    nested = tmp_path / "ml_v1_export"
+    (nested / "model").mkdir(parents=True)
+    (nested / "model" / "model.joblib").write_bytes((champion / "model.joblib").read_bytes())
+    again = tmp_path / "again.json"
+    args = ["--evaluate-model", str(nested), "--eval-data", new_eval, "--metrics-uri", str(again)]
+    assert run_trainer(installed, tmp_path, args).returncode == 0
+    assert json.loads(again.read_text())["accuracy"] == metrics["accuracy"]
+
 
 def test_bad_hyperparameter_fails_before_writing(installed: Path, tmp_path: Path) -> None:
     train, evaluation = util.load_split()
