@@ -22,7 +22,7 @@ from airflow_aip.jobs import JobState, objective_value
 from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.trials import Goal
 from airflow_aip.jobs.view import AI_PLATFORM
-from airflow_aip.registry.gate import Standing
+from airflow_aip.registry.gate import Measurement, Standing
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 MANIFEST_NAME = "manifest.json"
@@ -42,6 +42,10 @@ class ExportSource:
     goal: str = Goal.MAXIMIZE.value
     backend: str = AI_PLATFORM
     resource_name: str | None = None
+    eval_data: str | None = None
+    """The fingerprint of the data ``metric`` was measured on (``md5:<hex>``; None: not recorded)."""
+    eval_uri: str | None = None
+    """Where those data were read from, for people: the gate compares fingerprints."""
 
     @property
     def version(self) -> str:
@@ -117,6 +121,31 @@ def metric_from_file(data: bytes, key: str, field_name: str = "metrics_file") ->
     return number
 
 
+def eval_data_from_file(data: bytes) -> tuple[str | None, str | None]:
+    """``(fingerprint, uri)`` of the evaluation data a trainer's metrics file records (or Nones).
+
+    The trainer writes ``"eval_data": {"uri": ..., "md5": <hex of the bytes it scored>}``; the
+    fingerprint, not the URI, says whether two metrics were measured on the same rows.
+    """
+    try:
+        recorded = json.loads(data).get("eval_data")
+    except (ValueError, AttributeError):
+        return None, None
+    if not isinstance(recorded, Mapping):
+        return None, None
+    md5, uri = recorded.get("md5"), recorded.get("uri")
+    return (f"md5:{md5}" if isinstance(md5, str) and md5 else None, str(uri) if uri else None)
+
+
+def measurement_from_file(data: bytes, key: str, field_name: str) -> Measurement:
+    """What an evaluation-only job's metrics file says: which model it scored, how, on what data."""
+    metric = metric_from_file(data, key, field_name)
+    model_uri = json.loads(data).get("evaluated_model_uri")
+    if not isinstance(model_uri, str) or not model_uri:
+        raise ValidationError(field_name, "must name the model it scored (evaluated_model_uri)")
+    return Measurement(model_uri, metric, key, eval_data_from_file(data)[0])
+
+
 def champion_metric(manifest: Mapping[str, Any]) -> float | None:
     """The metric a current model's manifest records, or None when it records none."""
     value = (manifest.get("metric") or {}).get("value")
@@ -125,7 +154,15 @@ def champion_metric(manifest: Mapping[str, Any]) -> float | None:
 
 def source_standing(source: ExportSource, destination: GcsUri) -> Standing:
     """The export as the champion gate reads it, named by where it is exported to."""
-    return Standing(destination.uri, source.metric, source.metric_tag, Goal.parse(source.goal))
+    return Standing(
+        destination.uri,
+        source.metric,
+        source.metric_tag,
+        Goal.parse(source.goal),
+        eval_data=source.eval_data,
+        label=source.job_id,
+        model_uri=destination.uri,
+    )
 
 
 def champion_standing(manifest: Mapping[str, Any], champion_uri: str) -> Standing:
@@ -136,11 +173,15 @@ def champion_standing(manifest: Mapping[str, Any], champion_uri: str) -> Standin
     ValidationError on ``champion_manifest_uri``.
     """
     metric = manifest.get("metric") or {}
+    model_uri = str(manifest["model_uri"]) if manifest.get("model_uri") else None
     return Standing(
-        str(manifest.get("model_uri") or champion_uri),
+        model_uri or champion_uri,
         champion_metric(manifest),
         str(metric["tag"]) if metric.get("tag") else None,
         Goal.parse(metric.get("goal"), "champion_manifest_uri"),
+        eval_data=str(metric["eval_data"]) if metric.get("eval_data") else None,
+        label=str(manifest["job_id"]) if manifest.get("job_id") else None,
+        model_uri=model_uri,
     )
 
 
@@ -174,7 +215,13 @@ def build_manifest(
         "resource_name": source.resource_name,
         "trial_id": source.trial_id,
         "hyperparameters": source.hyperparameters,
-        "metric": {"tag": source.metric_tag, "value": source.metric, "goal": source.goal},
+        "metric": {
+            "tag": source.metric_tag,
+            "value": source.metric,
+            "goal": source.goal,
+            "eval_data": source.eval_data,
+            "eval_uri": source.eval_uri,
+        },
         "source_uri": source.prefix.uri,
         "objects": list(objects),
         "packages": list(packages),

@@ -27,7 +27,7 @@ from airflow_aip.export import (
     same_export,
     source_standing,
 )
-from airflow_aip.registry.gate import Verdict, judge
+from airflow_aip.registry.gate import Measurement, Verdict, judge
 from airflow_aip.uris import GcsUri
 
 
@@ -116,13 +116,17 @@ def plan_export(
     existing_manifest: StoredManifest | None = None,
     champion_uri: GcsUri | None = None,
     champion: StoredManifest | None = None,
+    measurement: Measurement | None = None,
+    require_same_eval_data: bool = False,
 ) -> ExportPlan:
     """The export of ``source`` below ``destination_root``, or none when the champion gate says no.
 
     ``listed`` is every object below the source prefix, ``packages`` the job's trainer packages
     (their metadata, None when not in Cloud Storage), ``existing_manifest`` what the destination
-    already holds, ``champion`` the manifest at ``champion_uri`` (None: no champion yet). With no
-    ``champion_uri`` the model is exported without a gate. Raises AipError when the source holds
+    already holds, ``champion`` the manifest at ``champion_uri`` (None: no champion yet),
+    ``measurement`` the champion scored again on this run's evaluation data (it replaces the
+    champion's recorded metric when it scored that model). With no ``champion_uri`` the model is
+    exported without a gate. Raises AipError when the source holds
     nothing to export.
     """
     summary: dict[str, Any] = {
@@ -131,6 +135,8 @@ def plan_export(
         "trial_id": source.trial_id,
         "metric": source.metric,
         "metric_tag": source.metric_tag,
+        "eval_data": source.eval_data,
+        "eval_uri": source.eval_uri,
     }
     destination = export_destination(source, destination_root)
     manifest_uri = destination.join(MANIFEST_NAME).uri
@@ -140,10 +146,19 @@ def plan_export(
             f"To promote it anyway, export it without champion_manifest_uri, then copy {manifest_uri} "
             f"over {champion_uri.uri}."
         )
-        held = champion_standing(champion.content, champion_uri.uri) if champion else None
-        verdict = judge(source_standing(source, destination), held, by_hand=by_hand)
+        recorded = champion_standing(champion.content, champion_uri.uri) if champion else None
+        held = recorded.measured(measurement) if recorded else None
+        verdict = judge(
+            source_standing(source, destination),
+            held,
+            by_hand=by_hand,
+            require_same_eval_data=require_same_eval_data,
+        )
         summary.update(
-            champion_metric=champion_metric(champion.content) if champion else None,
+            champion_metric=held.metric if held else None,
+            champion_recorded_metric=champion_metric(champion.content) if champion else None,
+            champion_job_id=champion.content.get("job_id") if champion else None,
+            same_eval_data=verdict.same_data,
             decision=verdict.decision.value,
             reason=verdict.reason,
         )

@@ -7,8 +7,16 @@ aip_prepare_data landed, or on the two CSVs given in the form (both, as `gs://` 
 neither, it stops at once and says to run aip_prepare_data first.
 
 It trains one job with fixed hyperparameters: the champion's, when there is one and
-*Reuse the champion's hyperparameters* is on, else the form's `C` and `max_iter`. Then the
-*Champion store* decides where the champion lives:
+*Reuse the champion's hyperparameters* is on, else the form's `C` and `max_iter`.
+
+Meanwhile **evaluate_champion** scores the current champion on this run's evaluation CSV (an
+evaluation-only job of the same trainer, on the same service: skipped when there is no champion
+yet). The gate then compares two metrics measured on the same rows, and its verdict says so:
+"accuracy 0.9556 on this run's data against the champion's 0.9333 (v3) on the same data:
+promoted". Were the data to differ (the champion changed while this run evaluated the one
+before), the gate refuses (`require_same_eval_data`) instead of comparing scores on different rows.
+
+Then the *Champion store* decides where the champion lives:
 
 - **registry** (default): **export_model** copies the model to Cloud Storage with its manifest,
   and **register_model** uploads it as a new version of `iris-retrained` in Vertex AI Model
@@ -40,7 +48,12 @@ from aip_examples import (
     job_params,
     require_bucket,
 )
-from aip_examples.retraining import GCS_CSV_PATTERN, champion_hyperparameters, pick_training_data
+from aip_examples.retraining import (
+    GCS_CSV_PATTERN,
+    champion_hyperparameters,
+    champion_model_uri,
+    pick_training_data,
+)
 from airflow.sdk import DAG, Asset, Param, get_current_context, task
 
 from airflow_aip.operators import (
@@ -56,6 +69,9 @@ IRIS_DATA = Asset(name="iris_training_data", uri=IRIS_DATA_URI)
 # Its events carry the new champion's version, alias, metric and job (only when the champion changed).
 IRIS_CHAMPION = Asset(name="iris_champion_model", uri=f"{RETRAINED_MODELS_URI}/{REGISTRY_MODEL_ID}")
 BUCKET = IRIS_DATA_URI.split("/")[2]
+RUN_STAMP = "{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}"
+# Where evaluate_champion writes the champion's score on this run's data, and the gate reads it.
+CHAMPION_EVALUATION_URI = f"gs://{BUCKET}/jobs/champion_eval/{RUN_STAMP}/champion_metrics.json"
 
 with DAG(
     dag_id="aip_retraining",
@@ -146,6 +162,13 @@ with DAG(
         # The API takes args as strings.
         return {"C": str(float(chosen["C"])), "max_iter": str(int(float(chosen["max_iter"])))}
 
+    @task.short_circuit(ignore_downstream_trigger_rules=False)
+    def champion_model() -> str | None:
+        """The champion's model directory, to score on this run's data; None (no champion) skips that."""
+        found = champion_model_uri(get_current_context()["params"])
+        log.info("The champion to evaluate: %s", found or "none yet")
+        return found
+
     # Task outputs are XComArgs that the operators' templated fields resolve when the task runs.
     # They stand in for those values here, so they are typed Any (as Airflow's own mypy plugin types
     # task outputs): data["train"] is a CSV's URI, hp["C"] a string, staged_uris the staged URIs.
@@ -165,7 +188,7 @@ with DAG(
         training_input={
             "packageUris": staged_uris,
             "pythonModule": TRAINER_MODULE,
-            "jobDir": f"gs://{BUCKET}/jobs/retrain/" + "{{ dag_run.run_after.strftime('%Y%m%dT%H%M%S') }}",
+            "jobDir": f"gs://{BUCKET}/jobs/retrain/{RUN_STAMP}",
             "args": [
                 "--train-data",
                 data["train"],
@@ -185,6 +208,35 @@ with DAG(
         framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
         deferrable=True,
     )
+    champion: Any = champion_model()
+    # The same trainer, scoring the champion's saved model: nothing is trained, one metrics file lands.
+    evaluate_champion = SubmitTrainingJobOperator(
+        task_id="evaluate_champion",
+        project_id="{{ params.project_id }}",
+        backend="{{ params.backend }}",
+        region="{{ params.region }}",
+        job_id_prefix="iris_champion_eval",
+        training_input={
+            "packageUris": staged_uris,
+            "pythonModule": TRAINER_MODULE,
+            "jobDir": f"gs://{BUCKET}/jobs/champion_eval/{RUN_STAMP}",
+            "args": [
+                "--evaluate-model",
+                champion,
+                "--eval-data",
+                data["eval"],
+                "--metric-tag",
+                METRIC_TAG,
+                "--metrics-uri",
+                CHAMPION_EVALUATION_URI,
+            ],
+            "scaleTier": "{{ params.scale_tier }}",
+            "runtimeVersion": "{{ params.runtime_version }}",
+            "pythonVersion": "{{ params.python_version }}",
+        },
+        framework="scikit-learn",
+        deferrable=True,
+    )
     export = ExportArtifactsOperator(
         task_id="export_model",
         project_id="{{ params.project_id }}",
@@ -195,6 +247,9 @@ with DAG(
         metric_key=METRIC_TAG,
         # The Cloud Storage gate, only when the champion lives there ("" is no gate).
         champion_manifest_uri="{{ '" + CHAMPION_MANIFEST_URI + "' if params.champion_store == 'gcs' }}",
+        champion_evaluation=CHAMPION_EVALUATION_URI,
+        require_same_eval_data=True,
+        trigger_rule="none_failed",  # evaluate_champion is skipped when there is no champion yet
     )
 
     @task.short_circuit
@@ -213,8 +268,11 @@ with DAG(
         champion_alias=CHAMPION_ALIAS,
         ledger_uri=CHAMPION_LEDGER_URI,
         training_data=[data["train"], data["eval"]],
+        champion_evaluation=CHAMPION_EVALUATION_URI,
+        require_same_eval_data=True,
         champion_asset=IRIS_CHAMPION,
         deferrable=True,
     )
-    data >> stage  # new_data checks the bucket and the data before anything is written
+    data >> [stage, champion]  # new_data checks the bucket and the data before anything is written
     train >> export >> registry_chosen() >> register
+    evaluate_champion >> export

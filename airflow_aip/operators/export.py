@@ -27,7 +27,9 @@ from airflow_aip.export import (
     MANIFEST_NAME,
     ExportSource,
     describe_source,
+    eval_data_from_file,
     export_source,
+    measurement_from_file,
     metric_from_file,
     package_uris,
 )
@@ -38,6 +40,7 @@ from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs import summarize_job
 from airflow_aip.jobs.vertex.ladder import RUNG_LABEL
 from airflow_aip.jobs.vertex.ladder_trials import with_ladder
+from airflow_aip.registry.gate import Measurement
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
@@ -51,6 +54,15 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         ``metric_key`` is the model's metric (tuning jobs use the best trial's final metric).
     :param champion_manifest_uri: the current model's manifest; export (and replace it) only past
         the champion gate. The XCom then carries ``champion_metric`` and the gate's ``reason``.
+        ``metrics_file``'s ``eval_data`` (the trainer's record of the data it scored) goes into
+        the manifest, so a later gate knows what the metric was measured on.
+    :param champion_evaluation: a gs:// metrics file in which an evaluation-only job scored the
+        champion on this run's evaluation data (``evaluated_model_uri``, ``metric_key``,
+        ``eval_data``). The gate compares with that score instead of the champion's recorded
+        one; a missing file (no champion was evaluated) leaves the recorded one.
+    :param require_same_eval_data: refuse (promote nothing, say why) when the two metrics were not
+        measured on the same evaluation data. Default False: compare anyway, and the verdict says
+        the data differed.
     :param earlier_jobs: resource names of tuning jobs whose trials count too (the submit
         summary's ``earlier_jobs``: a capacity ladder's earlier rungs, a resumed study's earlier
         job); the best trial is chosen over all of them, and exported from its own job's folder.
@@ -71,6 +83,7 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         "metrics_file",
         "metric_key",
         "champion_manifest_uri",
+        "champion_evaluation",
         "earlier_jobs",
         "gcp_conn_id",
         "api_endpoint",
@@ -88,6 +101,8 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         metrics_file: str | None = None,
         metric_key: str = "metric",
         champion_manifest_uri: str | None = None,
+        champion_evaluation: str | None = None,
+        require_same_eval_data: bool = False,
         earlier_jobs: list[str] | str | None = None,
         gcp_conn_id: str = DEFAULT_CONN_ID,
         api_endpoint: str | None = None,
@@ -106,6 +121,8 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         self.metrics_file = metrics_file
         self.metric_key = metric_key
         self.champion_manifest_uri = champion_manifest_uri
+        self.champion_evaluation = champion_evaluation
+        self.require_same_eval_data = require_same_eval_data
         self.earlier_jobs = earlier_jobs
         self.gcp_conn_id = gcp_conn_id
         self.api_endpoint = api_endpoint
@@ -127,6 +144,10 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
             destination_root,
             champion_uri=champion_uri,
             champion=self.storage.read_manifest(champion_uri.uri) if champion_uri else None,
+            measurement=read_measurement(self.storage, self.champion_evaluation, self.metric_key, self.log)
+            if champion_uri
+            else None,
+            require_same_eval_data=self.require_same_eval_data,
             listed=self.storage.list(source.prefix.uri.rstrip("/") + "/"),
             existing_manifest=self.storage.read_manifest(destination.join(MANIFEST_NAME).uri),
             packages=self.storage.metadata_of(package_uris(job)),
@@ -176,14 +197,24 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         return destination_root, champion_uri
 
     def _with_metric(self, source: ExportSource) -> ExportSource:
-        """A job that is not tuned has its metric in ``metrics_file``, below the model it describes."""
-        if source.metric is not None or not self.metrics_file:
+        """A job that is not tuned has its metric in ``metrics_file``, below the model it describes.
+
+        The file also says which evaluation data the metric was measured on (a tuning job's best
+        trial too, when its folder holds one).
+        """
+        if not self.metrics_file:
             return source
         uri = source.prefix.join(self.metrics_file, field="metrics_file").uri
         try:
             data = self.storage.read_bytes(uri)
         except FileNotFoundError:
+            if source.metric is not None:
+                return source
             raise ValidationError("metrics_file", f"{uri} does not exist") from None
+        eval_data, eval_uri = eval_data_from_file(data)
+        source = replace(source, eval_data=eval_data, eval_uri=eval_uri)
+        if source.metric is not None:
+            return source
         return replace(source, metric=metric_from_file(data, self.metric_key), metric_tag=self.metric_key)
 
     def get_openlineage_facets_on_complete(self, task_instance: Any) -> Any:
@@ -206,3 +237,20 @@ def _run_identity(context: Context) -> dict[str, Any]:
         "run_id": ti.run_id,
         "try_number": ti.try_number,
     }
+
+
+def read_measurement(storage: StorageHook, uri: str | None, metric_key: str, log: Any) -> Measurement | None:
+    """The champion scored on this run's data, from ``champion_evaluation``'s metrics file.
+
+    None when no URI is given, or no file is there (no champion was evaluated: the gate then
+    compares the champion's recorded metric, and says on which data).
+    """
+    if not uri:
+        return None
+    checked = parse_gcs_uri(uri, "champion_evaluation", require_object=True).uri
+    try:
+        data = storage.read_bytes(checked)
+    except FileNotFoundError:
+        log.info("No champion evaluation at %s: the champion's recorded metric is compared", checked)
+        return None
+    return measurement_from_file(data, metric_key, "champion_evaluation")

@@ -22,8 +22,9 @@ A retry finds its own commit in the ledger and only completes the merge.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from airflow_aip.exceptions import AipError, PreconditionFailedError
@@ -40,7 +41,7 @@ from airflow_aip.registry.champion import (
     judge_version,
     ledger_head,
 )
-from airflow_aip.registry.gate import Verdict
+from airflow_aip.registry.gate import Measurement, Standing, Verdict
 from airflow_aip.registry.upload import version_source
 
 COMMIT_TRIES = 5  # commits lost to other promoters before this one gives up, and says so
@@ -55,6 +56,9 @@ class Outcome:
     reason: str
     before: Contender | None
     after: Contender | None
+    compared: Standing | None = None
+    """The champion as the gate read it: re-measured on this run's data, when it was."""
+    same_data: bool | None = None
 
 
 class ChampionKeeper:
@@ -86,7 +90,13 @@ class ChampionKeeper:
             return Contender(version_id, None, None, None, manifest_uri)
         source = version_source(stored.content, str(manifest_uri))
         return Contender(
-            version_id, source.metric, source.metric_tag, source.goal, manifest_uri, source.job_id
+            version_id,
+            source.metric,
+            source.metric_tag,
+            source.goal,
+            manifest_uri,
+            source.job_id,
+            source.eval_data,
         )
 
     def holder(self) -> Contender | None:
@@ -94,7 +104,23 @@ class ChampionKeeper:
         version = self.registry.get_model(self.model.at(self.alias).versioned)
         return self.contender(version) if version else None
 
-    def promote(self, candidate: Contender, *, at: str, run: Mapping[str, Any]) -> Outcome:
+    def promote(
+        self,
+        candidate: Contender,
+        *,
+        at: str,
+        run: Mapping[str, Any],
+        measurement: Measurement | None = None,
+        require_same_eval_data: bool = False,
+    ) -> Outcome:
+        """Judge ``candidate`` (against ``measurement``'s score of the champion, when it scored it)."""
+        gate = partial(
+            judge_version,
+            alias=self.alias,
+            ledger_uri=self.ledger_uri,
+            measurement=measurement,
+            require_same_eval_data=require_same_eval_data,
+        )
         for _ in range(COMMIT_TRIES):
             stored = self.storage.read_manifest(self.ledger_uri)
             ledger = stored.content if stored else None
@@ -105,9 +131,10 @@ class ChampionKeeper:
                 self._follow_ledger()
                 return Outcome(True, "committed by an earlier try; the alias follows", holder, candidate)
             champion = head or holder
-            verdict = self._judge(candidate, head, holder)
+            verdict = _judge(gate, candidate, head, holder)
+            compared = champion.standing().measured(measurement) if champion else None
             if not verdict.promote:
-                return Outcome(False, verdict.reason, champion, champion)
+                return Outcome(False, verdict.reason, champion, champion, compared, verdict.same_data)
             new = after_promotion(
                 ledger,
                 model=self.model.name,
@@ -121,7 +148,7 @@ class ChampionKeeper:
                 continue
             self._merge(candidate.version_id)
             self._follow_ledger()
-            return Outcome(True, verdict.reason, champion, candidate)
+            return Outcome(True, verdict.reason, champion, candidate, compared, verdict.same_data)
         raise AipError(f"{COMMIT_TRIES} other promotions of {self.model.name} committed first: try again")
 
     def rollback(self, *, at: str, run: Mapping[str, Any]) -> Outcome:
@@ -139,13 +166,6 @@ class ChampionKeeper:
         raise AipError(f"{COMMIT_TRIES} other promotions of {self.model.name} committed first: try again")
 
     # -- steps -----------------------------------------------------------------------------------
-
-    def _judge(self, candidate: Contender, head: Contender | None, holder: Contender | None) -> Verdict:
-        """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
-        verdict = judge_version(candidate, holder, alias=self.alias, ledger_uri=self.ledger_uri)
-        if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
-            return judge_version(candidate, head, alias=self.alias, ledger_uri=self.ledger_uri)
-        return verdict
 
     def _commit(self, stored: StoredManifest | None, ledger: Mapping[str, Any]) -> bool:
         """Write the ledger over the generation read; False when another commit came first."""
@@ -180,3 +200,16 @@ class ChampionKeeper:
                 self.alias,
             )
             self._merge(head.version_id)
+
+
+def _judge(
+    gate: Callable[[Contender, Contender | None], Verdict],
+    candidate: Contender,
+    head: Contender | None,
+    holder: Contender | None,
+) -> Verdict:
+    """Beat the alias holder and, when it differs, the ledger's head (committed, not yet merged)."""
+    verdict = gate(candidate, holder)
+    if verdict.promote and head is not None and (holder is None or head.version_id != holder.version_id):
+        return gate(candidate, head)
+    return verdict

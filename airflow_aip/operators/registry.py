@@ -33,6 +33,7 @@ from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.vertex.models import ModelRef
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
+from airflow_aip.operators.export import read_measurement
 from airflow_aip.operators.promotion import ChampionKeeper, Outcome
 from airflow_aip.operators.registry_args import RegistryArguments, model_page, promotions_alias, serving_image
 from airflow_aip.registry.champion import Contender
@@ -129,6 +130,11 @@ class RegisterModelOperator(_RegistryTask):
     :param champion_alias: the alias the gate moves (None: no gate, no promotion).
     :param ledger_uri: the gs:// JSON object that records the champions (required with
         ``champion_alias``): promotions commit to it, a rollback reads it.
+    :param champion_evaluation: a gs:// metrics file in which an evaluation-only job scored the
+        champion on this run's evaluation data: the gate compares with that score (see
+        :class:`~.export.ExportArtifactsOperator`, whose argument of this name it is).
+    :param require_same_eval_data: refuse to move the alias when the two metrics were not
+        measured on the same evaluation data (default False: compare, and say so).
     :param training_data: the data URIs the model was trained on (for its description).
     :param labels: more labels for the version.
     :param champion_asset: an Asset to emit an event for when the champion changes.
@@ -147,6 +153,7 @@ class RegisterModelOperator(_RegistryTask):
         "version_aliases",
         "champion_alias",
         "ledger_uri",
+        "champion_evaluation",
         "training_data",
         "labels",
         *API_TEMPLATE_FIELDS,
@@ -165,6 +172,8 @@ class RegisterModelOperator(_RegistryTask):
         version_aliases: Sequence[str] = (),
         training_data: Sequence[str] | str | None = None,
         labels: Mapping[str, str] | None = None,
+        champion_evaluation: str | None = None,
+        require_same_eval_data: bool = False,
         deferrable: bool = config.default_deferrable(),
         poll_interval: float = 10.0,
         upload_timeout: float = 3600.0,
@@ -180,6 +189,8 @@ class RegisterModelOperator(_RegistryTask):
         self.version_aliases = list(version_aliases)
         self.training_data = training_data
         self.labels = dict(labels or {})
+        self.champion_evaluation = champion_evaluation
+        self.require_same_eval_data = require_same_eval_data
         self.deferrable = deferrable
         self.poll_interval = poll_interval
         self.upload_timeout = upload_timeout
@@ -296,9 +307,24 @@ class RegisterModelOperator(_RegistryTask):
         outcome: Outcome | None = None
         if self.champion_alias:
             candidate = Contender(
-                version_id, source.metric, source.metric_tag, source.goal, source.manifest_uri, source.job_id
+                version_id,
+                source.metric,
+                source.metric_tag,
+                source.goal,
+                source.manifest_uri,
+                source.job_id,
+                source.eval_data,
             )
-            outcome = self.keeper(model).promote(candidate, at=_now(), run=_run(context))
+            measurement = read_measurement(
+                self.storage, self.champion_evaluation, source.metric_tag or "metric", self.log
+            )
+            outcome = self.keeper(model).promote(
+                candidate,
+                at=_now(),
+                run=_run(context),
+                measurement=measurement,
+                require_same_eval_data=self.require_same_eval_data,
+            )
             self.log.info("%s: %s", "Promoted" if outcome.moved else "Not promoted", outcome.reason)
             if outcome.moved:
                 self.announce(context, self._extra(model, version_id, source))
@@ -323,6 +349,10 @@ class RegisterModelOperator(_RegistryTask):
             "promoted": outcome.moved if outcome else None,
             "reason": outcome.reason if outcome else None,
             "champion_before": outcome.before.to_json() if outcome and outcome.before else None,
+            "champion_metric": outcome.compared.metric if outcome and outcome.compared else None,
+            "eval_data": source.eval_data,
+            "eval_uri": source.eval_uri,
+            "same_eval_data": outcome.same_data if outcome else None,
             "ledger_uri": self.ledger_uri,
             "console_url": model_page(self.registry, model, version_id),
         }
@@ -344,6 +374,7 @@ class RegisterModelOperator(_RegistryTask):
             "metric_tag": source.metric_tag,
             "job_id": source.job_id,
             "trial_id": source.trial_id,
+            "eval_data": source.eval_data,
             "action": "promoted",
         }
 

@@ -26,7 +26,7 @@ from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.trials import Goal
-from airflow_aip.registry.gate import Standing, Verdict, judge
+from airflow_aip.registry.gate import Measurement, Standing, Verdict, judge
 
 LEDGER_VERSION = 1
 MAX_HISTORY = 50
@@ -42,6 +42,8 @@ class Contender:
     goal: str | None
     manifest_uri: str | None = None
     job_id: str | None = None
+    eval_data: str | None = None
+    """The fingerprint of the evaluation data ``metric`` was measured on (None: not recorded)."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -58,28 +60,52 @@ class Contender:
             goal=Goal.parse(data.get("goal"), "ledger_uri").value,
             manifest_uri=data.get("manifest_uri"),
             job_id=data.get("job_id"),
+            eval_data=data.get("eval_data"),
         )
 
     def describe(self) -> str:
         return f"version {self.version_id} ({self.metric_tag or 'metric'} {self.metric})"
 
+    @property
+    def model_uri(self) -> str | None:
+        """The version's model directory: its manifest's folder."""
+        folder, _, name = (self.manifest_uri or "").rpartition("/")
+        return folder if name == "manifest.json" and folder else None
+
     def standing(self) -> Standing:
         """What the gate reads of this version."""
-        return Standing(f"version {self.version_id}", self.metric, self.metric_tag, Goal.parse(self.goal))
+        return Standing(
+            f"version {self.version_id}",
+            self.metric,
+            self.metric_tag,
+            Goal.parse(self.goal),
+            eval_data=self.eval_data,
+            label=f"v{self.version_id}",
+            model_uri=self.model_uri,
+        )
 
 
 def judge_version(
-    candidate: Contender, champion: Contender | None, *, alias: str, ledger_uri: str
+    candidate: Contender,
+    champion: Contender | None,
+    *,
+    alias: str,
+    ledger_uri: str,
+    measurement: Measurement | None = None,
+    require_same_eval_data: bool = False,
 ) -> Verdict:
     """The gate on the Model Registry: does ``candidate`` take ``alias`` from ``champion`` (None: nobody's)?
 
-    A refusal says how to move the alias by hand; the candidate stays registered either way.
+    ``measurement`` is the champion scored again on the candidate's evaluation data (it counts
+    only if it scored that very version). A refusal says how to move the alias by hand; the
+    candidate stays registered either way.
     """
     by_hand = (
         f"To promote version {candidate.version_id} anyway, move {alias} to it with the registry's "
         f"mergeVersionAliases (a move by hand bypasses the ledger {ledger_uri})."
     )
-    return judge(candidate.standing(), champion.standing() if champion else None, by_hand=by_hand)
+    held = champion.standing().measured(measurement) if champion else None
+    return judge(candidate.standing(), held, by_hand=by_hand, require_same_eval_data=require_same_eval_data)
 
 
 def check_ledger(ledger: Mapping[str, Any] | None, model: str) -> None:

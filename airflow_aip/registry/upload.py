@@ -56,6 +56,9 @@ class VersionSource:
     packages: tuple[str, ...]
     airflow: Mapping[str, Any]
     manifest_uri: str
+    eval_data: str | None = None
+    """The fingerprint of the evaluation data the metric was measured on (``md5:<hex>``)."""
+    eval_uri: str | None = None
 
     @property
     def package_sha256s(self) -> list[str]:
@@ -80,6 +83,8 @@ def version_source(manifest: Mapping[str, Any], manifest_uri: str) -> VersionSou
         packages=tuple(str(p.get("uri")) for p in manifest.get("packages") or [] if p.get("uri")),
         airflow=dict(manifest.get("airflow") or {}),
         manifest_uri=manifest_uri,
+        eval_data=str(metric["eval_data"]) if metric.get("eval_data") else None,
+        eval_uri=str(metric["eval_uri"]) if metric.get("eval_uri") else None,
     )
 
 
@@ -93,6 +98,8 @@ def version_labels(source: VersionSource, user_labels: Mapping[str, str] | None 
         "aip_dag_id": str(source.airflow.get("dag_id") or ""),
         "aip_run_id": str(source.airflow.get("run_id") or ""),
         "aip_package_sha256": (source.package_sha256s or [""])[0][:63],
+        # what the metric was measured on: the eval data's md5, so versions on the same data group
+        "aip_eval_md5": (source.eval_data or "").removeprefix("md5:")[:63],
     }
     labels.update({key: sanitize_label_value(value) for key, value in ours.items() if value})
     return validate_labels(labels, "labels", rule=VERTEX_LABELS)
@@ -113,6 +120,8 @@ def version_description(source: VersionSource, data_uris: Sequence[str]) -> str:
         *(f"Package {uri}" for uri in source.packages),
         *(f"Data {uri}" for uri in data_uris),
     ]
+    if source.eval_data:
+        lines.insert(1, f"Measured on {source.eval_uri or 'evaluation data'} ({source.eval_data}).")
     if run.get("dag_id"):
         lines.append(f"Airflow: dag {run.get('dag_id')}, run {run.get('run_id')}, task {run.get('task_id')}.")
     return "\n".join(lines)

@@ -40,7 +40,13 @@ from airflow_aip.links import (
 )
 from airflow_aip.ui import live
 from airflow_aip.ui.browse import RETURN_VALUE, jobs_payload
-from airflow_aip.ui.live import WAITING_TASK_STATES, LiveReads, job_api_of, keeps_refreshing
+from airflow_aip.ui.live import (
+    WAITING_TASK_STATES,
+    LiveReads,
+    awaits_decision,
+    job_api_of,
+    keeps_refreshing,
+)
 from airflow_aip.ui.views import (
     XComRow,
     champion_comparison,
@@ -194,14 +200,18 @@ def task_payload(
     refresh = keeps_refreshing(state, job_state, run_active=state is None and _run_active(session, ti))
     job_id = stored.get(JOB_ID_XCOM_KEY)
     cancelled_by = stored.get(CANCELLED_BY_XCOM_KEY)
+    champion = _champion_of_task(own[0][2] if own else None, fields["job"], run_values)
+    ended = fields["job"] is not None and state == "success"
+    decision = not refresh and awaits_decision(ended, champion, run_active=lambda: _run_active(session, ti))
     return {
         "task_state": state,
         "job_id": job_id if isinstance(job_id, str) else None,
         **fields,
-        "refresh_s": reads.ttl if refresh else None,
+        "refresh_s": reads.ttl if refresh or decision else None,
+        "awaiting_decision": decision,
         "can_cancel": may_edit and api is not None and refresh and fields["live"],
         "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
-        "champion": _champion_of_task(own[0][2] if own else None, fields["job"], run_values),
+        "champion": champion,
     }
 
 

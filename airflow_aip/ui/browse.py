@@ -21,7 +21,14 @@ from sqlalchemy.orm import Session
 from airflow_aip.jobs.vertex.ladder_trials import with_rungs
 from airflow_aip.links import ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, LADDER_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of
-from airflow_aip.ui.views import ended_job, is_export_result, is_job_summary, job_list_row, state_text
+from airflow_aip.ui.views import (
+    ended_job,
+    is_export_result,
+    is_job_summary,
+    is_registration,
+    job_list_row,
+    state_text,
+)
 
 RETURN_VALUE = "return_value"
 # Reads of jobs without a summary are made side by side, so a page of waiting jobs loads in about
@@ -120,6 +127,11 @@ def jobs_payload(
         for (d, run, _, _), v in stored[RETURN_VALUE].items()
         if is_export_result(v)
     }
+    registrations = {
+        (d, run, str(v["job_id"])): v
+        for (d, run, _, _), v in stored[RETURN_VALUE].items()
+        if is_registration(v)
+    }
     summaries = {}
     pending: list[tuple[Key, dict[str, Any]]] = []
     for r in submitted:
@@ -146,7 +158,8 @@ def jobs_payload(
         summary = summaries[key] if summaries[key] is not None else read_now.get(key)
         if summary is not None:  # a running job's rung, as its task announced the ladder
             summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key))
-        row = job_list_row(ident, summary, state_text(r.state), exports.get((r.dag_id, r.run_id, job_id)))
+        found = (r.dag_id, r.run_id, job_id)
+        row = job_list_row(ident, summary, state_text(r.state), exports.get(found), registrations.get(found))
         rows.append({**row, "read_now": key in read_now and read_now[key] is not None})
     if state is not None:
         rows = [row for row in rows if (row["state"] or "") == state]

@@ -191,3 +191,16 @@ def keeps_refreshing(task_state: str | None, job_state: Any, *, run_active: bool
     if job_state is None or not JobState.parse(job_state).is_terminal:
         return True
     return task_state in ACTIVE_TASK_STATES
+
+
+def awaits_decision(
+    has_job: bool, champion: Mapping[str, Any] | None, *, run_active: Callable[[], bool]
+) -> bool:
+    """Whether a training job's tab should fetch again for the champion decision of a later task.
+
+    The job ended and its task stored it, but the export or registration that judges the model
+    runs later in the same run: a tab left open would otherwise show the decision only after a
+    reload. It follows the run until the decision arrives, or the run ends without one
+    (``run_active`` is asked only when the rest holds: it reads the database).
+    """
+    return has_job and champion is None and run_active()

@@ -256,7 +256,9 @@ def _difference(metric: float | None, champion: float | None) -> float | None:
 def _registry_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
     raw = result.get("champion_before")
     before: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    metric, champion = finite_number(result.get("metric")), finite_number(before.get("metric"))
+    metric = finite_number(result.get("metric"))
+    # the champion's metric the gate compared (re-measured on this run's data), else the recorded one
+    champion = finite_number(result.get("champion_metric", before.get("metric")))
     version = before.get("version_id")
     return {
         "source": "registry",
@@ -272,6 +274,13 @@ def _registry_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
         "reason": result.get("reason"),
         "console_url": result.get("console_url"),
         "console_label": link_label(result.get("console_url"), "model page"),
+        **_verdict(result),
+        "promoted_what": (
+            f"Promoted version {result.get('version_id')} of {result.get('model')}, "
+            f"from job {result.get('job_id')}"
+            if result.get("promoted")
+            else None
+        ),
     }
 
 
@@ -298,7 +307,24 @@ def _export_comparison(result: Mapping[str, Any]) -> dict[str, Any]:
         "reason": reason,
         "console_url": None,
         "console_label": None,
+        **_verdict(result),
+        "promoted_what": (
+            f"Promoted job {result.get('job_id')}, exported to {result.get('destination')}"
+            if result.get("promoted")
+            else None
+        ),
     }
+
+
+def _verdict(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The gate's own sentence, when the gate wrote one that says on which data it compared.
+
+    Older results (before the gate recorded evaluation data) keep the page's composed sentence.
+    """
+    if "same_eval_data" not in result:
+        return {"verdict": None, "same_eval_data": None}
+    same = result.get("same_eval_data")
+    return {"verdict": result.get("reason"), "same_eval_data": same if isinstance(same, bool) else None}
 
 
 def champion_comparison(values: Iterable[Any]) -> dict[str, Any] | None:
@@ -333,11 +359,16 @@ def run_view(return_values: Iterable[XComRow]) -> list[dict[str, Any]]:
 
 
 def job_list_row(
-    submitted: Mapping[str, Any], summary: Any, task_state: str | None, export: Any = None
+    submitted: Mapping[str, Any],
+    summary: Any,
+    task_state: str | None,
+    export: Any = None,
+    registration: Any = None,
 ) -> dict[str, Any]:
     """One row of Browse → Training jobs: the job id pushed before the wait, its summary if it ended.
 
-    A job whose task is still waiting has no summary yet: its state is then the task's.
+    A job whose task is still waiting has no summary yet: its state is then the task's. What was
+    promoted is said as the champion store has it: the registry's version, or the export's URI.
     """
     done = is_job_summary(summary)
     best = (summary.get("best_trial") or {}) if done else {}
@@ -353,4 +384,16 @@ def job_list_row(
         "best_objective": objective_value(best) if best else None,
         "exported": bool(export.get("exported")) if is_export_result(export) else None,
         "promoted": bool(export.get("promoted")) if is_export_result(export) else None,
+        **_promotion(export, registration),
     }
+
+
+def _promotion(export: Any, registration: Any) -> dict[str, Any]:
+    """``promoted`` and ``promoted_as`` ("version 4 of …", or the export's URI) for a job's row."""
+    if is_registration(registration) and registration.get("champion_alias"):
+        promoted = bool(registration.get("promoted"))
+        version = f"version {registration.get('version_id')} of {registration.get('model')}"
+        return {"promoted": promoted, "promoted_as": version if promoted else None}
+    if is_export_result(export) and export.get("promoted"):
+        return {"promoted_as": export.get("destination")}
+    return {"promoted_as": None}

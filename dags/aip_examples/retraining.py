@@ -1,4 +1,5 @@
-"""Which CSVs ``aip_retraining`` trains on: one rule, pure, so a unit test can read every branch.
+"""Which CSVs ``aip_retraining`` trains on (one rule, pure, so a unit test can read every branch), and
+what it reads of the current champion.
 
 Triggered by the Asset, a run trains on the event that triggered it. Triggered by hand (the
 natural first try from the UI) it has no such event: it takes the form's two URIs when given,
@@ -53,7 +54,18 @@ def _from_event(event: Any, source: str) -> dict[str, str]:
 
 
 def champion_hyperparameters(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The current champion's hyperparameters, from its manifest ({} when there is no champion).
+    """The current champion's hyperparameters, from its manifest ({} when there is no champion)."""
+    return dict(champion_manifest(params).get("hyperparameters") or {})
+
+
+def champion_model_uri(params: Mapping[str, Any]) -> str | None:
+    """The current champion's model directory (None: no champion): what an evaluation job scores."""
+    uri = champion_manifest(params).get("model_uri")
+    return str(uri) if uri else None
+
+
+def champion_manifest(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The current champion's export manifest ({} when there is no champion).
 
     ``champion_store`` says where the champion is: the registry's alias (its version's
     ``artifactUri`` holds the export manifest) or the Cloud Storage champion manifest.
@@ -75,4 +87,4 @@ def champion_hyperparameters(params: Mapping[str, Any]) -> dict[str, Any]:
         manifest_uri = f"{artifact}/manifest.json" if artifact else None
     if not manifest_uri or not storage.exists(manifest_uri):
         return {}
-    return dict(json.loads(storage.read_bytes(manifest_uri)).get("hyperparameters") or {})
+    return dict(json.loads(storage.read_bytes(manifest_uri)))

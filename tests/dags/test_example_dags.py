@@ -140,10 +140,27 @@ def test_retraining_promotes_only_a_better_model(
     assert _json(bucket, champion)["job_id"] == strong["job_id"]
     assert bucket.blob(f"models/iris-retrained/{strong['job_id']}/model.joblib").exists()
 
+    assert strong["eval_data"].startswith("md5:")  # the metric's evaluation data, in the manifest
+    assert _json(bucket, champion)["metric"]["eval_data"] == strong["eval_data"]
+
+    # New data: evaluate_champion scores the champion on this run's split, and the gate compares that.
+    from aip_examples import write_split
+
+    new = write_split(bucket.name, f"data/iris-other/{uuid.uuid4().hex[:8]}", seed=99, eval_fraction=0.3)
     generation = bucket.get_blob(champion).generation
-    again = _retrain(retraining, data, c=0.0001, max_iter=2)  # worse than the champion: kept out
-    assert again["promoted"] is False
+    again = _retrain(retraining, {"train_data": new["train"], "eval_data": new["eval"]}, c=0.0001, max_iter=2)
+    assert again["promoted"] is False  # worse than the champion on the same rows: kept out
     assert again["exported"] is False
-    assert again["champion_metric"] == strong["metric"]
+    assert (again["same_eval_data"], again["champion_recorded_metric"]) == (True, strong["metric"])
+    assert again["eval_data"] != strong["eval_data"]  # another split, recognised by its md5
+    evaluations = [
+        _json(bucket, b.name)
+        for b in bucket.list_blobs(prefix="jobs/champion_eval/")
+        if b.name.endswith("champion_metrics.json")
+    ]
+    (evaluation,) = [e for e in evaluations if e["eval_data"]["uri"] == new["eval"]]
+    assert evaluation["evaluated_model_uri"] == _json(bucket, champion)["model_uri"]
+    assert again["champion_metric"] == evaluation["accuracy"]
+    assert again["reason"].endswith(f"({strong['job_id']}) on the same data: kept the champion")
     assert bucket.get_blob(champion).generation == generation
     assert not list(bucket.list_blobs(prefix=f"models/iris-retrained/{again['job_id']}"))

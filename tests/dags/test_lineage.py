@@ -203,6 +203,10 @@ def test_registry_champion_moves_only_past_the_gate_and_each_run_reports_its_lin
     assert changes[1]["metric"] == better["metric"]
     assert changes[1]["job_id"] == better["job_id"]
     assert changes[1]["alias"] == "champion"
+    # Every run scored on the same split: v3 was compared with v1 re-measured on the same rows.
+    assert changes[1]["eval_data"] == better["eval_data"] == first["eval_data"]
+    assert (better["same_eval_data"], worse["same_eval_data"]) == (True, True)
+    assert better["reason"].endswith("(v1) on the same data: promoted"), better["reason"]
 
     # The lineage of each retraining run, the one kept out included.
     for run, version in zip(runs[:3], ("1", "2", "3"), strict=True):

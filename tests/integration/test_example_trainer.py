@@ -4,6 +4,7 @@ with pip, started as ``python -m trainer.task`` against fake-gcs-server.
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -136,6 +137,8 @@ def test_trains_from_gcs_and_reports_the_metric(
     assert metrics["trial_id"] is None
     assert (metrics["train_examples"], metrics["eval_examples"]) == (112, 38)
     assert metrics["model_uri"] == f"{job_dir}/model.joblib"
+    eval_md5 = hashlib.md5(bucket.blob("data/eval.csv").download_as_bytes()).hexdigest()
+    assert metrics["eval_data"] == {"uri": eval_uri, "md5": eval_md5}  # what the metric was measured on
 
     model_path = tmp_path / "model.joblib"
     model_path.write_bytes(bucket.blob("jobs/run1/model.joblib").download_as_bytes())
@@ -200,6 +203,48 @@ def test_hyperparameters_change_the_metric(installed: Path, tmp_path: Path) -> N
         assert (out / "model.joblib").is_file()
         scores[name] = json.loads((out / "metrics.json").read_text())["accuracy"]
     assert scores["fit"] - scores["underfit"] >= 0.1
+
+
+def test_evaluate_model_scores_a_saved_model_on_other_data(installed: Path, tmp_path: Path) -> None:
+    """``--evaluate-model``: a champion scored on a new split, with the split's md5, and nothing trained."""
+    import joblib
+
+    train, evaluation = util.load_split(seed=1, eval_fraction=0.3)
+    train_path = util.write_csv(train, str(tmp_path / "old" / "train.csv"))
+    old_eval = util.write_csv(evaluation, str(tmp_path / "old" / "eval.csv"))
+    champion = tmp_path / "champion"
+    args = ["--job-dir", str(champion), "--train-data", train_path, "--eval-data", old_eval]
+    trained = run_trainer(installed, tmp_path, args, CLOUD_ML_HP_METRIC_FILE=str(tmp_path / "hp"))
+    assert trained.returncode == 0, trained.stderr
+    recorded = json.loads((champion / "metrics.json").read_text())
+    old_md5 = hashlib.md5(Path(old_eval).read_bytes()).hexdigest()
+    assert recorded["eval_data"] == {"uri": old_eval, "md5": old_md5}
+
+    _, new_rows = util.load_split(seed=2, eval_fraction=0.3)
+    new_eval = util.write_csv(new_rows, str(tmp_path / "new" / "eval.csv"))
+    out = tmp_path / "evaluation" / "champion_metrics.json"
+    evaluated = run_trainer(
+        installed,
+        tmp_path,
+        ["--evaluate-model", str(champion), "--eval-data", new_eval, "--metrics-uri", str(out)],
+    )
+    assert evaluated.returncode == 0, evaluated.stderr
+    metrics = json.loads(out.read_text())
+    x_eval, y_eval = util.read_csv(new_eval)
+    score = joblib.load(champion / "model.joblib").score(x_eval, y_eval)
+    assert metrics["accuracy"] == metrics["metric_value"] == pytest.approx(score)
+    assert metrics["evaluated_model_uri"] == str(champion)
+    assert metrics["eval_data"]["md5"] == hashlib.md5(Path(new_eval).read_bytes()).hexdigest() != old_md5
+    assert sorted(p.name for p in out.parent.iterdir()) == ["champion_metrics.json"]  # no model saved
+
+    # An ml v1 job's export keeps the model in its model/ folder: found there too.
+    nested = tmp_path / "ml_v1_export"
+    (nested / "model").mkdir(parents=True)
+    (nested / "model" / "model.joblib").write_bytes((champion / "model.joblib").read_bytes())
+    again = tmp_path / "again.json"
+    args = ["--evaluate-model", str(nested), "--eval-data", new_eval, "--metrics-uri", str(again)]
+    assert run_trainer(installed, tmp_path, args).returncode == 0
+    assert json.loads(again.read_text())["accuracy"] == metrics["accuracy"]
 
 
 def test_bad_hyperparameter_fails_before_writing(installed: Path, tmp_path: Path) -> None:

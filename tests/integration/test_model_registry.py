@@ -48,7 +48,14 @@ def world(
         )
 
 
-def _export(world: SimpleNamespace, name: str, accuracy: float, *, model_file: bool = True) -> str:
+def _export(
+    world: SimpleNamespace,
+    name: str,
+    accuracy: float,
+    *,
+    model_file: bool = True,
+    eval_data: str | None = None,
+) -> str:
     """A finished export: ``model.joblib`` and ``manifest.json`` as the export operator leaves them."""
     prefix = f"{world.folder}/{name}"
     if model_file:
@@ -57,7 +64,7 @@ def _export(world: SimpleNamespace, name: str, accuracy: float, *, model_file: b
         "model_uri": f"gs://{world.bucket}/{prefix}",
         "job_id": name,
         "trial_id": None,
-        "metric": {"tag": "accuracy", "value": accuracy, "goal": "MAXIMIZE"},
+        "metric": {"tag": "accuracy", "value": accuracy, "goal": "MAXIMIZE", "eval_data": eval_data},
         "packages": [{"uri": f"gs://{world.bucket}/staging/{SHA}/trainer-0.1.tar.gz"}],
         "airflow": {"dag_id": "d", "task_id": "export", "run_id": f"manual__{name}"},
         "hyperparameters": {"C": 1.0},
@@ -130,7 +137,7 @@ def test_better_versions_take_the_champion_alias_and_a_rollback_moves_it_back(wo
 
     worse = _register(world, _export(world, "job_2", 0.85))
     assert (worse["version_id"], worse["promoted"]) == ("2", False)
-    assert "does not beat the champion's 0.9" in worse["reason"]
+    assert worse["reason"].endswith("the champion's 0.9 (v1) on data it does not record: kept the champion")
     assert _champion(world) == "1"
 
     better = _register(world, _export(world, "job_3", 0.95))
@@ -156,6 +163,35 @@ def test_better_versions_take_the_champion_alias_and_a_rollback_moves_it_back(wo
     assert version.container_spec.image_uri == "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
     with pytest.raises(ValidationError, match="nothing to roll back to"):
         _rollback(world)
+
+
+def test_a_champion_scored_on_this_runs_data_is_the_one_compared(world: SimpleNamespace) -> None:
+    """``champion_evaluation``: the champion's score on the new rows, not its old one, decides."""
+    first = _register(world, _export(world, "job_1", 0.90, eval_data="md5:old"))
+    assert first["promoted"] is True
+    evaluation = f"{world.folder}/eval/champion_metrics.json"
+    scored = {
+        "accuracy": 0.97,  # the champion on the new rows: better than the candidate's 0.95
+        "evaluated_model_uri": f"gs://{world.bucket}/{world.folder}/job_1",
+        "eval_data": {"uri": "gs://d/new/eval.csv", "md5": "new"},
+    }
+    world.gcs.blob(evaluation).upload_from_string(json.dumps(scored))
+    arguments = {"champion_evaluation": f"gs://{world.bucket}/{evaluation}", "require_same_eval_data": True}
+    kept = _register(world, _export(world, "job_2", 0.95, eval_data="md5:new"), **arguments)
+    assert (kept["promoted"], kept["same_eval_data"], kept["champion_metric"]) == (False, True, 0.97)
+    assert kept["reason"] == (
+        "accuracy 0.95 on this run's data against the champion's 0.97 (v1) on the same data:"
+        " kept the champion"
+    )
+    assert kept["eval_data"] == "md5:new"
+    # Without a measurement, the champion's metric was taken on other rows: refused, not compared.
+    again = _export(world, "job_3", 0.95, eval_data="md5:new")
+    refused = _register(world, again, require_same_eval_data=True)
+    assert (refused["promoted"], refused["same_eval_data"]) == (False, False)
+    assert "on other data: not compared (require_same_eval_data)" in refused["reason"]
+    assert _champion(world) == "1"
+    version = world.sdk.Model(f"projects/{world.project}/locations/{LOCATION}/models/{world.model_id}@2")
+    assert version.labels["aip_eval_md5"] == "new"
 
 
 def test_a_deferred_upload_waits_in_the_trigger_and_ends_as_in_the_worker(

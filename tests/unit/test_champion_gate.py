@@ -61,10 +61,16 @@ class GateCase:
 GATE_CASES = [
     GateCase("no champion", Side(0.5), None, PROMOTE, "there is no champion yet"),
     GateCase(
-        "better", Side(0.95), Side(0.9), PROMOTE, "accuracy 0.95 beats the champion's 0.9 (goal MAXIMIZE)"
+        "better",
+        Side(0.95),
+        Side(0.9),
+        PROMOTE,
+        "accuracy 0.95 on this run's data against the champion's 0.9",
     ),
-    GateCase("worse", Side(0.85), Side(0.9), KEEP, "accuracy 0.85 does not beat the champion's 0.9"),
-    GateCase("tie", Side(0.9), Side(0.9), KEEP, "accuracy 0.9 does not beat the champion's 0.9"),
+    GateCase(
+        "worse", Side(0.85), Side(0.9), KEEP, "accuracy 0.85 on this run's data against the champion's 0.9"
+    ),
+    GateCase("tie", Side(0.9), Side(0.9), KEEP, ": kept the champion"),
     GateCase("champion without metric", Side(0.95), Side(None), REFUSE, "has no manifest with a metric"),
     GateCase("candidate without metric", Side(None, None, None), Side(0.9), REFUSE, "records no metric"),
     GateCase("other metric tag", Side(0.95, "auc"), Side(0.9), REFUSE, "cannot be compared"),
@@ -74,23 +80,25 @@ GATE_CASES = [
         Side(0.1, "loss", "MINIMIZE"),
         Side(0.2, "loss", "MINIMIZE"),
         PROMOTE,
-        "(goal MINIMIZE)",
+        ": promoted (lower is better)",
     ),
     GateCase(
         "minimize, higher",
         Side(0.3, "loss", "MINIMIZE"),
         Side(0.2, "loss", "MINIMIZE"),
         KEEP,
-        "does not beat",
+        ": kept the champion (lower is better)",
     ),
     GateCase(
         "unspecified goal is maximize",
         Side(0.95, "accuracy", "GOAL_TYPE_UNSPECIFIED"),
         Side(0.9),
         PROMOTE,
-        "beats the champion's 0.9 (goal MAXIMIZE)",
+        "the champion's 0.9 (",  # then how each store names it: "(the champion)", "(v1)", a job ID
     ),
-    GateCase("unrecorded goal is maximize", Side(0.85), Side(0.9, "accuracy", None), KEEP, "(goal MAXIMIZE)"),
+    GateCase(
+        "unrecorded goal is maximize", Side(0.85), Side(0.9, "accuracy", None), KEEP, "kept the champion"
+    ),
     GateCase(
         "unspecified goal is not minimize",
         Side(0.1, "loss", "GOAL_TYPE_UNSPECIFIED"),

@@ -111,11 +111,17 @@ def test_the_gate_reads_an_export_by_its_destination_and_a_champion_by_its_model
     source = export_source(_tuning(goal="MINIMIZE"))
     destination = parse_gcs_uri("gs://models/iris/j1_trial1")
     assert source_standing(source, destination) == Standing(
-        "gs://models/iris/j1_trial1", 0.8, "training/hptuning/metric", Goal.MINIMIZE
+        "gs://models/iris/j1_trial1",
+        0.8,
+        "training/hptuning/metric",
+        Goal.MINIMIZE,
+        label="j1",
+        model_uri="gs://models/iris/j1_trial1",
     )
-    manifest = {"model_uri": destination.uri, "metric": {"tag": "loss", "value": 0.2}}
+    recorded = {"tag": "loss", "value": 0.2, "eval_data": "md5:ab"}
+    manifest = {"model_uri": destination.uri, "job_id": "j0", "metric": recorded}
     assert champion_standing(manifest, "gs://models/champion.json") == Standing(
-        destination.uri, 0.2, "loss", Goal.MAXIMIZE
+        destination.uri, 0.2, "loss", Goal.MAXIMIZE, eval_data="md5:ab", label="j0", model_uri=destination.uri
     )
     assert champion_standing({}, "gs://models/champion.json") == Standing(
         "gs://models/champion.json", None, None, Goal.MAXIMIZE

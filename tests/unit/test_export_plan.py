@@ -82,7 +82,13 @@ def test_without_a_champion_every_object_is_copied_then_the_manifest_written() -
         {"uri": "/local/dep.whl", "crc32c": None, "md5_hash": None},
     ]
     assert manifest["airflow"] == RUN
-    assert manifest["metric"] == {"tag": "accuracy", "value": 0.9, "goal": "MAXIMIZE"}
+    assert manifest["metric"] == {
+        "tag": "accuracy",
+        "value": 0.9,
+        "goal": "MAXIMIZE",
+        "eval_data": None,
+        "eval_uri": None,
+    }
     assert write.data.startswith(b'{\n  "airflow"')  # sorted, indented JSON
     assert plan.xcom(100) == {
         "job_id": "j1",
@@ -90,6 +96,8 @@ def test_without_a_champion_every_object_is_copied_then_the_manifest_written() -
         "trial_id": "2",
         "metric": 0.9,
         "metric_tag": "accuracy",
+        "eval_data": None,
+        "eval_uri": None,
         "destination": "gs://models/iris/j1_trial2",
         "manifest_uri": "gs://models/iris/j1_trial2/manifest.json",
         "objects": 2,
@@ -132,7 +140,8 @@ def test_a_challenger_that_beats_the_champion_is_exported_then_promoted() -> Non
     result = plan.xcom(107)
     assert (result["champion_metric"], result["exported"], result["promoted"]) == (0.8, True, True)
     assert plan.report(107)[-1] == (
-        "Promoted gs://models/iris/j1_trial2: accuracy 0.9 beats the champion's 0.8 (goal MAXIMIZE);"
+        "Promoted gs://models/iris/j1_trial2: accuracy 0.9 on this run's data against the champion's 0.8"
+        " (gs://models/champion.json) on data it does not record: promoted;"
         " gs://models/champion.json is the new champion"
     )
 
@@ -150,22 +159,30 @@ def test_a_challenger_that_does_not_beat_the_champion_is_neither_copied_nor_writ
     champion = _champion(0.8, goal=goal)  # one chosen on another goal is refused: test_champion_gate.py
     plan = _plan(listed=[], source=_source(metric, goal), champion_uri=CHAMPION, champion=champion)
     assert (plan.copies, plan.writes) == ((), ())
+    verdict = (
+        f"accuracy {metric} on this run's data against the champion's 0.8 ({CHAMPION.uri})"
+        " on data it does not record"
+    )
+    lower = " (lower is better)" if goal == "MINIMIZE" else ""
     assert plan.xcom(0) == {
         "job_id": "j1",
         "name": "projects/p/jobs/j1",
         "trial_id": "2",
         "metric": metric,
         "metric_tag": "accuracy",
+        "eval_data": None,
+        "eval_uri": None,
         "champion_metric": 0.8,
+        "champion_recorded_metric": 0.8,
+        "champion_job_id": None,
+        "same_eval_data": False,
         "decision": "keep",
-        "reason": f"accuracy {metric} does not beat the champion's 0.8 (goal {goal})",
+        "reason": f"{verdict}: kept the champion{lower}",
         "promoted": False,
         "exported": False,
         "destination": None,
     }
-    assert plan.report(0) == [
-        f"Not exported: accuracy {metric} does not beat the champion's 0.8 (goal {goal})"
-    ]
+    assert plan.report(0) == [f"Not exported: {verdict}: kept the champion{lower}"]
 
 
 def test_a_rerun_of_the_champions_own_export_rewrites_nothing() -> None:

@@ -227,6 +227,7 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
         "waiting": None,
         "read_error": None,
         "refresh_s": None,
+        "awaiting_decision": False,
         "can_cancel": False,
         "cancelled_by": None,
         "champion": None,  # no job: nothing to compare, though the run has an export
@@ -311,6 +312,24 @@ def test_run_and_task_payloads_carry_the_champion_comparison(client: TestClient,
     assert plain["champion"] is None
     # a run without registration or gated export has nothing to compare
     assert client.get("/api/run", params={"dag_id": DAG, "run_id": f"{RUN}-4"}).json()["champion"] is None
+
+
+def test_an_ended_jobs_tab_follows_its_run_until_the_decision_arrives(
+    client: TestClient, session: Session, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The train task succeeded; a later task of the still-running run decides: the tab fetches again."""
+    from airflow_aip.ui import app as ui_app
+
+    monkeypatch.setattr(ui_app, "_task_state", lambda *_: "success")
+    monkeypatch.setattr(ui_app, "_run_active", lambda *_: True)
+    params = {"dag_id": DAG, "run_id": RUN, "task_id": "tune"}
+    before = client.get("/api/task", params=params).json()
+    assert (before["awaiting_decision"], before["refresh_s"], before["champion"]) == (True, 5.0, None)
+    _xcom(session, 1, "register_model", "return_value", REGISTERED, T0 + timedelta(minutes=7))
+    session.commit()
+    after = client.get("/api/task", params=params).json()
+    assert (after["awaiting_decision"], after["refresh_s"]) == (False, None)
+    assert after["champion"]["promoted"] is True
 
 
 def test_task_payload_gives_the_job_its_runs_export(client: TestClient) -> None:

@@ -145,6 +145,7 @@ const airflowPage = (j, level = "task") => {
 
 // The run's new model against the champion (run and task tabs): metrics, verdict, and why.
 function championText(c) {
+  if (c.verdict) return c.verdict;  // the gate's sentence: both metrics, the data, the outcome
   const tag = c.metric_tag || "metric";
   const against = c.champion_metric === null || c.champion_metric === undefined
     ? ", with no champion to compare with"
@@ -156,7 +157,9 @@ function championText(c) {
 function championBlock(c) {
   const box = el("section", { class: "champion", "data-promoted": c.promoted ? "true" : "false" },
                  el("h2", {}, "Champion comparison"), el("p", { class: "champion-verdict" }, championText(c)));
-  if (c.model) box.append(el("p", { class: "muted" }, `Model ${c.model}, version ${c.version_id ?? "—"}`));
+  if (c.same_eval_data !== null && c.same_eval_data !== undefined) box.dataset.sameData = String(c.same_eval_data);
+  if (c.promoted_what) box.append(el("p", { class: "champion-promoted" }, c.promoted_what));
+  else if (c.model) box.append(el("p", { class: "muted" }, `Model ${c.model}, version ${c.version_id ?? "—"}`));
   const link = external(c.console_label, c.console_url);
   if (link) box.append(el("ul", { class: "links" }, link));
   return box;

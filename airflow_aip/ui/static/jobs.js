@@ -49,7 +49,7 @@ function draw(data, out) {
     { label: "State", cell: (j) => el("span", { title: j.read_now ? "read from the job now" : undefined }, stateText(j.state ?? `task ${j.task_state ?? "?"}`), j.rung ? el("span", { class: "muted rung" }, ` ${j.rung}`) : ""), sort: (j) => j.state ?? "" },
     { label: "Trials", cell: (j) => (j.tuning === false ? "single job" : j.trials ?? "—"), sort: (j) => j.trials, numeric: true },
     { label: "Result", cell: (j) => resultText(j.result), sort: (j) => j.result?.value },
-    { label: "Export", cell: (j) => (j.promoted ? "promoted" : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
+    { label: "Export", cell: (j) => (j.promoted ? el("span", { class: "promoted-as" }, `promoted${j.promoted_as ? `: ${j.promoted_as}` : ""}`) : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];
   const table = sortableTable(caption(data, q), columns, data.jobs, (j) => ({ "data-job": j.job_id }));

@@ -117,7 +117,8 @@ function drawJob(job, out, actions) {
 // While the task waits: the job as last read, why it waits, and who asked for a cancel.
 function liveLines(data) {
   const lines = [];
-  if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
+  if (data.awaiting_decision) lines.push(el("p", { class: "awaiting-decision muted" }, "The champion decision comes from a later task of this run: it shows here when it arrives."));
+  else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
   if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
   if (data.read_now) lines.push(el("p", { class: "read-now muted" }, `Read from the job's API now: task ${data.task_state} ended without storing the job (killed, or marked failed, while it waited).`));
   if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
