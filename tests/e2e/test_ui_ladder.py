@@ -76,7 +76,8 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
         assert rung == f"Capacity ladder: {CLIMBED}"
 
         assert stack.wait_for_run(DAG_ID, run_id) == "success", stack.task_states(DAG_ID, run_id)
-        assert stack.xcom(DAG_ID, run_id, "local_capacity") == [f"{REGION}:SPOT"]
+        # The service's whole stockout list: other e2e tests may hold stockouts of their own regions.
+        assert f"{REGION}:SPOT" in stack.xcom(DAG_ID, run_id, "local_capacity")
         frame = open_tab(page, stack, DAG_ID, run_id, "tune")  # anew: the summary the task stored
         rows = frame.locator("table.ladder tbody tr")
         expect(rows).to_have_count(2, timeout=60_000)

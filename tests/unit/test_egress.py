@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import ssl
+import threading
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from airflow_aip.local.egress.framing import FramingError, RequestStream
+from airflow_aip.local.egress.front import storage_front
 from airflow_aip.local.egress.routes import Way, way_of
 
 
@@ -75,3 +81,23 @@ def test_what_is_not_http_is_refused() -> None:
         _fed(b"POST /u HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n")
     with pytest.raises(FramingError, match="no end of head"):
         _fed(b"x" * 70_000)
+
+
+def test_jobs_starting_together_share_one_front_with_whole_files(tmp_path: Path) -> None:
+    """Two jobs starting at once once made two fronts writing the same key file: one read it half-written."""
+    start = threading.Barrier(6)
+    fronts: list[Any] = []
+
+    def first_job() -> None:
+        start.wait()
+        fronts.append(storage_front("http://127.0.0.1:9", tmp_path / "egress"))
+
+    threads = [threading.Thread(target=first_job) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert len(fronts) == 6
+    assert len({id(front) for front in fronts}) == 1
+    context = ssl.create_default_context(cafile=str(fronts[0].bundle))
+    assert context.cert_store_stats()["x509_ca"] > 1  # the public roots and the service's own

@@ -20,7 +20,6 @@ case-sensitively, and httptools would send ``location``.
 
 from __future__ import annotations
 
-import functools
 import json
 import socket
 import ssl
@@ -152,8 +151,17 @@ def _listen() -> socket.socket:
     return listener
 
 
-@functools.cache
+_FRONTS: dict[tuple[str, Path], StorageFrontServer] = {}
+_FRONTS_LOCK = threading.Lock()
+
+
 def storage_front(emulator: str, directory: Path) -> StorageFrontServer:
     """The process's one front to ``emulator``, started on first use and kept while it lives;
-    its certificate files and the replicas' CA bundle are written to ``directory``."""
-    return StorageFrontServer(emulator, directory).start()
+    its certificate files and the replicas' CA bundle are written to ``directory``. Jobs start
+    side by side, so the first one makes it under a lock (two writing the same files at once
+    would hand one of them a half-written key)."""
+    with _FRONTS_LOCK:
+        key = (emulator, directory)
+        if key not in _FRONTS:
+            _FRONTS[key] = StorageFrontServer(emulator, directory).start()
+        return _FRONTS[key]
