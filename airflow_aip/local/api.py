@@ -1,6 +1,7 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
-jobs (:mod:`airflow_aip.local.vertex.api`) and Model Registry ``models``
-(:mod:`airflow_aip.local.vertex.models_api`), logging v2 ``entries:list``.
+jobs (:mod:`airflow_aip.local.vertex.api`), Model Registry ``models``
+(:mod:`airflow_aip.local.vertex.models_api`) and custom ``trainingPipelines``
+(:mod:`airflow_aip.local.vertex.pipelines_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -42,6 +43,8 @@ from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
 from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.models_api import add_model_routes
+from airflow_aip.local.vertex.pipelines import TrainingPipelines
+from airflow_aip.local.vertex.pipelines_api import add_pipeline_routes
 from airflow_aip.local.vertex.service import VertexJobs
 
 MAX_BODY_BYTES = 1 << 20
@@ -113,8 +116,11 @@ def create_app(service: TrainingService) -> FastAPI:
     _add_disabled_apis(app, service)
     _add_error_envelope(app)
     _add_ml_routes(app, service)
-    add_vertex_routes(app, VertexJobs(service), _json_body)
+    vertex_jobs = VertexJobs(service)
+    add_vertex_routes(app, vertex_jobs, _json_body)
     add_model_routes(app, registry_of(service), _json_body)
+    pipelines = TrainingPipelines(vertex_jobs, registry_of(service), service.config.data_dir / "pipelines")
+    add_pipeline_routes(app, pipelines, _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)
