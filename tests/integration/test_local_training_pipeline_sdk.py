@@ -1,4 +1,5 @@
-"""Google's SDK training classes on the local service: ``CustomPythonPackageTrainingJob(...).run()``.
+"""Google's SDK training classes on the local service: ``CustomPythonPackageTrainingJob(...).run()``
+and ``CustomTrainingJob(...).run()`` (a script the SDK packages).
 
 ``.run()`` creates a TrainingPipeline, polls it until it succeeds and returns the ``Model`` it
 uploaded (None without a serving container). The pipeline's CustomJob runs on the service's
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -98,3 +100,19 @@ def test_a_failed_import_fails_the_pipeline_with_its_reason(world: SimpleNamespa
             base_output_dir=empty, machine_type="n1-standard-4", replica_count=1, args=[f"--job-dir={empty}"]
         )
     assert job.state.name == "PIPELINE_STATE_FAILED"
+
+
+def test_a_script_training_job_runs_the_script_it_packaged(world: SimpleNamespace, tmp_path: Path) -> None:
+    script = tmp_path / "task.py"
+    script.write_text("import os\nprint('trained; model dir', os.environ['AIP_MODEL_DIR'])\n")
+    job = world.sdk.CustomTrainingJob(
+        display_name="script-train",
+        script_path=str(script),
+        container_uri=IMAGE,
+        model_serving_container_image_uri=SKLEARN,
+    )
+
+    model = job.run(base_output_dir=world.base, machine_type="n1-standard-4", replica_count=1)
+
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+    assert model.uri == f"{world.base}model/"
