@@ -65,7 +65,9 @@ def _job(sdk: Any, trainer: StagedTrainer) -> Any:
     return sdk.CustomJob(display_name="perm", worker_pool_specs=[pool])
 
 
-def _submit(service: LocalService, trainer: StagedTrainer, project: str, **extra: Any) -> Any:
+def _submit(
+    service: LocalService, trainer: StagedTrainer, project: str, backend: str = "vertex", **extra: Any
+) -> Any:
     from airflow_aip.operators.training import SubmitTrainingJobOperator
 
     operator = SubmitTrainingJobOperator(
@@ -76,6 +78,7 @@ def _submit(service: LocalService, trainer: StagedTrainer, project: str, **extra
         api_endpoint=service.url,
         gcp_conn_id="aip_no_such_conn",
         wait_for_completion=False,
+        backend=backend,
     )
     context = task_context(FakeTI(f"perm_{uuid.uuid4().hex[:6]}", "submit"), datetime(2026, 3, 9, 7, 5, 1))
     return operator.execute(context)  # type: ignore[arg-type]
@@ -146,3 +149,12 @@ def test_an_unreadable_package_bucket_is_refused_naming_the_service_agent(
         f"Grant roles/storage.objectViewer on gs://{staged_trainer.bucket} to {agent}"
     )
     assert _creates(refusing, project) == 2
+
+
+def test_ml_v1_refuses_the_same_service_account_in_the_same_one_line(
+    refusing: LocalService, staged_trainer: StagedTrainer, project: str
+) -> None:
+    with pytest.raises(PermissionRefusedError) as one_line:
+        _submit(refusing, staged_trainer, project, backend="ai_platform", serviceAccount=DENIED)
+    assert str(one_line.value).startswith(f"Grant roles/iam.serviceAccountUser on {DENIED} to the caller")
+    assert int(refusing.admin(f"_stats?project={project}")["requests"].get("jobs.create", 0)) == 1
