@@ -127,3 +127,15 @@ def test_sdk_imports_a_tensorflow_model_saved_as_text(world: SimpleNamespace) ->
         display_name="tf-text", artifact_uri=world.tf_dir, serving_container_image_uri=TF
     )
     assert (model.version_id, model.uri) == ("1", world.tf_dir)
+
+
+def test_sdk_update_version_changes_that_versions_description_and_labels(world: SimpleNamespace) -> None:
+    first = _upload(world)
+    _upload(world, first.resource_name)
+    registry = world.sdk.models.ModelRegistry(first.resource_name)
+
+    registry.update_version("2", version_description="the challenger", labels={"stage": "canary"})
+
+    second = world.sdk.Model(first.resource_name, version="2")
+    assert (second.version_description, second.labels) == ("the challenger", {"stage": "canary"})
+    assert world.sdk.Model(first.resource_name, version="1").labels == {"team": "fraud"}

@@ -41,3 +41,10 @@ def test_a_missing_mask_or_an_unupdatable_field_is_invalid(mask: str | None, say
     with pytest.raises(ValidationError, match=says) as refused:
         model_update(mask, None)
     assert refused.value.field == "updateMask"
+
+
+def test_a_bare_name_with_the_bodys_version_id_updates_that_version() -> None:
+    """What the SDK's ModelRegistry.update_version sends; a labels-only mask stays the model's."""
+    update = model_update("version_description,labels", None, body_version="2")
+    assert (update.of_version, update.version) == (True, "2")
+    assert model_update("labels", None, body_version="2").of_version is False

@@ -52,7 +52,8 @@ def patch_model(
     """Apply ``updateMask``'s fields of ``body`` (a Model) to the model or to one version."""
     key, ref = registry._ref(project, location, model)
     try:
-        update = model_update(update_mask, ref.version)
+        body_version = body.get("versionId") if isinstance(body, dict) else None
+        update = model_update(update_mask, ref.version, str(body_version) if body_version else None)
     except UpdateScopeError as exc:
         raise FailedPreconditionError(str(exc)) from exc
     values = _checked_values(body, update.fields)
@@ -61,7 +62,7 @@ def patch_model(
         record = copy.deepcopy(registry._model(key))  # stored only once on disk
         stamp = rfc3339()
         if update.of_version:
-            target = registry._version(record, ref.version)
+            target = registry._version(record, update.version or ref.version)
             target["model"].update(values)
             for field in update.fields:
                 if field not in values:
