@@ -116,3 +116,24 @@ def test_a_script_training_job_runs_the_script_it_packaged(world: SimpleNamespac
 
     assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
     assert model.uri == f"{world.base}model/"
+
+
+def test_a_model_id_taken_by_then_fails_the_pipeline_naming_it(world: SimpleNamespace) -> None:
+    model_id = f"taken-{uuid.uuid4().hex[:6]}"
+    world.sdk.Model.upload(
+        display_name="first",
+        artifact_uri=f"{world.base}model/",
+        serving_container_image_uri=SKLEARN,
+        model_id=model_id,
+    )
+    job = _job(world, model_serving_container_image_uri=SKLEARN)
+
+    with pytest.raises(RuntimeError, match=f"Model with ID {model_id} already exists"):
+        job.run(
+            base_output_dir=world.base,
+            machine_type="n1-standard-4",
+            replica_count=1,
+            args=[f"--job-dir={world.base}"],
+            model_id=model_id,
+        )
+    assert job.state.name == "PIPELINE_STATE_FAILED"

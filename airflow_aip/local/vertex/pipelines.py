@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from airflow_aip.exceptions import JobNotFoundError, ValidationError
+from airflow_aip.exceptions import ApiError, JobNotFoundError, ValidationError
 from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.service import FailedPreconditionError
@@ -232,7 +232,15 @@ class TrainingPipelines:
         resource = record["resource"]
         if "uploadOperation" not in record:
             body = _upload_request(resource, job["jobSpec"])
-            record["uploadOperation"] = self.registry.upload(number, location, body)["name"]
+            try:
+                record["uploadOperation"] = self.registry.upload(number, location, body)["name"]
+            except ApiError as exc:  # the model ID taken meanwhile, or the parent model deleted
+                # [U] unverified: Google's code for these; the upload's own status here.
+                code = {404: 5, 409: 6}.get(exc.status, 9)
+                resource.update(
+                    state="PIPELINE_STATE_FAILED", endTime=stamp, error={"code": code, "message": exc.message}
+                )
+                return
         operation_id = record["uploadOperation"].rsplit("/", 1)[-1]
         operation = self.registry.get_operation(number, location, None, operation_id)
         resource["state"] = "PIPELINE_STATE_RUNNING"
