@@ -71,6 +71,23 @@ class CapacityRefusedError(ApiError):
         self.metrics = metrics
 
 
+class PermissionRefusedError(ApiError):
+    """Google refused for want of a grant or an enabled API (a 403, or the service agent's precondition).
+
+    ``advice`` is the one line that says what to grant (``airflow_aip.jobs.permissions``); it is the
+    error's text, and Google's own answer stays in ``message``. Never retried: nothing changes
+    until someone grants something.
+    """
+
+    def __init__(self, status: int, message: str, *, method: str = "", advice: str) -> None:
+        super().__init__(status, message, method=method)
+        self.advice = advice
+        self.args = (advice,)
+
+    def __str__(self) -> str:
+        return self.advice
+
+
 class CapacityExhaustedError(AipError):
     """Every rung of a capacity ladder ended for capacity; ``rungs`` is what each one met."""
 

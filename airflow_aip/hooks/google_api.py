@@ -358,7 +358,8 @@ def _decoded(response: httpx.Response | None, method: str) -> dict[str, Any]:
 def _checked(response: httpx.Response | None, method: str) -> httpx.Response:
     assert response is not None  # the loop above always sends at least once
     if response.status_code >= 400:
-        raise api_error(response.status_code, error_message(response.content, response.reason_phrase), method)
+        message = error_message(response.content, response.reason_phrase)
+        raise api_error(response.status_code, message, method, response.content)
     return response
 
 

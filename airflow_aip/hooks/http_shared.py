@@ -23,8 +23,15 @@ from urllib.parse import urlsplit
 
 from tenacity import RetryCallState, retry_if_exception, stop_after_attempt, wait_random_exponential
 
-from airflow_aip.exceptions import ApiError, JobAlreadyExistsError, JobNotFoundError, ValidationError
+from airflow_aip.exceptions import (
+    ApiError,
+    JobAlreadyExistsError,
+    JobNotFoundError,
+    PermissionRefusedError,
+    ValidationError,
+)
 from airflow_aip.hooks.base import ConnectionSettings, env_flag
+from airflow_aip.jobs.permissions import permission_advice
 
 T = TypeVar("T")
 
@@ -81,11 +88,26 @@ async def borrow_client(timeout: float) -> AsyncIterator[httpx.AsyncClient]:
             pool.returned.notify()
 
 
-def api_error(status: int, message: str, method: str) -> ApiError:
-    """The typed error for an HTTP error answer."""
+def api_error(status: int, message: str, method: str, content: bytes | str = b"") -> ApiError:
+    """The typed error for an HTTP error answer (``content``: its body, read for a permission refusal)."""
+    if status in (400, 403):
+        error = google_error(content)
+        advice = permission_advice(error) if error is not None else None
+        if advice is not None:
+            return PermissionRefusedError(status, message, method=method, advice=advice)
     kinds: dict[int, type[ApiError]] = {404: JobNotFoundError, 409: JobAlreadyExistsError}
     kind = kinds.get(status, ApiError)
     return kind(status, message, method=method)
+
+
+def google_error(content: bytes | str) -> dict[str, Any] | None:
+    """The ``error`` object of a Google error body; None if the body is not one."""
+    text = content.decode("utf-8", "replace") if isinstance(content, bytes) else content
+    try:
+        error = json.loads(text)["error"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return error if isinstance(error, dict) else None
 
 
 def error_message(content: bytes | str, fallback: str) -> str:

@@ -1,6 +1,7 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
-jobs (:mod:`airflow_aip.local.vertex.api`) and Model Registry ``models``
-(:mod:`airflow_aip.local.vertex.models_api`), logging v2 ``entries:list``.
+jobs (:mod:`airflow_aip.local.vertex.api`), Model Registry ``models``
+(:mod:`airflow_aip.local.vertex.models_api`) and custom ``trainingPipelines``
+(:mod:`airflow_aip.local.vertex.pipelines_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -35,11 +36,15 @@ from airflow_aip.local.capacity_admin import apply_update
 from airflow_aip.local.faults.asgi import ASGIApp, Message, Receive, Scope, Send
 from airflow_aip.local.log_entries import list_entries
 from airflow_aip.local.logs.filters import page_size
+from airflow_aip.local.permissions import PermissionRefused, disabled_answer
 from airflow_aip.local.service import FailedPreconditionError, ServiceConfig, TrainingService
+from airflow_aip.local.store import project_number
 from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
 from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.models_api import add_model_routes
+from airflow_aip.local.vertex.pipelines import TrainingPipelines
+from airflow_aip.local.vertex.pipelines_api import add_pipeline_routes
 from airflow_aip.local.vertex.service import VertexJobs
 
 MAX_BODY_BYTES = 1 << 20
@@ -108,14 +113,50 @@ def create_app(service: TrainingService) -> FastAPI:
     """The ASGI app serving ``service``: Google's error envelope, then one face per API."""
     app = FastAPI(title="aip-local", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodySizeLimit)
+    _add_disabled_apis(app, service)
     _add_error_envelope(app)
     _add_ml_routes(app, service)
-    add_vertex_routes(app, VertexJobs(service), _json_body)
+    vertex_jobs = VertexJobs(service)
+    add_vertex_routes(app, vertex_jobs, _json_body)
     add_model_routes(app, registry_of(service), _json_body)
+    pipelines = TrainingPipelines(vertex_jobs, registry_of(service), service.config.data_dir / "pipelines")
+    add_pipeline_routes(app, pipelines, _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)
+    _add_permission_routes(app, service)
     return app
+
+
+def _add_disabled_apis(app: FastAPI, service: TrainingService) -> None:
+    """Every call to an API ``--disable-api`` names answers Google's 403 SERVICE_DISABLED."""
+
+    @app.middleware("http")
+    async def disabled(request: Request, call_next: Any) -> Any:
+        error = disabled_answer(service.permissions, request.url.path, project_number)
+        if error is not None:
+            return JSONResponse({"error": error}, status_code=403)
+        return await call_next(request)
+
+
+def _add_permission_routes(app: FastAPI, service: TrainingService) -> None:
+    """``/_permissions``: read always; change (POST) or grant all (DELETE) only with ``--fault-admin``."""
+
+    @app.get("/_permissions")
+    async def permissions() -> Any:
+        return service.permissions.snapshot()
+
+    @app.api_route("/_permissions", methods=["POST", "DELETE"])
+    async def change_permissions(request: Request) -> Any:
+        if not service.config.capacity_admin:
+            return google_error(
+                403, "fault admin is off: start aip-local serve with --fault-admin", "PERMISSION_DENIED"
+            )
+        if request.method == "DELETE":
+            service.permissions.reset()
+        else:
+            service.permissions.update(await _json_body(request))
+        return service.permissions.snapshot()
 
 
 _CAMEL_HUMP = re.compile(r"(?<=[a-z0-9])([A-Z])")
@@ -171,6 +212,10 @@ def _add_error_envelope(app: FastAPI) -> None:
     @app.exception_handler(FailedPreconditionError)
     async def precondition(_: Request, exc: FailedPreconditionError) -> JSONResponse:
         return google_error(400, str(exc), "FAILED_PRECONDITION")
+
+    @app.exception_handler(PermissionRefused)
+    async def refused(_: Request, exc: PermissionRefused) -> JSONResponse:
+        return JSONResponse({"error": exc.error}, status_code=int(exc.error["code"]))
 
     @app.exception_handler(ResourceExhaustedError)
     async def exhausted(_: Request, exc: ResourceExhaustedError) -> JSONResponse:

@@ -9,6 +9,8 @@ variables that point clients at them (ml v1, aiplatform v1 and logging all on on
 Cloud Storage calls too, through a proxy in front of fake-gcs-server (airflow_aip.local.storage.gcs_proxy).
 ``--quota``/``--stockout``/``--flex-start-capacity-after``/``--preempt-spot-after``/``--create-429``
 make the region lack what a test wants (airflow_aip.local.capacity), changed at run time at ``/_capacity``.
+``--disable-api``/``--deny-act-as``/``--unreadable-bucket`` refuse as Google's IAM and API enablement
+would (airflow_aip.local.permissions), changed at run time at ``/_permissions``.
 ``--model-upload-seconds`` is how long a Model Registry upload imports before its operation is done
 (airflow_aip.local.vertex.models; 0 for tests that need no wait).
 
@@ -28,6 +30,7 @@ from typing import Any
 
 from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
+from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
 
 DEFAULT_GCS_PORT = 4443
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
@@ -116,6 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="how long a Model Registry upload imports before its operation is done (0: at once)",
     )
     add_capacity_arguments(serve)
+    add_permission_arguments(serve)
 
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     add_jobs_arguments(jobs)
@@ -198,6 +202,7 @@ def serve(args: argparse.Namespace) -> int:
             offline=args.offline,
             runtime=args.runtime,
             capacity=capacity_settings(args),
+            permissions=permission_settings(args),
             capacity_admin=args.fault_admin,
             capacity_admin_loopback=args.capacity_admin,
             model_upload_seconds=args.model_upload_seconds,

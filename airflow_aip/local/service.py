@@ -30,6 +30,7 @@ from typing import IO, Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
+from airflow_aip.jobs.permissions import ml_service_agent
 from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
@@ -42,7 +43,8 @@ from airflow_aip.local.executor.trials import without_report_times
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
-from airflow_aip.local.store import JOB_ID_FIELD, JobStore, validate_project
+from airflow_aip.local.permissions import Permissions, PermissionSettings
+from airflow_aip.local.store import JOB_ID_FIELD, JobStore, project_number, validate_project
 
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
@@ -74,6 +76,7 @@ class ServiceConfig:
     model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
     public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
     allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py
+    permissions: PermissionSettings = field(default_factory=PermissionSettings)  # --disable-api...
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -111,6 +114,7 @@ class TrainingService:
             allow_python_mismatch=config.allow_python_mismatch,
         )
         self.capacity = RegionCapacity(config.capacity)
+        self.permissions = Permissions(config.permissions)  # local/permissions.py
         self.settings = ExecutionSettings(
             config.storage_url, config.poll_interval, self.capacity, public_url=config.public_url
         )
@@ -219,6 +223,12 @@ class TrainingService:
         validate_project(project)
         job = validate_job(body)
         _reject_containers(job)
+        training_input = job["trainingInput"]
+        self.permissions.check_create(
+            ml_service_agent(project_number(project)),
+            training_input.get("serviceAccount"),
+            training_input.get("packageUris") or [],
+        )
         job.update(state=JobState.QUEUED.value, createTime=rfc3339())
         job["etag"] = _etag(job)
         return self.submit(project, job)

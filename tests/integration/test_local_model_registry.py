@@ -252,7 +252,7 @@ def test_import_fails_without_exactly_one_model_file(
     operation = _upload(registry, project, _model(artifacts, folder), modelId="broken")
 
     assert operation["done"] is True
-    assert operation["error"]["code"] == 3
+    assert operation["error"]["code"] == 9  # FAILED_PRECONDITION, as Vertex answers
     assert says in operation["error"]["message"]
     assert "response" not in operation
     assert _error(lambda: _models(registry).get(name=_name(project, "broken")).execute())[:2] == (

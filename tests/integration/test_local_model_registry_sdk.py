@@ -109,9 +109,9 @@ def test_sdk_model_registry_moves_removes_and_deletes(world: SimpleNamespace) ->
 
 
 def test_sdk_upload_without_the_model_file_fails_with_the_reason(world: SimpleNamespace) -> None:
-    from google.api_core.exceptions import InvalidArgument
+    from google.api_core.exceptions import FailedPrecondition
 
-    with pytest.raises(InvalidArgument, match=r"exactly one of: \[model.joblib, model.pkl\]"):
+    with pytest.raises(FailedPrecondition, match=r"exactly one of: \[model.joblib, model.pkl\]"):
         world.sdk.Model.upload(
             display_name="no-file",
             artifact_uri=world.empty_dir,

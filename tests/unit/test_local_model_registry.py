@@ -135,7 +135,7 @@ def test_import_error_reads_the_listing() -> None:
     assert import_error(prebuilt, lambda uri: ["model.joblib", "README.md"]) is None
     missing = import_error(prebuilt, lambda uri: ["README.md"])
     assert missing is not None
-    assert missing["code"] == 3
+    assert missing["code"] == 9  # FAILED_PRECONDITION, as Vertex answers
 
     def unreadable(uri: str) -> list[str]:
         raise ArtifactsUnreadable("down")

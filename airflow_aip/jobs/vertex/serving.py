@@ -43,7 +43,7 @@ SERVING_VERSIONS: dict[str, tuple[str, tuple[str, ...]]] = {
 ARTIFACT_FILES: dict[str, tuple[str, ...]] = {
     "sklearn": ("model.joblib", "model.pkl"),
     "xgboost": ("model.bst", "model.joblib", "model.pkl"),
-    "tf2": ("saved_model.pb",),
+    "tf2": ("saved_model.pb", "saved_model.pbtxt"),
     "pytorch": ("model.mar",),
 }
 _REPOSITORIES = {"us": "us", "europe": "europe", "asia": "asia"}

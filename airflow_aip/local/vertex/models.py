@@ -13,8 +13,8 @@ first read after that moment (of the operation, or of any model of its location)
 So an upload still importing when the service stopped completes on the first read after a
 restart, by the restarted service's import time. Completing is Vertex's import: with a pre-built
 prediction container, ``artifactUri`` must hold exactly one of the files that container loads
-(:mod:`.models_import`); if not, the operation ends with error code 3 (INVALID_ARGUMENT) and no
-version, as on Vertex.
+(:mod:`.models_import`); if not, the operation ends with error code 9 (FAILED_PRECONDITION) and
+no version, as on Vertex. ``models.delete`` and ``models.patch`` are :mod:`.models_edit`'s.
 
 Every change is made under the store's one lock, read-modify-persist, so two merges racing for
 an alias leave it on exactly one version. Reading Cloud Storage is done outside it.
@@ -39,6 +39,7 @@ from airflow_aip.jobs.vertex.models import (
 )
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
 from airflow_aip.local.service import FailedPreconditionError, TrainingService
+from airflow_aip.local.vertex import models_edit
 from airflow_aip.local.vertex.models_import import (
     ArtifactLister,
     gcs_artifact_lister,
@@ -280,7 +281,7 @@ class ModelRegistry:
         self.settle(*key[:2])
         with self.store.lock:
             record = self._model(key)
-            shown = [(v["versionId"], render_version(record, v)) for v in record["versions"]]
+            shown = [(v["versionId"], render_version(record, v, versioned=True)) for v in record["versions"]]
         items = [item for item in shown if parsed.node is None or parsed.node.matches(item[1])]
         return page(ordered(items, parsed.order), parsed, "models", self._masked(parsed))
 
@@ -343,6 +344,14 @@ class ModelRegistry:
             operation = new_operation("deleteVersion", key, done=True, response={"@type": EMPTY_RESPONSE})
             self.store.save_operation(operation)
             return render_operation(operation)
+
+    def delete_model(self, project: str, location: str, model: str) -> dict[str, Any]:
+        return models_edit.delete_model(self, project, location, model)
+
+    def patch_model(
+        self, project: str, location: str, model: str, body: Any, update_mask: str | None
+    ) -> dict[str, Any]:
+        return models_edit.patch_model(self, project, location, model, body, update_mask)
 
     def model_versions(self, project: str, location: str, model: str) -> list[dict[str, Any]]:
         """Every version of one model, oldest first (for its console page); 404 if it has none."""

@@ -4,7 +4,8 @@ Exactly the paths googleapiclient's static ``aiplatform.v1.json`` generates (and
 SDK's REST transport sends), under ``/v1/projects/{project}/locations/{location}/``:
 ``POST models:upload``, ``GET models``, ``GET models/{model}[@version]``,
 ``GET models/{model}:listVersions``, ``POST models/{model}@{version}:mergeVersionAliases``,
-``DELETE models/{model}@{version}:deleteVersion``, and the operations
+``DELETE models/{model}@{version}:deleteVersion``, ``DELETE models/{model}``,
+``PATCH models/{model}[@version]?updateMask=...``, and the operations
 ``GET models/{model}/operations/{id}`` and ``GET operations/{id}`` (also under ``/ui/`` instead of
 ``/v1/``: where the SDK's REST transport polls an operation). A path parameter matches any
 text without ``/``, ``:`` included, so each ``{model}:method`` route is registered before
@@ -87,6 +88,18 @@ def _add_writes(app: FastAPI, registry: ModelRegistry, json_body: Any) -> None:
         _check_system_parameters(request)
         return await run_in_threadpool(registry.delete_version, project, location, model)
 
+    async def delete(project: str, location: str, model: str, request: Request) -> Any:
+        _check_system_parameters(request)
+        return await run_in_threadpool(registry.delete_model, project, location, model)
+
+    async def patch(project: str, location: str, model: str, request: Request) -> Any:
+        numbers = _check_system_parameters(request)
+        body = await json_body(request)
+        mask = request.query_params.get("updateMask") or request.query_params.get("update_mask")
+        return _answer(
+            await run_in_threadpool(registry.patch_model, project, location, model, body, mask), numbers
+        )
+
     app.add_api_route(f"{BASE}/models:upload", upload, methods=["POST"], name="models.upload")
     app.add_api_route(
         f"{BASE}/models/{{model}}:mergeVersionAliases",
@@ -100,6 +113,9 @@ def _add_writes(app: FastAPI, registry: ModelRegistry, json_body: Any) -> None:
         methods=["DELETE"],
         name="models.deleteVersion",
     )
+    # After every ``{model}:method`` route of the same HTTP method (see the module's docstring).
+    app.add_api_route(f"{BASE}/models/{{model}}", delete, methods=["DELETE"], name="models.delete")
+    app.add_api_route(f"{BASE}/models/{{model}}", patch, methods=["PATCH"], name="models.patch")
 
 
 def _add_operations(app: FastAPI, registry: ModelRegistry) -> None:

@@ -4,11 +4,13 @@ Vertex copies ``artifactUri`` and, for a pre-built prediction container, needs t
 of the files that container loads (:mod:`airflow_aip.jobs.vertex.serving`). The directory is
 listed through the service's Cloud Storage emulator (the one jobs read packages from), directly
 below ``artifactUri`` (a file in a sub-directory is not loaded). A missing bucket is a directory
-holding nothing (code 3, INVALID_ARGUMENT, as any missing file); an emulator that does not
-answer fails the import with code 13 (INTERNAL): the upload was not at fault. A custom container
-is not looked into, as Vertex does not (it only copies the directory).
+holding nothing (code 9, FAILED_PRECONDITION, as any missing file: Vertex raises
+``FailedPrecondition: 400 Model directory gs://... is expected to contain exactly one of:
+[...]``); an emulator that does not answer fails the import with code 13 (INTERNAL): the
+upload was not at fault. A custom container is not looked into, as Vertex does not (it only
+copies the directory).
 
-Also the operation records both kinds of operation share (upload and deleteVersion), and the
+Also the operation records every kind of operation shares (upload, delete and deleteVersion), and the
 19-digit IDs Vertex gives models and operations.
 """
 
@@ -23,7 +25,7 @@ from airflow_aip.jobs.vertex.serving import missing_artifact, serving_of
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.vertex.models_store import ModelKey, model_name
 
-INVALID_ARGUMENT = 3  # google.rpc.Code: what a failed import's operation error carries
+FAILED_PRECONDITION = 9  # google.rpc.Code: what a failed import's operation error carries
 INTERNAL = 13
 # The object names directly below a gs:// directory (raises ArtifactsUnreadable).
 ArtifactLister = Callable[[str], list[str]]
@@ -81,7 +83,7 @@ def import_error(model: Mapping[str, Any], artifacts: ArtifactLister) -> dict[st
         _log.warning("Model upload: %s", exc)
         return {"code": INTERNAL, "message": f"Could not read the model directory {uri}: {exc}"}
     reason = missing_artifact(serving, uri, names)
-    return {"code": INVALID_ARGUMENT, "message": reason} if reason else None
+    return {"code": FAILED_PRECONDITION, "message": reason} if reason else None
 
 
 def new_operation(kind: str, key: ModelKey, **fields: Any) -> dict[str, Any]:

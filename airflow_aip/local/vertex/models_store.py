@@ -15,8 +15,9 @@ it, a second upload with that ``modelId`` meets 409. Every read and write goes t
 is atomic against another.
 
 A version is answered as Vertex answers a Model (:func:`render_version`): the model's ``name``
-(no ``@``), the version's ``versionId``, ``versionAliases`` and times, the model's ``createTime``,
-output-only fields a custom-trained model has, and an ``etag`` of what it shows.
+(no ``@``; ``listVersions`` adds ``@versionId``), the version's ``versionId``, ``versionAliases``
+and times, the model's ``createTime``, output-only fields a custom-trained model has, and an
+``etag`` of what it shows.
 """
 
 from __future__ import annotations
@@ -162,9 +163,24 @@ def _etag(shown: Mapping[str, Any]) -> str:
     return base64.b64encode(digest[:12]).decode()
 
 
-def render_version(record: Mapping[str, Any], version: Mapping[str, Any]) -> dict[str, Any]:
-    """One stored version as ``models.get`` answers it (a new dict, free to change)."""
-    shown: dict[str, Any] = {"name": model_name(model_key(record)), **copy.deepcopy(dict(version["model"]))}
+def render_version(
+    record: Mapping[str, Any], version: Mapping[str, Any], *, versioned: bool = False
+) -> dict[str, Any]:
+    """One stored version as ``models.get`` answers it (a new dict, free to change).
+
+    ``versioned``: the name with ``@versionId``, as ``listVersions`` answers ("In the returned Model
+    name field, version ID instead of regvision [sic] tag will be included", ListModelVersionsResponse).
+    A ``models.patch`` of the model (``modelFields``) shows on every version, its labels merged
+    over the version's.
+    """
+    name = model_name(model_key(record))
+    shown: dict[str, Any] = {"name": name, **copy.deepcopy(dict(version["model"]))}
+    model_fields = copy.deepcopy(dict(record.get("modelFields") or {}))
+    if "labels" in model_fields:
+        model_fields["labels"] = {**shown.get("labels", {}), **model_fields["labels"]}
+    shown.update(model_fields)
+    if versioned:
+        shown["name"] = f"{name}@{version['versionId']}"
     shown.update(
         versionId=version["versionId"],
         versionAliases=list(version["aliases"]),

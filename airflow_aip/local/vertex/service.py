@@ -26,6 +26,7 @@ from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
 from airflow_aip.jobs.labels import JOB_ID_LABEL
 from airflow_aip.jobs.locations import check_location
+from airflow_aip.jobs.permissions import custom_code_agent
 from airflow_aip.jobs.vertex.body import (
     CUSTOM_JOB_SCHEMA,
     TUNING_JOB_SCHEMA,
@@ -149,7 +150,14 @@ class VertexJobs:
         else:
             resource = validate_tuning_job(body, region=location)
             _reject_containers(resource["trialJobSpec"], "trialJobSpec")
-        _output_prefix_with_slash(resource[job_spec_key(resource)])
+        spec = resource[job_spec_key(resource)]
+        _output_prefix_with_slash(spec)
+        packages = [
+            uri
+            for pool in spec["workerPoolSpecs"]
+            for uri in (pool.get("pythonPackageSpec") or {}).get("packageUris", [])
+        ]
+        self.service.permissions.check_create(custom_code_agent(number), spec.get("serviceAccount"), packages)
         job_id = _job_id()
         created = rfc3339()
         resource.update(name=f"projects/{number}/locations/{location}/{kind}/{job_id}", createTime=created)

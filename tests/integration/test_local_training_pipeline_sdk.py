@@ -1,0 +1,139 @@
+"""Google's SDK training classes on the local service: ``CustomPythonPackageTrainingJob(...).run()``
+and ``CustomTrainingJob(...).run()`` (a script the SDK packages).
+
+``.run()`` creates a TrainingPipeline, polls it until it succeeds and returns the ``Model`` it
+uploaded (None without a serving container). The pipeline's CustomJob runs on the service's
+executor like any other; the model directory ``{base_output_dir}/model/`` holds a
+``model.joblib`` placed there before the run, as a trainer would write it to ``AIP_MODEL_DIR``.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
+from tests.fixtures.vertex import vertex_sdk
+from tests.integration.test_local_service_vertex import IMAGE
+
+pytestmark = pytest.mark.integration
+aiplatform = pytest.importorskip("google.cloud.aiplatform")
+SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
+
+
+@pytest.fixture
+def world(
+    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[SimpleNamespace]:
+    """The SDK on a fresh project, its pipeline polls shortened, and an output dir with a model file."""
+    from google.cloud.aiplatform import training_jobs
+
+    monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
+    monkeypatch.setattr(training_jobs, "_LOG_WAIT_TIME", 0.2)
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", staged_trainer.gcs_url)
+    project = f"sdk-pipe-{uuid.uuid4().hex[:8]}"
+    base = f"gs://{staged_trainer.bucket}/pipelines/{uuid.uuid4().hex[:8]}/"
+    bucket = storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket)
+    bucket.blob(f"{base.split('/', 3)[3]}model/model.joblib").upload_from_string(b"model bytes")
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+        yield SimpleNamespace(sdk=sdk, trainer=staged_trainer, base=base)
+
+
+def _job(world: SimpleNamespace, **serving: Any) -> Any:
+    return world.sdk.CustomPythonPackageTrainingJob(
+        display_name="iris-train",
+        python_package_gcs_uri=world.trainer.package_uri,
+        python_module_name="aip_test_trainer.succeed",
+        container_uri=IMAGE,
+        **serving,
+    )
+
+
+def test_run_trains_and_returns_the_uploaded_model(world: SimpleNamespace) -> None:
+    job = _job(world, model_serving_container_image_uri=SKLEARN)
+
+    model = job.run(
+        base_output_dir=world.base,
+        machine_type="n1-standard-4",
+        replica_count=1,
+        args=[f"--job-dir={world.base}"],
+        model_display_name="iris",
+        model_labels={"team": "fraud"},
+    )
+
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+    assert isinstance(model, world.sdk.Model)
+    assert (model.display_name, model.version_id, model.uri) == ("iris", "1", f"{world.base}model/")
+    assert model.labels == {"team": "fraud"}
+    backing = job.gca_resource.training_task_metadata["backingCustomJob"]
+    custom_job = world.sdk.CustomJob.get(backing)
+    assert custom_job.state.name == "JOB_STATE_SUCCEEDED"
+    report = storage_client(world.trainer.gcs_url).bucket(world.trainer.bucket)
+    assert report.blob(f"{world.base.split('/', 3)[3]}report.json").exists()  # the trainer ran
+
+
+def test_run_without_a_serving_container_succeeds_with_no_model(world: SimpleNamespace) -> None:
+    job = _job(world)
+
+    model = job.run(
+        base_output_dir=world.base,
+        machine_type="n1-standard-4",
+        replica_count=1,
+        args=[f"--job-dir={world.base}"],
+    )
+
+    assert model is None
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+
+
+def test_a_failed_import_fails_the_pipeline_with_its_reason(world: SimpleNamespace) -> None:
+    empty = world.base.rstrip("/") + "-empty/"
+    job = _job(world, model_serving_container_image_uri=SKLEARN)
+
+    with pytest.raises(RuntimeError, match=r"exactly one of: \[model.joblib, model.pkl\]"):
+        job.run(
+            base_output_dir=empty, machine_type="n1-standard-4", replica_count=1, args=[f"--job-dir={empty}"]
+        )
+    assert job.state.name == "PIPELINE_STATE_FAILED"
+
+
+def test_a_script_training_job_runs_the_script_it_packaged(world: SimpleNamespace, tmp_path: Path) -> None:
+    script = tmp_path / "task.py"
+    script.write_text("import os\nprint('trained; model dir', os.environ['AIP_MODEL_DIR'])\n")
+    job = world.sdk.CustomTrainingJob(
+        display_name="script-train",
+        script_path=str(script),
+        container_uri=IMAGE,
+        model_serving_container_image_uri=SKLEARN,
+    )
+
+    model = job.run(base_output_dir=world.base, machine_type="n1-standard-4", replica_count=1)
+
+    assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+    assert model.uri == f"{world.base}model/"
+
+
+def test_a_model_id_taken_by_then_fails_the_pipeline_naming_it(world: SimpleNamespace) -> None:
+    model_id = f"taken-{uuid.uuid4().hex[:6]}"
+    world.sdk.Model.upload(
+        display_name="first",
+        artifact_uri=f"{world.base}model/",
+        serving_container_image_uri=SKLEARN,
+        model_id=model_id,
+    )
+    job = _job(world, model_serving_container_image_uri=SKLEARN)
+
+    with pytest.raises(RuntimeError, match=f"Model with ID {model_id} already exists"):
+        job.run(
+            base_output_dir=world.base,
+            machine_type="n1-standard-4",
+            replica_count=1,
+            args=[f"--job-dir={world.base}"],
+            model_id=model_id,
+        )
+    assert job.state.name == "PIPELINE_STATE_FAILED"
