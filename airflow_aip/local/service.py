@@ -4,7 +4,8 @@ A bounded number of jobs run at once (``max_running_jobs``); the rest wait QUEUE
 ``scheduling.priority`` then submission, with ``jobPosition`` telling where they stand.
 At start-up the records on disk are taken back: QUEUED jobs are queued again, and jobs that
 were PREPARING, RUNNING or CANCELLING when the previous service died are marked FAILED with a
-message saying so (their orphaned processes are stopped, by PID and start time). On a clean
+message saying so (their orphaned processes are stopped, by PID and start time, and the containers
+labelled with this data dir are removed: :mod:`.executor.containers`). On a clean
 stop, running jobs are stopped and marked FAILED the same way; queued jobs stay queued.
 
 The region can be made to lack things (:mod:`.capacity`): a queued job whose quota is not free
@@ -22,6 +23,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -34,6 +36,7 @@ from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
 from airflow_aip.local.executor.plans import VERTEX_KINDS
@@ -44,6 +47,7 @@ from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, validate_project
 
+_log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 _REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -73,10 +77,19 @@ class ServiceConfig:
     model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
     public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
     allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py
+    # --container-engine (default auto there): podman, docker, auto or none (executor/containers.py).
+    # None here, so a service built in-process (the unit tests) never runs an engine's CLI.
+    container_engine: str = "none"
 
 
 def _etag(job: dict[str, Any]) -> str:
     return base64.b64encode(hashlib.sha256(json.dumps(job, sort_keys=True).encode()).digest()[:8]).decode()
+
+
+NO_ENGINE = (
+    "custom containers need a container engine, and none was found on this machine (podman or docker, "
+    "working as this service's user; see aip-local serve --container-engine)"
+)
 
 
 def _reject_containers(job: dict[str, Any]) -> None:
@@ -84,8 +97,7 @@ def _reject_containers(job: dict[str, Any]) -> None:
         if (job["trainingInput"].get(replica) or {}).get("imageUri"):
             raise ValidationError(
                 f"trainingInput.{replica}.imageUri",
-                "custom containers are not supported by the local training service (there is no container "
-                "engine here): submit packageUris and pythonModule instead",
+                f"{NO_ENGINE}: submit packageUris and pythonModule instead",
             )
 
 
@@ -110,8 +122,9 @@ class TrainingService:
             allow_python_mismatch=config.allow_python_mismatch,
         )
         self.capacity = RegionCapacity(config.capacity)
+        self.engine = find_engine(config.container_engine, config.data_dir)
         self.settings = ExecutionSettings(
-            config.storage_url, config.poll_interval, self.capacity, public_url=config.public_url
+            config.storage_url, config.poll_interval, self.capacity, config.public_url, self.engine
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
@@ -125,6 +138,9 @@ class TrainingService:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _recover(self) -> None:
+        if self.engine is not None:  # a killed service's replicas may still run in containers
+            for name in self.engine.remove_left_over():
+                _log.warning("removed container %s, left behind by this data dir's last service", name)
         for record in self.store.records():
             state = JobState.parse(record.job.get("state"))
             if state is JobState.QUEUED:
@@ -217,7 +233,8 @@ class TrainingService:
     def create_job(self, project: str, body: Any) -> dict[str, Any]:
         validate_project(project)
         job = validate_job(body)
-        _reject_containers(job)
+        if self.engine is None:
+            _reject_containers(job)
         job.update(state=JobState.QUEUED.value, createTime=rfc3339())
         job["etag"] = _etag(job)
         return self.submit(project, job)
