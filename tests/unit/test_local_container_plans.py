@@ -92,3 +92,9 @@ def test_without_command_the_images_entrypoint_runs_with_the_args(tmp_path: Path
     argv = engine.run_argv("n", "p/j", "r/img:1", (), ("report",), [], {})
     assert "--entrypoint" not in argv
     assert argv[-2:] == ["r/img:1", "report"]
+
+
+def test_only_podman_binds_a_replicas_own_gcs_mount(tmp_path: Path) -> None:
+    """docker's daemon would bind its own empty /gcs: writes would land on this disk, not in Cloud Storage."""
+    assert ContainerEngine("/usr/bin/podman", store_key(tmp_path)).gcs_unavailable() is None
+    assert "daemon" in str(ContainerEngine("/usr/bin/docker", store_key(tmp_path)).gcs_unavailable())

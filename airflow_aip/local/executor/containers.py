@@ -71,6 +71,21 @@ class ContainerEngine:
     def name(self) -> str:
         return Path(self.binary).name
 
+    @property
+    def sees_callers_mounts(self) -> bool:
+        """Whether a bind mount's source is looked up in the caller's mount namespace: podman's is
+        (no daemon: the container is made by the CLI's children); docker's daemon sees its own."""
+        return self.name == "podman"
+
+    def gcs_unavailable(self) -> str | None:
+        """Why this engine's containers get no ``/gcs/``, or None."""
+        if self.sees_callers_mounts:
+            return None
+        return (
+            f"/gcs/ is not mounted in the containers: {self.name}'s daemon cannot see a replica's own "
+            "mount (podman can)"
+        )
+
     def _run(self, *argv: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
             [self.binary, *argv], capture_output=True, text=True, timeout=timeout, check=False

@@ -218,6 +218,8 @@ class JobExecution:
         A custom container's image is pulled here, before RUNNING; a pull failure fails the job.
         """
         unmountable = mount_unavailable() if plan.gcs_mount else None
+        if plan.gcs_mount and plan.images and self.settings.engine is not None and unmountable is None:
+            unmountable = self.settings.engine.gcs_unavailable()
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and not plan.images else None
         for note in (*plan.notes, *(n for n in (unmountable, shared_tmp) if n)):
             self.log.service(note)

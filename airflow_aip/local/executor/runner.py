@@ -240,7 +240,7 @@ class Attempt:
             args += ["--job-dir", plan.job_dir_arg]
         if pool.image_uri:
             argv = self._container_argv(pool, task_name, env, args, private)
-            if plan.gcs_mount:  # the container's /gcs/ is bound from this mount namespace's
+            if self._container_gcs():  # the container's /gcs/ is bound from this mount namespace's
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
         else:
             argv = [str(spec.python), "-m", pool.python_module, *args]
@@ -310,12 +310,19 @@ class Attempt:
             _SITE_DIR: f"{SITE_MOUNT}:ro",
         }
         mounts.update({env[name]: f"{env[name]}:ro" for name in CA_VARIABLES if env.get(name)})
-        if plan.gcs_mount and spec.storage_url and mount_unavailable() is None:
+        if self._container_gcs():
             mounts[str(MOUNT_POINT)] = str(MOUNT_POINT)
         name = spec.engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
         return spec.engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts)
+
+    def _container_gcs(self) -> bool:
+        """Whether a container replica gets ``/gcs/``: a Vertex AI job, mountable here, on podman."""
+        spec = self.spec
+        if not (spec.plan.gcs_mount and spec.storage_url and mount_unavailable() is None):
+            return False
+        return spec.engine is not None and spec.engine.gcs_unavailable() is None
 
     def refs(self) -> list[dict[str, int]]:
         return [p.ref() for p in self.processes.values()]
