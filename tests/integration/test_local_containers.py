@@ -19,7 +19,7 @@ import pytest
 from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.store import project_number
-from tests.fixtures.containers import containers_of
+from tests.fixtures.containers import containers_of, push, untag
 from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer, wait_for_job, wait_for_state
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, vertex_sdk
 
@@ -163,6 +163,26 @@ def test_cancel_stops_and_removes_the_containers(
 
     assert done["state"] == "JOB_STATE_CANCELLED"
     assert containers_of(container_engine, local_service.data_dir, label) == []
+
+
+@pytest.mark.usefixtures("none_left")
+def test_an_image_in_a_local_registry_is_pulled_then_run(
+    local_service: LocalService,
+    container_engine: ContainerEngine,
+    local_registry: str,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> None:
+    image = push(container_engine, trainer_images["master"], local_registry, f"{project}/trainer:1")
+    try:
+        job = _create(local_service.url, project, [_pool(image, "report")], out)
+        done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
+        assert staged_trainer.read_json(f"{out}model/report.json")["AIP_TEST_IMAGE_ROLE"] == "master"
+    finally:
+        untag(container_engine, image)
 
 
 @pytest.mark.usefixtures("none_left")

@@ -10,7 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from airflow_aip.local.executor.containers import JOB_LABEL, STORE_LABEL, ContainerEngine, store_key
+import pytest
+
+from airflow_aip.local.executor.containers import (
+    JOB_LABEL,
+    STORE_LABEL,
+    ContainerEngine,
+    loopback_registry,
+    store_key,
+)
 from airflow_aip.local.executor.plans import ml_plan, vertex_plan
 
 PACKAGE = {
@@ -98,3 +106,17 @@ def test_only_podman_binds_a_replicas_own_gcs_mount(tmp_path: Path) -> None:
     """docker's daemon would bind its own empty /gcs: writes would land on this disk, not in Cloud Storage."""
     assert ContainerEngine("/usr/bin/podman", store_key(tmp_path)).gcs_unavailable() is None
     assert "daemon" in str(ContainerEngine("/usr/bin/docker", store_key(tmp_path)).gcs_unavailable())
+
+
+@pytest.mark.parametrize(
+    ("image", "loopback"),
+    [
+        ("localhost:5000/p/trainer:1", True),
+        ("127.0.0.1:5000/trainer", True),
+        ("localhost/aip-base:bookworm-py3", False),  # podman's local names: never pulled
+        ("us-docker.pkg.dev/p/r/trainer:1", False),
+        ("localhost.example.com:5000/t:1", False),
+    ],
+)
+def test_only_loopback_registries_are_pulled_over_plain_http(image: str, loopback: bool) -> None:
+    assert loopback_registry(image) is loopback

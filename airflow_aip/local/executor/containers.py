@@ -16,9 +16,10 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
   restarted service removes whatever its data dir's jobs left running
   (:meth:`ContainerEngine.remove_left_over`).
 
-The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`); one the engine cannot
-pull fails the job. The sandbox this project grew up in caps rlimits, so every run sets
-``nofile`` and ``nproc`` to 1024 (podman fails "error setting rlimit" otherwise).
+The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
+over plain HTTP, as docker allows by default); one the engine cannot pull fails the job. The
+sandbox this project grew up in caps rlimits, so every run sets ``nofile`` and ``nproc`` to 1024
+(podman fails "error setting rlimit" otherwise).
 """
 
 from __future__ import annotations
@@ -45,6 +46,17 @@ CA_VARIABLES = ("CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_D
 
 class ImagePullError(RuntimeError):
     """The engine has not got the image and cannot pull it."""
+
+
+def loopback_registry(image: str) -> bool:
+    """Whether ``image`` names a registry on this machine's loopback (``localhost:5000/...``).
+
+    docker talks plain HTTP to those by default; podman needs ``--tls-verify=false``. So a local
+    registry (Debian's ``docker-registry``, the stand-in for Artifact Registry) works with both.
+    """
+    first, slash, _ = image.partition("/")
+    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
+    return bool(slash) and host in ("localhost", "127.0.0.1", "[::1]") and ":" in first
 
 
 def store_key(data_dir: Path) -> str:
@@ -95,7 +107,8 @@ class ContainerEngine:
         """Pull ``image`` unless the engine has it; True if it was pulled. ImagePullError if it cannot be."""
         if self._run("image", "inspect", image, timeout=60).returncode == 0:
             return False
-        done = self._run("pull", "--quiet", image)
+        insecure = ["--tls-verify=false"] if self.name == "podman" and loopback_registry(image) else []
+        done = self._run("pull", "--quiet", *insecure, image)
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             raise ImagePullError(lines[-1] if lines else f"{self.name} pull exited {done.returncode}")
