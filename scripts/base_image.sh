@@ -26,16 +26,25 @@ if ! exists "$BASE"; then
     bookworm "$work/base.tar"
   "$engine" import --quiet --change 'CMD ["python3"]' "$work/base.tar" "$BASE" >/dev/null
 fi
-if ! exists "$HYPERTUNE"; then
-  # The host's CA bundle and pip settings, so pip reaches the index this machine reaches.
-  cp /etc/ssl/certs/ca-certificates.crt "$work/ca.crt"
-  cat > "$work/Containerfile" <<DOCKERFILE
+# The layer trainers build on. Debian marks its Python externally managed (PEP 668): the marker
+# goes, so `pip install` works as in the python:3 images Google's guides start FROM (and as the
+# SDK's from_local_script runs it). Its label is a hash of this text: a changed layer is rebuilt.
+layer=$(cat <<DOCKERFILE
 FROM $BASE
 COPY ca.crt /tmp/ca.crt
-RUN PIP_CERT=/tmp/ca.crt pip install --quiet --break-system-packages --no-cache-dir \
-    cloudml-hypertune && rm /tmp/ca.crt
+RUN rm -f /usr/lib/python3*/EXTERNALLY-MANAGED && PIP_CERT=/tmp/ca.crt pip install --quiet --root-user-action=ignore \
+    --no-cache-dir cloudml-hypertune && rm /tmp/ca.crt
 DOCKERFILE
+)
+key=$(printf '%s' "$layer" | sha256sum | cut -c1-12)
+built=$("$engine" image inspect --format '{{ index .Config.Labels "aip-base.layer" }}' "$HYPERTUNE" 2>/dev/null || true)
+if [ "$built" != "$key" ]; then
+  stale=$("$engine" image inspect --format '{{.Id}}' "$HYPERTUNE" 2>/dev/null || true)
+  # The host's CA bundle, so pip reaches the index this machine reaches.
+  cp /etc/ssl/certs/ca-certificates.crt "$work/ca.crt"
+  printf '%s\nLABEL aip-base.layer=%s\n' "$layer" "$key" > "$work/Containerfile"
   "$engine" build --quiet --network host --ulimit nofile=1024:1024 --ulimit nproc=1024:1024 \
     -t "$HYPERTUNE" -f "$work/Containerfile" "$work" >/dev/null
+  [ -z "$stale" ] || "$engine" rmi "$stale" >/dev/null 2>&1 || true  # the layer it replaces, if unused
 fi
 echo "base images ready ($engine, $((SECONDS - started)) s): $BASE, $HYPERTUNE"

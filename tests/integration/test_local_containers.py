@@ -263,3 +263,37 @@ def test_without_an_engine_a_container_job_is_a_400_naming_the_field(
     assert refused.value.resp.status == 400
     assert "jobSpec.workerPoolSpecs[0].containerSpec" in str(refused.value)
     assert "none was found" in str(refused.value)
+
+
+@pytest.mark.usefixtures("none_left")
+def test_sdk_from_local_script_runs_in_a_custom_image(
+    local_service: LocalService,
+    fake_gcs: Any,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK makes a containerSpec of ``sh -c "pip install --upgrade pip && pip3 install --user
+    /gcs/<staged package> && python3 -m <module>"``: pip through the job's proxy, /gcs/ and all."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "path = '/gcs/' + os.environ['AIP_MODEL_DIR'][len('gs://'):]\n"
+        "os.makedirs(path, exist_ok=True)\n"
+        "json.dump({'argv': sys.argv[1:]}, open(path + 'script.json', 'w'))\n"
+    )
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)  # where the SDK stages the script
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+        job = sdk.CustomJob.from_local_script(
+            display_name="from-a-script",
+            script_path=str(script),
+            container_uri=trainer_images["master"],
+            args=["--epochs=1"],
+            base_output_dir=out,
+        )
+        job.run(sync=True)
+        assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+    assert staged_trainer.read_json(f"{out}model/script.json") == {"argv": ["--epochs=1"]}
