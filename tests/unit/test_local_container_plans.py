@@ -7,6 +7,7 @@ master's. A replica's variables reach the container by name only, so no value sh
 
 from __future__ import annotations
 
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ from airflow_aip.local.executor.containers import (
     ContainerEngine,
     loopback_registry,
     store_key,
+    ulimits,
 )
 from airflow_aip.local.executor.plans import ml_plan, vertex_plan
 
@@ -120,3 +122,12 @@ def test_only_podman_binds_a_replicas_own_gcs_mount(tmp_path: Path) -> None:
 )
 def test_only_loopback_registries_are_pulled_over_plain_http(image: str, loopback: bool) -> None:
     assert loopback_registry(image) is loopback
+
+
+def test_a_container_asks_for_no_more_open_files_than_the_service_has() -> None:
+    """A sandbox that caps rlimits refuses a container asking for more ("error setting rlimit")."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    flags = ulimits()
+    assert flags[-2:] == ["--ulimit", "nproc=1024:1024"]
+    if resource.RLIM_INFINITY not in (soft, hard):
+        assert flags[:2] == ["--ulimit", f"nofile={soft}:{hard}"]

@@ -18,8 +18,8 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
 
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
 over plain HTTP, as docker allows by default); one the engine cannot pull fails the job. The
-sandbox this project grew up in caps rlimits, so every run sets ``nofile`` and ``nproc`` to 1024
-(podman fails "error setting rlimit" otherwise).
+sandbox this project grew up in caps rlimits, so every run asks for no more than the service has
+(:func:`ulimits`; podman fails "error setting rlimit" otherwise).
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import re
+import resource
 import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -37,7 +38,6 @@ JOB_LABEL = "aip-local.job"  # <project>/<job id>
 STORE_LABEL = "aip-local.store"  # a hash of the service's data dir: whose containers these are
 ENGINES = ("podman", "docker")
 SITE_MOUNT = "/opt/aip-local/trainer_site"
-_ULIMITS = ("--ulimit", "nofile=1024:1024", "--ulimit", "nproc=1024:1024")
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 # A replica's variables that name this machine's paths, and what the container gets instead.
 HOST_ONLY = frozenset({"TMPDIR", "CLOUD_ML_HP_METRIC_FILE", "CLOUDSDK_CONFIG"})
@@ -46,6 +46,15 @@ CA_VARIABLES = ("CURL_CA_BUNDLE", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "GRPC_D
 
 class ImagePullError(RuntimeError):
     """The engine has not got the image and cannot pull it."""
+
+
+def ulimits() -> list[str]:
+    """``--ulimit`` flags no higher than this process's: a sandbox that caps rlimits refuses more
+    ("error setting rlimit"). Open files as the service's own; processes 1024 (a root trainer is not
+    held to it, and the engine's default was refused here)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    files = ["--ulimit", f"nofile={soft}:{hard}"] if resource.RLIM_INFINITY not in (soft, hard) else []
+    return [*files, "--ulimit", "nproc=1024:1024"]
 
 
 def loopback_registry(image: str) -> bool:
@@ -130,7 +139,7 @@ class ContainerEngine:
         mounts: Mapping[str, str],
     ) -> list[str]:
         """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment."""
-        argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *_ULIMITS]
+        argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *ulimits()]
         argv += ["--label", f"{JOB_LABEL}={job}", "--label", f"{STORE_LABEL}={self.store}"]
         for source, target in mounts.items():
             argv += ["--volume", f"{source}:{target}"]
