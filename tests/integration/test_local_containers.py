@@ -186,6 +186,18 @@ def test_an_image_in_a_local_registry_is_pulled_then_run(
 
 
 @pytest.mark.usefixtures("none_left")
+def test_a_failing_container_fails_the_job_in_vertex_words(
+    local_service: LocalService, trainer_images: Mapping[str, str], project: str
+) -> None:
+    job = _create(local_service.url, project, [_pool(trainer_images["master"], "fail")])
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    assert done["state"] == "JOB_STATE_FAILED"
+    message = done["error"]["message"]
+    assert message.startswith("The replica workerpool0-0 exited with a non-zero status of 1.")
+    assert "ValueError: the trainer failed on purpose" in message  # the container's traceback
+
+
+@pytest.mark.usefixtures("none_left")
 def test_an_image_that_cannot_be_pulled_fails_the_job(local_service: LocalService, project: str) -> None:
     image = f"localhost:9/{project}/missing:1"  # nothing listens on port 9
     job = _create(local_service.url, project, [_pool(image, "report")])

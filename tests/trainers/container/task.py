@@ -7,7 +7,8 @@
 - ``rendezvous``: PyTorch's rendezvous reduced to TCP: rank 0 listens on MASTER_ADDR:MASTER_PORT
   until every other rank has said hello, the others connect and say their rank;
 - ``role``: every replica writes which image it ran in; the primary waits for all of them;
-- ``sleep``: says it is running, then sleeps until stopped.
+- ``sleep``: says it is running, then sleeps until stopped;
+- ``fail``: dies of a Python exception, exit status 1.
 
 Output goes to ``--out`` (default ``AIP_MODEL_DIR``) through ``/gcs/`` where it is mounted, else
 through the Cloud Storage emulator's JSON API at STORAGE_EMULATOR_HOST.
@@ -132,7 +133,7 @@ def main() -> None:
     # PID 1 in a container has no default SIGTERM action: without this a stop waits for SIGKILL.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     parser = argparse.ArgumentParser()
-    parser.add_argument("mode", choices=("report", "rendezvous", "role", "sleep"))
+    parser.add_argument("mode", choices=("report", "rendezvous", "role", "sleep", "fail"))
     parser.add_argument("--out", default=os.environ.get("AIP_MODEL_DIR", ""))
     parser.add_argument("--job-dir", default="")
     parser.add_argument("--x", type=float, default=1.0)
@@ -144,6 +145,8 @@ def main() -> None:
         rendezvous(out)
     elif args.mode == "role":
         role(out)
+    elif args.mode == "fail":
+        raise ValueError("the trainer failed on purpose")
     else:
         write(f"{out}sleeping-{task_name()}.json", seen())
         time.sleep(3600)
