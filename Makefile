@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint docs deps prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install lint docs deps base-image prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -48,9 +48,15 @@ docs: install
 # Debian packages, each installed when missing and we are root (else the tests that need it skip):
 # chromium (UI tests, through playwright: never `playwright install`), postgresql and redis-server
 # (the e2e and Celery tiers' own servers), rclone and fuse3 (/gcs/ in each training replica), and
-# docker-compose (validates docker-compose.yaml offline). One `apt-get update` for all of them.
+# docker-compose (validates docker-compose.yaml offline), and podman, mmdebstrap and
+# docker-registry (custom-container jobs). One `apt-get update` for all of them.
 deps:
-	@bash scripts/debian_deps.sh browser servers fuse compose
+	@bash scripts/debian_deps.sh browser servers fuse compose containers
+
+# The trainer base image of custom-container jobs and their tests, built from Debian's packages
+# once per machine and kept in the engine's store (scripts/base_image.sh; a no-op once built).
+base-image: deps
+	@bash scripts/base_image.sh
 
 gcs-fuse:
 	@bash scripts/debian_deps.sh fuse
@@ -72,9 +78,10 @@ TEST_WORKERS ?= 4
 TESTS := tests/e2e tests/dags tests/integration tests/celery tests/unit
 PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=20
 
-# install and the Debian packages side by side (network beside CPU), then lint, then the tests
+# install beside the Debian packages and then the base image (network beside CPU), then lint,
+# then the tests
 prepare:
-	@$(MAKE) --no-print-directory -j2 install deps
+	@$(MAKE) --no-print-directory -j2 install base-image
 
 test: prepare
 	@$(MAKE) --no-print-directory lint

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# The Debian packages behind the needs named (browser, servers, fuse, compose) that this machine
+# The Debian packages behind the needs named (browser, servers, fuse, compose, containers) that this machine
 # does not meet yet, installed with ONE `apt-get update` and one `apt-get install`. As root with
 # apt-get only; elsewhere it says what is missing, and the tests that need it skip.
 #   browser  Debian's chromium, which the UI tests drive through playwright (never `playwright install`)
 #   servers  PostgreSQL (the e2e and Celery tiers' metadata) and Redis (the Celery broker)
 #   fuse     rclone and fuse3: the local service mounts Cloud Storage at /gcs/ in each replica
 #   compose  docker-compose's CLI, to validate docker-compose.yaml offline (no engine here)
+#   containers  an OCI engine for custom-container jobs (podman, unless a working docker is here),
+#            mmdebstrap (builds the trainer base image from Debian's packages: scripts/base_image.sh)
+#            and docker-registry (a local OCI registry, the stand-in for Artifact Registry)
 set -euo pipefail
 have() { command -v "$1" >/dev/null 2>&1; }
 missing=()
@@ -16,6 +19,10 @@ for need in "$@"; do
                || missing+=(postgresql redis-server) ;;
     fuse) { have rclone && have fusermount3; } || missing+=(rclone fuse3) ;;
     compose) { have docker-compose || docker compose version >/dev/null 2>&1; } || missing+=(docker-compose) ;;
+    containers)
+      { have podman || { have docker && docker info >/dev/null 2>&1; }; } || missing+=(podman)
+      have mmdebstrap || missing+=(mmdebstrap)
+      have docker-registry || missing+=(docker-registry) ;;
     *) echo "debian_deps.sh: unknown need '$need'" >&2; exit 2 ;;
   esac
 done

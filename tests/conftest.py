@@ -37,6 +37,7 @@ os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", None)
 pytest_plugins = [
     "tests.fixtures.gcs",
     "tests.fixtures.local_service",
+    "tests.fixtures.containers",
     "tests.fixtures.dags",
     "tests.fixtures.browser",
     "tests.fixtures.cpu",

@@ -81,6 +81,13 @@ def build_parser() -> argparse.ArgumentParser:
         "says so) instead of failing it",
     )
     serve.add_argument(
+        "--container-engine",
+        choices=("auto", "podman", "docker", "none"),
+        default=os.environ.get("AIP_LOCAL_CONTAINER_ENGINE") or "auto",
+        help="runs custom containers (containerSpec, imageUri): auto (default) takes podman, else docker, "
+        "if one works here; none answers such jobs 400",
+    )
+    serve.add_argument(
         "--offline",
         action="store_true",
         help="install job packages from the local cache only, never an index",
@@ -208,6 +215,7 @@ def serve(args: argparse.Namespace) -> int:
             model_upload_seconds=args.model_upload_seconds,
             public_url=endpoint,
             allow_python_mismatch=args.allow_python_mismatch,
+            container_engine=args.container_engine,
         )
         service = TrainingService(config).start()
         try:

@@ -4,7 +4,8 @@ A bounded number of jobs run at once (``max_running_jobs``); the rest wait QUEUE
 ``scheduling.priority`` then submission, with ``jobPosition`` telling where they stand.
 At start-up the records on disk are taken back: QUEUED jobs are queued again, and jobs that
 were PREPARING, RUNNING or CANCELLING when the previous service died are marked FAILED with a
-message saying so (their orphaned processes are stopped, by PID and start time). On a clean
+message saying so (their orphaned processes are stopped, by PID and start time, and the containers
+labelled with this data dir are removed: :mod:`.executor.containers`). On a clean
 stop, running jobs are stopped and marked FAILED the same way; queued jobs stay queued.
 
 The region can be made to lack things (:mod:`.capacity`): a queued job whose quota is not free
@@ -22,6 +23,7 @@ import fcntl
 import functools
 import hashlib
 import json
+import logging
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -35,6 +37,7 @@ from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
 from airflow_aip.local.executor.plans import VERTEX_KINDS
@@ -46,6 +49,7 @@ from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.permissions import Permissions, PermissionSettings
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, project_number, validate_project
 
+_log = logging.getLogger(__name__)
 DEFAULT_PAGE_SIZE = 20
 MAX_PAGE_SIZE = 100
 _REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -77,10 +81,19 @@ class ServiceConfig:
     public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
     allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py
     permissions: PermissionSettings = field(default_factory=PermissionSettings)  # --disable-api...
+    # --container-engine (default auto there): podman, docker, auto or none (executor/containers.py).
+    # None here, so a service built in-process (the unit tests) never runs an engine's CLI.
+    container_engine: str = "none"
 
 
 def _etag(job: dict[str, Any]) -> str:
     return base64.b64encode(hashlib.sha256(json.dumps(job, sort_keys=True).encode()).digest()[:8]).decode()
+
+
+NO_ENGINE = (
+    "custom containers need a container engine, and none was found on this machine (podman or docker, "
+    "working as this service's user; see aip-local serve --container-engine)"
+)
 
 
 def _reject_containers(job: dict[str, Any]) -> None:
@@ -88,8 +101,7 @@ def _reject_containers(job: dict[str, Any]) -> None:
         if (job["trainingInput"].get(replica) or {}).get("imageUri"):
             raise ValidationError(
                 f"trainingInput.{replica}.imageUri",
-                "custom containers are not supported by the local training service (there is no container "
-                "engine here): submit packageUris and pythonModule instead",
+                f"{NO_ENGINE}: submit packageUris and pythonModule instead",
             )
 
 
@@ -115,8 +127,9 @@ class TrainingService:
         )
         self.capacity = RegionCapacity(config.capacity)
         self.permissions = Permissions(config.permissions)  # local/permissions.py
+        self.engine = find_engine(config.container_engine, config.data_dir)
         self.settings = ExecutionSettings(
-            config.storage_url, config.poll_interval, self.capacity, public_url=config.public_url
+            config.storage_url, config.poll_interval, self.capacity, config.public_url, self.engine
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
@@ -130,6 +143,9 @@ class TrainingService:
     # -- lifecycle ------------------------------------------------------------------------
 
     def _recover(self) -> None:
+        if self.engine is not None:  # a killed service's replicas may still run in containers
+            for name in self.engine.remove_left_over():
+                _log.warning("removed container %s, left behind by this data dir's last service", name)
         for record in self.store.records():
             state = JobState.parse(record.job.get("state"))
             if state is JobState.QUEUED:
@@ -222,7 +238,8 @@ class TrainingService:
     def create_job(self, project: str, body: Any) -> dict[str, Any]:
         validate_project(project)
         job = validate_job(body)
-        _reject_containers(job)
+        if self.engine is None:
+            _reject_containers(job)
         training_input = job["trainingInput"]
         self.permissions.check_create(
             ml_service_agent(project_number(project)),

@@ -155,17 +155,11 @@ def test_create_errors_match_google(
         ml.projects().jobs().get(name=f"projects/{project}/jobs/no_such_job").execute()
     with pytest.raises(HttpError) as bad_id:
         _create(ml, project, "9starts_with_digit", ti)
-    container = dict(ti, masterConfig={"imageUri": "gcr.io/p/image:1"})
-    del container["packageUris"], container["pythonModule"]
-    with pytest.raises(HttpError) as image:
-        _create(ml, project, "container_job", container)
 
     assert (duplicate.value.resp.status, _error(duplicate.value)["status"]) == (409, "ALREADY_EXISTS")
     assert (missing.value.resp.status, _error(missing.value)["status"]) == (404, "NOT_FOUND")
     assert (bad_id.value.resp.status, _error(bad_id.value)["status"]) == (400, "INVALID_ARGUMENT")
     assert _error(bad_id.value)["message"].startswith("Field: job_id Error: ")  # AI Platform's words
-    assert image.value.resp.status == 400
-    assert "container" in _error(image.value)["message"]
 
 
 def test_list_filters_and_pages(
@@ -254,6 +248,9 @@ def test_custom_tier_runs_every_replica_with_its_task(
     assert sorted(master_config["cluster"]) == ["master", "worker"]
     assert worker_config["task"] == {"type": "worker", "index": 0}
     assert master["cwd"] != worker["cwd"]
+    # PyTorch's rendezvous: the master's address from the cluster map, a rank each
+    assert f"{worker['MASTER_ADDR']}:{worker['MASTER_PORT']}" == master_config["cluster"]["master"][0]
+    assert [(r["RANK"], r["WORLD_SIZE"]) for r in (master, worker)] == [("0", "2"), ("1", "2")]
 
 
 @pytest.mark.parametrize("name", ["pkgs/../../../outside.tar.gz", "pkgs/./a.tar.gz", "pkgs/nul\u0000.tar.gz"])

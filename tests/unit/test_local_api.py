@@ -98,6 +98,17 @@ def test_validation_errors_name_the_field(client: TestClient) -> None:
     )
 
 
+def test_a_custom_container_without_an_engine_is_a_400_naming_the_field(client: TestClient) -> None:
+    body = _body("in_a_container")
+    ti = body["trainingInput"]
+    del ti["packageUris"], ti["pythonModule"]
+    ti["masterConfig"] = {"imageUri": "localhost/trainer:1"}
+    error = client.post(JOBS, json=body).json()["error"]
+    violation = error["details"][0]["fieldViolations"][0]
+    assert violation["field"] == "trainingInput.masterConfig.imageUri"
+    assert "none was found" in violation["description"]
+
+
 def test_duplicate_is_409_and_keeps_the_first(client: TestClient) -> None:
     client.post(JOBS, json=_body("dup"))
     body = _body("dup")

@@ -16,6 +16,7 @@ meets it again at each trial (:mod:`.trials`).
 from __future__ import annotations
 
 import dataclasses
+import sys
 import threading
 import time
 import traceback
@@ -27,6 +28,7 @@ from typing import Any
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
+from airflow_aip.local.executor.containers import ContainerEngine, ImagePullError
 from airflow_aip.local.executor.environments import (
     Environment,
     EnvironmentCache,
@@ -91,6 +93,7 @@ class ExecutionSettings:
     poll_interval: float = 0.2
     capacity: RegionCapacity | None = None  # quotas, stockouts, Flex-Start, Spot: local/capacity.py
     public_url: str = ""  # the service's own URL: a failed job's message links its logs there
+    engine: ContainerEngine | None = None  # runs custom containers (.containers); None: there is none
 
 
 class JobExecution:
@@ -185,8 +188,8 @@ class JobExecution:
             return self._finish(JobState.FAILED, failure[0], **failure[1])
         if self.control.should_stop():
             return self._cancelled()
-        env = self._prepare(plan)
-        if env is None:
+        python = self._prepare(plan)
+        if python is None:
             return None
         if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
@@ -206,15 +209,45 @@ class JobExecution:
         with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))
             if plan.tuning is not None:
-                return self._tune(plan, env.python, gate)
-            return self._train(plan, env.python, gate)
+                return self._tune(plan, python, gate)
+            return self._train(plan, python, gate)
 
-    def _prepare(self, plan: ExecutionPlan) -> Environment | None:
-        """The job's environment, saying in the log what differs from Vertex; None once the job ended."""
+    def _prepare(self, plan: ExecutionPlan) -> Path | None:
+        """The job's Python, saying in the log what differs from Vertex; None once the job ended.
+
+        A custom container's image is pulled here, before RUNNING; a pull failure fails the job.
+        """
         unmountable = mount_unavailable() if plan.gcs_mount else None
-        shared_tmp = private_tmp_unavailable() if plan.tuning is not None else None
+        if plan.gcs_mount and plan.images and self.settings.engine is not None and unmountable is None:
+            unmountable = self.settings.engine.gcs_unavailable()
+        shared_tmp = private_tmp_unavailable() if plan.tuning is not None and not plan.images else None
         for note in (*plan.notes, *(n for n in (unmountable, shared_tmp) if n)):
             self.log.service(note)
+        if plan.images and not self._pull(plan.images):
+            return None
+        if not plan.package_uris:  # containers only: no package environment to build
+            return Path(sys.executable)
+        env = self._environment(plan)
+        return env.python if env is not None else None
+
+    def _pull(self, images: tuple[str, ...]) -> bool:
+        """Every image the engine will run, pulled unless it has it; False once the job failed.
+
+        [U] unverified: Vertex AI's message and error code when a replica's image cannot be pulled.
+        """
+        engine = self.settings.engine
+        for image in images:
+            try:
+                if engine is None:
+                    raise ImagePullError("no container engine (podman or docker) runs on this machine")
+                pulled = engine.ensure_image(image)
+            except ImagePullError as exc:
+                self._finish(JobState.FAILED, f"Unable to pull the container image {image}: {exc}")
+                return False
+            self.log.service(f"Image {image} {'pulled' if pulled else 'found locally'} ({engine.name})")
+        return True
+
+    def _environment(self, plan: ExecutionPlan) -> Environment | None:
         uris = list(plan.package_uris)
         try:
             packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
@@ -241,7 +274,8 @@ class JobExecution:
         work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
         base = self.settings.public_url
         link = logs_url(base, self.project, self.job_id) if base else ""
-        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp, link)
+        engine, project = self.settings.engine, self.project
+        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp, link, engine, project)
 
     def _train(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
         attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)

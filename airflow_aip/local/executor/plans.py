@@ -11,11 +11,14 @@ API face stores its job as it answers it, and this module turns a stored job int
   the tuner's search spec once (:func:`airflow_aip.jobs.vertex.study.search_spec`).
 
 ``executorImageUri`` is recorded but not run: locally a package runs in a venv of this machine's
-Python (:mod:`.environments`), not in that image.
+Python (:mod:`.environments`), not in that image. A custom container (Vertex's ``containerSpec``,
+ml v1's ``imageUri`` per role, each falling back to ``masterConfig``'s as AI Platform did) is run
+(:mod:`.containers`): its pool carries ``image_uri``, ``command`` and ``args``.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import re
 from collections.abc import Mapping
@@ -83,6 +86,8 @@ class PoolPlan:
     env: tuple[tuple[str, str], ...] = ()
     # Listed in CLUSTER_SPEC: AI Platform left evaluators out, Vertex lists every pool.
     in_cluster: bool = True
+    image_uri: str = ""  # a custom container's image: the replica runs in it (.containers)
+    command: tuple[str, ...] = ()  # its entrypoint, replaced ("" keeps the image's)
 
     def task_name(self, index: int) -> str:
         return f"{self.task_prefix}{index}"
@@ -126,6 +131,11 @@ class ExecutionPlan:
     def primary(self) -> PoolPlan:
         return self.pools[0]
 
+    @property
+    def images(self) -> tuple[str, ...]:
+        """The custom containers' images, each once, in pool order."""
+        return tuple(dict.fromkeys(p.image_uri for p in self.pools if p.image_uri))
+
     def job_id_of(self, trial_id: str | None) -> str:
         """``CLOUD_ML_JOB_ID`` of the job, or of one of its trials."""
         if trial_id and self.trials_are_jobs:
@@ -144,18 +154,22 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
             if count:
                 in_cluster = role != "evaluator"
                 pools.append(PoolPlan(role, role, f"{role}-replica-", count, "", in_cluster=in_cluster))
-    module, args = str(ti["pythonModule"]), tuple(ti.get("args", []))
+    module, args = str(ti.get("pythonModule", "")), tuple(ti.get("args", []))
+    configs = {role: ti.get(f"{name}Config") or {} for role, name in _ML_ROLES}
     pools = [
         PoolPlan(p.cluster_key, p.tf_key, p.task_prefix, p.count, module, args, in_cluster=p.in_cluster)
         for p in pools
     ]
+    master_image = configs["master"].get("imageUri")
+    if master_image:  # AI Platform: a role without its own imageUri runs the master's
+        pools = [_ml_container(p, configs[p.cluster_key], master_image, args) for p in pools]
     job_json = dict(snake_case_keys(dict(ti)), job_name=f"projects/{project}/jobs/{job['jobId']}")
     scheduling = ti.get("scheduling") or {}
     hyperparameters = ti.get("hyperparameters")
     return ExecutionPlan(
         job_id=str(job["jobId"]),
         project_env=project,
-        package_uris=tuple(ti["packageUris"]),
+        package_uris=tuple(ti.get("packageUris") or ()),
         pools=tuple(pools),
         job_json=job_json,
         output_base=ti.get("jobDir"),
@@ -168,6 +182,22 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
         project_number=project_number(project),
         service_account=ti.get("serviceAccount") or ml_service_agent(project_number(project)),
         region=str(ti.get("region") or "us-central1"),
+    )
+
+
+def _ml_container(
+    pool: PoolPlan, config: Mapping[str, Any], master_image: str, args: tuple[str, ...]
+) -> PoolPlan:
+    """An ml v1 role's container: ``containerCommand``, then ``containerArgs`` and ``trainingInput.args``.
+
+    [U] unverified: that AI Platform passed both ``containerArgs`` and ``trainingInput.args``, in this order.
+    """
+    return dataclasses.replace(
+        pool,
+        python_module="",
+        image_uri=str(config.get("imageUri") or master_image),
+        command=tuple(config.get("containerCommand") or ()),
+        args=(*(config.get("containerArgs") or ()), *args),
     )
 
 
@@ -188,14 +218,17 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
     notes: list[str] = []
     for index, pool in enumerate(spec["workerPoolSpecs"]):
         count = int(pool.get("replicaCount", "1" if index == 0 else "0") or 0)
-        package = pool.get("pythonPackageSpec")
-        if not count or not package:
+        package, container = pool.get("pythonPackageSpec"), pool.get("containerSpec")
+        if not count or not (package or container):
             continue
         notes += _accelerator_note(index, pool.get("machineSpec") or {})
+        key = f"workerpool{index}"
+        if container:
+            pools.append(_vertex_container(key, index, count, container))
+            continue
         uris += [u for u in package["packageUris"] if u not in uris]
         images.append(package["executorImageUri"])
-        env = tuple((str(v["name"]), str(v.get("value", ""))) for v in package.get("env") or [])
-        key = f"workerpool{index}"
+        env = _env_of(package)
         module, args = package["pythonModule"], tuple(package.get("args") or ())
         pools.append(PoolPlan(key, _TF_ROLES[index], f"{key}-", count, module, args, env))
     if len(set(images)) > 1:
@@ -204,6 +237,18 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
             f"primary pool's ({images[0]})"
         )
     return pools, uris, images, notes
+
+
+def _env_of(program: Mapping[str, Any]) -> tuple[tuple[str, str], ...]:
+    return tuple((str(v["name"]), str(v.get("value", ""))) for v in program.get("env") or [])
+
+
+def _vertex_container(key: str, index: int, count: int, spec: Mapping[str, Any]) -> PoolPlan:
+    command, args = tuple(spec.get("command") or ()), tuple(spec.get("args") or ())
+    image = str(spec["imageUri"])
+    return PoolPlan(
+        key, _TF_ROLES[index], f"{key}-", count, "", args, _env_of(spec), image_uri=image, command=command
+    )
 
 
 def vertex_plan(record: Mapping[str, Any]) -> ExecutionPlan:

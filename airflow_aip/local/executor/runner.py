@@ -10,7 +10,12 @@ Storage calls reach the emulator), AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENS
 under the output directory, and the pool's own ``env``. Each replica has a private
 ``/tmp/hypertune`` and ``TMPDIR`` (:mod:`.private_tmp`): cloudml-hypertune's reports and a direct
 write to ``/tmp/hypertune/output.metrics`` both land where this replica's metrics are read. A
-Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`).
+Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`). Every replica gets
+PyTorch's rendezvous variables as Vertex sets them: ``MASTER_ADDR`` and ``MASTER_PORT`` (the
+primary replica's address in the cluster map), ``WORLD_SIZE`` (every replica of every pool) and
+``RANK`` (0 for the primary, then in pool order). [U] unverified: whether Vertex counts the
+parameter-server and evaluator pools in ``WORLD_SIZE``, and its port (the cluster map's here).
+A custom container's replica runs in its image (:mod:`.containers`) with the same variables.
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -27,8 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
-from airflow_aip.local.executor.gcs_mount import with_gcs_mount
+from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
+from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
@@ -44,6 +51,7 @@ __all__ = [
     "snake_case_keys",
 ]
 
+_SITE_DIR = str(Path(trainer_site.__file__).resolve().parent)
 # (task name, trial id or None, stream, line)
 ReplicaLog = Callable[[str, str | None, str, str], None]
 # Variables of the service process a trainer must not inherit.
@@ -102,6 +110,8 @@ class AttemptSpec:
     trial_id: str | None = None
     hyperparameters: Mapping[str, str] | None = None
     logs_url: str = ""  # where a failed job's error message sends the reader (:func:`logs_url`)
+    engine: ContainerEngine | None = None  # runs the pools that name an image
+    project: str = ""  # the job's, as the service stores it (names and labels its containers)
 
 
 def logs_url(base: str, project: str, job_id: str) -> str:
@@ -180,11 +190,20 @@ class Attempt:
         cluster = {p.cluster_key: hosts[p.cluster_key] for p in pools if p.in_cluster}
         # TensorFlow's cluster never lists evaluators; they read TF_CONFIG's task only.
         tf_cluster = {p.tf_key: hosts[p.cluster_key] for p in pools if p.tf_key != "evaluator"}
+        address, _, port = hosts[pools[0].cluster_key][0].rpartition(":")
+        self._rendezvous = {
+            "MASTER_ADDR": address,
+            "MASTER_PORT": port,
+            "WORLD_SIZE": str(sum(p.count for p in pools)),
+        }
         self.processes: dict[str, ManagedProcess] = {}
+        self.containers: list[str] = []
         try:
+            rank = 0
             for pool in pools:
                 for index in range(pool.count):
-                    self._start(pool, index, cluster, tf_cluster, log)
+                    self._start(pool, index, rank, cluster, tf_cluster, log)
+                    rank += 1
         except BaseException:
             self.stop()
             raise
@@ -202,6 +221,7 @@ class Attempt:
         self,
         pool: PoolPlan,
         index: int,
+        rank: int,
         cluster: Mapping[str, Sequence[str]],
         tf_cluster: Mapping[str, Sequence[str]],
         log: ReplicaLog,
@@ -212,42 +232,97 @@ class Attempt:
         if cwd.exists():
             shutil.rmtree(cwd)
         cwd.mkdir(parents=True)
+        private = self._private_dir(task_name)
+        inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
+        env = self._replica_env(pool, index, rank, cluster, tf_cluster, private, inherited)
+        args = [*pool.args, *(f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items())]
+        if plan.job_dir_arg:
+            args += ["--job-dir", plan.job_dir_arg]
+        if pool.image_uri:
+            argv = self._container_argv(pool, task_name, env, args, private)
+            if self._container_gcs():  # the container's /gcs/ is bound from this mount namespace's
+                argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
+        else:
+            argv = [str(spec.python), "-m", pool.python_module, *args]
+            if plan.gcs_mount:
+                argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
+            argv = private_tmp.with_private_tmp(argv, private)
+
+        def sink(stream: str, line: str) -> None:
+            log(task_name, spec.trial_id, stream, line)
+
+        self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env={**inherited, **env}, sink=sink)
+
+    def _replica_env(
+        self,
+        pool: PoolPlan,
+        index: int,
+        rank: int,
+        cluster: Mapping[str, Sequence[str]],
+        tf_cluster: Mapping[str, Sequence[str]],
+        private: Path,
+        inherited: Mapping[str, str],
+    ) -> dict[str, str]:
+        """What the service sets for one replica (a container gets exactly these)."""
+        spec, plan = self.spec, self.spec.plan
         task: dict[str, Any] = {"type": pool.cluster_key, "index": index}
         if spec.trial_id:
             task["trial"] = spec.trial_id
-        tf_task = dict(task, type=pool.tf_key)
         job = plan.job_json
-        env = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        tf_config = {"cluster": tf_cluster, "task": tf_task, "job": job, "environment": "cloud"}
-        env.update(
+        tf_config = {
+            "cluster": tf_cluster,
+            "task": dict(task, type=pool.tf_key),
+            "job": job,
+            "environment": "cloud",
+        }
+        env: dict[str, str] = dict(
             PYTHONUNBUFFERED="1",
             TF_CONFIG=json.dumps(tf_config),
             CLUSTER_SPEC=json.dumps({"cluster": cluster, "task": task, "job": job, "environment": "cloud"}),
             CLOUD_ML_JOB_ID=plan.job_id_of(spec.trial_id),
             CLOUD_ML_PROJECT_ID=plan.project_env,
+            RANK=str(rank),
+            **self._rendezvous,
             **output_dirs(plan.output_base, spec.trial_id),
         )
-        private = self._private_dir(task_name)
         env.update(private_tmp.prepare(private))
         env.update(plan.extra_env)
+        if pool.image_uri:  # this machine's paths mean nothing in the image
+            env = {k: v for k, v in env.items() if k not in HOST_ONLY}
+            env["PYTHONPATH"] = SITE_MOUNT  # the Vertex AI SDK's redirection, bound read-only
         for name, value in pool.env:
-            env[name] = expand_env_value(value, env)
+            env[name] = expand_env_value(value, {**inherited, **env})
         if spec.storage_url:
             env["STORAGE_EMULATOR_HOST"] = spec.storage_url
         if spec.trial_id:
             env["CLOUD_ML_TRIAL_ID"] = spec.trial_id
-        argv = [str(spec.python), "-m", pool.python_module, *pool.args]
-        argv += [f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items()]
-        if plan.job_dir_arg:
-            argv += ["--job-dir", plan.job_dir_arg]
-        if plan.gcs_mount:
-            argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
-        argv = private_tmp.with_private_tmp(argv, private)
+        return env
 
-        def sink(stream: str, line: str) -> None:
-            log(task_name, spec.trial_id, stream, line)
+    def _container_argv(
+        self, pool: PoolPlan, task_name: str, env: Mapping[str, str], args: Sequence[str], private: Path
+    ) -> list[str]:
+        """``<engine> run`` of one replica in its pool's image, its variables passed by name."""
+        spec, plan = self.spec, self.spec.plan
+        if spec.engine is None:
+            raise RuntimeError("a pool names an image, but the service has no container engine")
+        mounts = {
+            str(private_tmp.metric_file(private).parent): "/tmp/hypertune",
+            _SITE_DIR: f"{SITE_MOUNT}:ro",
+        }
+        mounts.update({env[name]: f"{env[name]}:ro" for name in CA_VARIABLES if env.get(name)})
+        if self._container_gcs():
+            mounts[str(MOUNT_POINT)] = str(MOUNT_POINT)
+        name = spec.engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
+        self.containers.append(name)
+        job = f"{spec.project}/{plan.job_id}"
+        return spec.engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts)
 
-        self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env=env, sink=sink)
+    def _container_gcs(self) -> bool:
+        """Whether a container replica gets ``/gcs/``: a Vertex AI job, mountable here, on podman."""
+        spec = self.spec
+        if not (spec.plan.gcs_mount and spec.storage_url and mount_unavailable() is None):
+            return False
+        return spec.engine is not None and spec.engine.gcs_unavailable() is None
 
     def refs(self) -> list[dict[str, int]]:
         return [p.ref() for p in self.processes.values()]
@@ -267,5 +342,9 @@ class Attempt:
         return None
 
     def stop(self) -> None:
+        """Containers first (the engine stops them; their clients then exit), then the processes."""
+        if self.spec.engine is not None:
+            for name in self.containers:
+                self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()

@@ -41,6 +41,7 @@ from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse
 from airflow_aip.local.service import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
+    NO_ENGINE,
     FailedPreconditionError,
     TrainingService,
     decode_page_token,
@@ -69,12 +70,12 @@ _INDEXED = {("labels", JOB_ID_LABEL): VERTEX_JOB_ID_LABEL_FIELD, ("displayName",
 
 
 def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
+    """A 400 naming the pool, where this machine has no container engine to run it in."""
     for index, pool in enumerate(spec.get("workerPoolSpecs") or []):
         if "containerSpec" in pool:
             raise ValidationError(
                 f"{path}.workerPoolSpecs[{index}].containerSpec",
-                "custom containers are not supported by the local training service (there is no container "
-                "engine here): use pythonPackageSpec with packageUris and pythonModule instead",
+                f"{NO_ENGINE}: use pythonPackageSpec with packageUris and pythonModule instead",
             )
 
 
@@ -146,10 +147,11 @@ class VertexJobs:
         number, location = self.parent(project, location)
         if kind == CUSTOM_JOBS:
             resource = validate_custom_job(body, region=location)
-            _reject_containers(resource["jobSpec"], "jobSpec")
         else:
             resource = validate_tuning_job(body, region=location)
-            _reject_containers(resource["trialJobSpec"], "trialJobSpec")
+        if self.service.engine is None:
+            key = job_spec_key(resource)
+            _reject_containers(resource[key], key)
         spec = resource[job_spec_key(resource)]
         _output_prefix_with_slash(spec)
         packages = [

@@ -29,6 +29,10 @@ def environment_report(**extra: Any) -> dict[str, Any]:
         "AIP_CHECKPOINT_DIR",
         "AIP_TENSORBOARD_LOG_DIR",
         "AIP_TEST_ENV",  # what a test sets through a worker pool's env
+        "MASTER_ADDR",  # PyTorch's rendezvous (init_process_group(init_method="env://"))
+        "MASTER_PORT",
+        "WORLD_SIZE",
+        "RANK",
     ]
     report: dict[str, Any] = {name: os.environ.get(name) for name in names}
     report.update(cwd=os.getcwd(), prefix=sys.prefix, pid=os.getpid(), argv=sys.argv[1:], **extra)

@@ -1,0 +1,311 @@
+"""Custom containers on the local service: real images on this machine's podman (or docker), as on Vertex.
+
+Each test submits through a client nobody here wrote (Google's Vertex AI SDK, or the discovery
+clients of aiplatform v1 and ml v1) to a real ``aip-local serve``, whose replicas run in the
+trainer image of tests/trainers/container. What a replica saw comes back through Cloud Storage;
+what the engine holds is read from the engine itself, by the labels the service puts on its
+containers. Every test ends with none of its containers left.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_aip.local.executor.containers import ContainerEngine
+from airflow_aip.local.executor.gcs_mount import mount_unavailable
+from airflow_aip.local.store import project_number
+from tests.fixtures.containers import containers_of, push, untag
+from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer, wait_for_job, wait_for_state
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, vertex_sdk
+
+pytestmark = pytest.mark.integration
+MACHINE = {"machineType": "n1-standard-4"}
+
+
+@pytest.fixture
+def project() -> str:
+    return f"ctr-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def out(staged_trainer: StagedTrainer) -> str:
+    return f"gs://{staged_trainer.bucket}/containers/{uuid.uuid4().hex[:8]}/"
+
+
+@pytest.fixture
+def none_left(local_service: LocalService, container_engine: ContainerEngine, project: str) -> Iterator[None]:
+    """After the test: no container of the session's service is left for this test's project."""
+    yield
+    number = project_number(project)  # a Vertex job is stored (and labelled) under the project number
+    left = [n for n in containers_of(container_engine, local_service.data_dir) if f"-{number}-" in n]
+    assert left == []
+
+
+def _label(job_name: str) -> str:
+    """The ``aip-local.job`` label of a Vertex job: ``<project number>/<job id>``."""
+    parts = job_name.split("/")
+    return f"{parts[1]}/{parts[-1]}"
+
+
+def _pool(image: str, mode: str, count: int = 1, args: tuple[str, ...] = ()) -> dict[str, Any]:
+    spec = {"imageUri": image, "args": [mode, *args]}
+    return {"machineSpec": MACHINE, "replicaCount": str(count), "containerSpec": spec}
+
+
+def _custom_jobs(url: str) -> Any:
+    return aiplatform(url).projects().locations().customJobs()
+
+
+def _create(url: str, project: str, pools: list[dict[str, Any]], base: str = "") -> dict[str, Any]:
+    body: dict[str, Any] = {"displayName": "containers", "jobSpec": {"workerPoolSpecs": pools}}
+    if base:
+        body["jobSpec"]["baseOutputDirectory"] = {"outputUriPrefix": base}
+    parent = f"projects/{project}/locations/{LOCATION}"
+    job: dict[str, Any] = _custom_jobs(url).create(parent=parent, body=body).execute()
+    return job
+
+
+@pytest.mark.usefixtures("none_left")
+def test_sdk_custom_job_runs_the_container_with_vertex_environment(
+    local_service: LocalService,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = {"image_uri": trainer_images["master"], "args": ["report", "--x=3"]}
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": spec}]
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+        job = sdk.CustomJob(display_name="in-a-container", worker_pool_specs=pools, base_output_dir=out)
+        job.run(sync=True)
+        assert job.state.name == "JOB_STATE_SUCCEEDED"
+    seen = staged_trainer.read_json(f"{out}model/report.json")
+    assert seen["AIP_MODEL_DIR"] == f"{out}model/"
+    assert seen["CLOUD_ML_JOB_ID"] == job.resource_name.rsplit("/", 1)[-1]
+    assert (seen["RANK"], seen["WORLD_SIZE"], seen["AIP_TEST_IMAGE_ROLE"]) == ("0", "1", "master")
+    assert '"workerpool0"' in seen["CLUSTER_SPEC"]
+    assert '"chief"' in seen["TF_CONFIG"]
+    assert seen["GCE_METADATA_HOST"].startswith("127.0.0.1:")  # the job's metadata server, over loopback
+    if mount_unavailable() is None:
+        assert seen["via"] == "/gcs"
+
+
+@pytest.mark.usefixtures("none_left")
+def test_sdk_tuning_job_reads_hypertune_from_the_containers_own_tmp(
+    local_service: LocalService,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from google.cloud.aiplatform import hyperparameter_tuning as hpt
+
+    spec = {"image_uri": trainer_images["master"], "args": ["report"]}
+    pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": spec}]
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+        trial_job = sdk.CustomJob(display_name="trial", worker_pool_specs=pools, base_output_dir=out)
+        tuning = sdk.HyperparameterTuningJob(
+            display_name="tune-in-a-container",
+            custom_job=trial_job,
+            metric_spec={"accuracy": "maximize"},
+            parameter_spec={"x": hpt.DiscreteParameterSpec(values=[2, 3], scale="linear")},
+            max_trial_count=2,
+            parallel_trial_count=1,
+            search_algorithm="grid",
+        )
+        tuning.run(sync=True)
+        assert tuning.state.name == "JOB_STATE_SUCCEEDED"
+        finals = sorted(t.final_measurement.metrics[0].value for t in tuning.trials)
+    assert finals == [0.5, 0.75]  # x / 4, as each trial's container reported it
+
+
+@pytest.mark.usefixtures("none_left")
+def test_replicas_rendezvous_over_master_addr_and_port(
+    local_service: LocalService,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> None:
+    image = trainer_images["master"]
+    pools = [_pool(image, "rendezvous"), _pool(image, "rendezvous", count=2)]
+    job = _create(local_service.url, project, pools, out)
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
+    met = staged_trainer.read_json(f"{out}model/rendezvous.json")
+    assert met["heard"] == [1, 2]
+    assert (met["WORLD_SIZE"], met["MASTER_ADDR"]) == ("3", "127.0.0.1")
+
+
+@pytest.mark.usefixtures("none_left")
+def test_cancel_stops_and_removes_the_containers(
+    local_service: LocalService,
+    container_engine: ContainerEngine,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> None:
+    job = _create(local_service.url, project, [_pool(trainer_images["master"], "sleep")], out)
+    staged_trainer.wait_for_json(f"{out}model/sleeping-workerpool0-0.json")
+    label = _label(job["name"])
+    assert len(containers_of(container_engine, local_service.data_dir, label)) == 1
+
+    _custom_jobs(local_service.url).cancel(name=job["name"], body={}).execute()
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+
+    assert done["state"] == "JOB_STATE_CANCELLED"
+    assert containers_of(container_engine, local_service.data_dir, label) == []
+
+
+@pytest.mark.usefixtures("none_left")
+def test_an_image_in_a_local_registry_is_pulled_then_run(
+    local_service: LocalService,
+    container_engine: ContainerEngine,
+    local_registry: str,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> None:
+    image = push(container_engine, trainer_images["master"], local_registry, f"{project}/trainer:1")
+    try:
+        job = _create(local_service.url, project, [_pool(image, "report")], out)
+        done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+        assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
+        assert staged_trainer.read_json(f"{out}model/report.json")["AIP_TEST_IMAGE_ROLE"] == "master"
+    finally:
+        untag(container_engine, image)
+
+
+@pytest.mark.usefixtures("none_left")
+def test_a_failing_container_fails_the_job_in_vertex_words(
+    local_service: LocalService, trainer_images: Mapping[str, str], project: str
+) -> None:
+    job = _create(local_service.url, project, [_pool(trainer_images["master"], "fail")])
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    assert done["state"] == "JOB_STATE_FAILED"
+    message = done["error"]["message"]
+    assert message.startswith("The replica workerpool0-0 exited with a non-zero status of 1.")
+    assert "ValueError: the trainer failed on purpose" in message  # the container's traceback
+
+
+@pytest.mark.usefixtures("none_left")
+def test_an_image_that_cannot_be_pulled_fails_the_job(local_service: LocalService, project: str) -> None:
+    image = f"localhost:9/{project}/missing:1"  # nothing listens on port 9
+    job = _create(local_service.url, project, [_pool(image, "report")])
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    assert done["state"] == "JOB_STATE_FAILED"
+    assert done["error"]["message"].startswith(f"Unable to pull the container image {image}: ")
+
+
+def test_ml_v1_roles_run_their_own_image_or_the_masters(
+    local_service: LocalService,
+    container_engine: ContainerEngine,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> None:
+    ti = {
+        "scaleTier": "CUSTOM",
+        "region": "us-central1",
+        "masterType": "n1-standard-4",
+        "workerType": "n1-standard-4",
+        "workerCount": "1",
+        "parameterServerType": "n1-standard-4",
+        "parameterServerCount": "1",
+        "masterConfig": {"imageUri": trainer_images["master"]},
+        "parameterServerConfig": {"imageUri": trainer_images["ps"]},
+        "args": ["role", f"--out={out}"],
+    }
+    ml = local_service.ml()
+    ml.projects().jobs().create(
+        parent=f"projects/{project}", body={"jobId": "roles", "trainingInput": ti}
+    ).execute()
+    done = wait_for_state(ml, f"projects/{project}/jobs/roles", {"SUCCEEDED", "FAILED", "CANCELLED"})
+    assert done["state"] == "SUCCEEDED", done.get("errorMessage")
+    images = {
+        task: staged_trainer.read_json(f"{out}role-{task}.json")["AIP_TEST_IMAGE_ROLE"]
+        for task in ("master-0", "worker-0", "ps-0")
+    }
+    assert images == {"master-0": "master", "worker-0": "master", "ps-0": "ps"}
+    assert containers_of(container_engine, local_service.data_dir, f"{project}/roles") == []
+
+
+def test_a_killed_services_containers_are_removed_at_restart(
+    restarts: Restarts,
+    container_engine: ContainerEngine,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    fake_gcs: Any,
+    project: str,
+    out: str,
+    tmp_path: Path,
+) -> None:
+    data_dir = tmp_path / "data"
+    first = restarts.start(data_dir, fake_gcs.url)
+    job = _create(first.url, project, [_pool(trainer_images["master"], "sleep")], out)
+    staged_trainer.wait_for_json(f"{out}model/sleeping-workerpool0-0.json")
+
+    first.crash()
+    assert len(containers_of(container_engine, data_dir)) == 1  # SIGKILL stops no container
+    second = restarts.start(data_dir, fake_gcs.url)
+
+    assert containers_of(container_engine, data_dir) == []
+    failed = _custom_jobs(second.url).get(name=job["name"]).execute()
+    assert failed["state"] == "JOB_STATE_FAILED"
+
+
+def test_without_an_engine_a_container_job_is_a_400_naming_the_field(
+    restarts: Restarts, fake_gcs: Any, project: str, tmp_path: Path
+) -> None:
+    from googleapiclient.errors import HttpError
+
+    service = restarts.start(tmp_path / "data", fake_gcs.url, extra_args=["--container-engine", "none"])
+    with pytest.raises(HttpError) as refused:
+        _create(service.url, project, [_pool("localhost/any:1", "report")])
+    assert refused.value.resp.status == 400
+    assert "jobSpec.workerPoolSpecs[0].containerSpec" in str(refused.value)
+    assert "none was found" in str(refused.value)
+
+
+@pytest.mark.usefixtures("none_left")
+def test_sdk_from_local_script_runs_in_a_custom_image(
+    local_service: LocalService,
+    fake_gcs: Any,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The SDK makes a containerSpec of ``sh -c "pip install --upgrade pip && pip3 install --user
+    /gcs/<staged package> && python3 -m <module>"``: pip through the job's proxy, /gcs/ and all."""
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import json, os, sys\n"
+        "path = '/gcs/' + os.environ['AIP_MODEL_DIR'][len('gs://'):]\n"
+        "os.makedirs(path, exist_ok=True)\n"
+        "json.dump({'argv': sys.argv[1:]}, open(path + 'script.json', 'w'))\n"
+    )
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)  # where the SDK stages the script
+    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+        job = sdk.CustomJob.from_local_script(
+            display_name="from-a-script",
+            script_path=str(script),
+            container_uri=trainer_images["master"],
+            args=["--epochs=1"],
+            base_output_dir=out,
+        )
+        job.run(sync=True)
+        assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
+    assert staged_trainer.read_json(f"{out}model/script.json") == {"argv": ["--epochs=1"]}
