@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from scripts.progress import ProgressTracker, latest_run_id, look, printer_for
+from scripts.progress import ProgressTracker, latest_run_id, latest_run_state, look, printer_for
 from scripts.stack import (
     REPO,
     airflow_env,
@@ -81,10 +81,12 @@ def main() -> int:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
             )
+        returncode = 1
         try:
             returncode = _watch(proc, home / "airflow.db")
         finally:
-            stop_group(proc, timeout=30)
+            # Once the run is recorded, the rest is the interpreter's teardown: not worth a wait.
+            stop_group(proc, timeout=1 if returncode == 0 else 30)
         if returncode != 0 or not _report():
             print(f"The pipeline failed; the last lines of {log}:", file=sys.stderr)
             print("".join(log.read_text(errors="replace").splitlines(True)[-40:]), file=sys.stderr)
@@ -99,16 +101,24 @@ def main() -> int:
 
 
 def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
-    """Show the run's progress until ``airflow dags test`` exits; its exit code."""
+    """Show the run's progress until it ends; 0 when it succeeded.
+
+    The run's end is read from Airflow's DB, not from ``airflow dags test``'s exit: after the run
+    is recorded, that process spends ~5 s tearing down its interpreter (Airflow, SQLAlchemy and
+    Google's clients), with nothing left to do. The caller stops it then.
+    """
     tracker, printer = ProgressTracker(), printer_for()
     try:
         while True:
-            ended = proc.poll() is not None  # one last look after the exit
-            printer.show(tracker.update(look(db, DAG_ID, _jobs())), tracker)
-            if ended:
-                return int(proc.returncode)
-            with suppress(subprocess.TimeoutExpired):  # a look a second, and none missed at the exit
-                proc.wait(timeout=1)
+            exited = proc.poll() is not None
+            state = latest_run_state(db, DAG_ID)
+            printer.show(tracker.update(look(db, DAG_ID, _jobs())), tracker)  # one last look at the end
+            if state in ("success", "failed"):
+                return 0 if state == "success" else 1
+            if exited:
+                return int(proc.returncode) or 1  # it exited before the run ended
+            with suppress(subprocess.TimeoutExpired):  # two looks a second, none missed at the end
+                proc.wait(timeout=0.5)
     finally:
         printer.close()
 

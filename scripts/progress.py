@@ -189,6 +189,18 @@ def look(db: Path, dag_id: str, jobs: Sequence[Mapping[str, Any]]) -> Snapshot:
     return Snapshot({task_id: state for task_id, state, _ in rows}, jobs, started)
 
 
+def latest_run_state(db: Path, dag_id: str) -> str | None:
+    """The state of the Dag's latest run (``success``, ``failed``...), None before it exists."""
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
+            row = conn.execute(
+                "SELECT state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
+            ).fetchone()
+    except sqlite3.Error:  # not migrated yet, or busy: the next look will tell
+        return None
+    return str(row[0]) if row else None
+
+
 def latest_run_id(db: Path, dag_id: str) -> str | None:
     with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
         row = conn.execute(
