@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import vertex_sdk
+from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.vertex import sdk_with_objects
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -29,17 +29,10 @@ def world(
     local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SimpleNamespace]:
     """A fresh project, the SDK on the local service, a scikit-learn and a text SavedModel directory."""
-    project = f"sdk-edit-{uuid.uuid4().hex[:8]}"
-    folder = f"registry-edit/{uuid.uuid4().hex[:8]}"
-    bucket = storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket)
-    bucket.blob(f"{folder}/model/model.joblib").upload_from_string(b"model bytes")
-    bucket.blob(f"{folder}/tf/saved_model.pbtxt").upload_from_string(b"saved_model_schema_version: 1")
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+    objects = {"model/model.joblib": b"model bytes", "tf/saved_model.pbtxt": b"saved_model_schema_version: 1"}
+    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-edit", objects) as (sdk, base):
         yield SimpleNamespace(
-            sdk=sdk,
-            model_dir=f"gs://{staged_trainer.bucket}/{folder}/model/",
-            tf_dir=f"gs://{staged_trainer.bucket}/{folder}/tf/",
-            model_id=f"iris-{uuid.uuid4().hex[:6]}",
+            sdk=sdk, model_dir=f"{base}model/", tf_dir=f"{base}tf/", model_id=f"iris-{uuid.uuid4().hex[:6]}"
         )
 
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import vertex_sdk
+from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.vertex import sdk_with_objects
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")
@@ -29,16 +29,13 @@ def world(
     local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[SimpleNamespace]:
     """A fresh project, the SDK pointed at the local service, and a model directory with model.joblib."""
-    project = f"sdk-models-{uuid.uuid4().hex[:8]}"
-    folder = f"registry-sdk/{uuid.uuid4().hex[:8]}"
-    bucket = storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket)
-    bucket.blob(f"{folder}/model/model.joblib").upload_from_string(b"model bytes")
-    bucket.blob(f"{folder}/empty/README.md").upload_from_string(b"no model here")
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+    objects = {"model/model.joblib": b"model bytes", "empty/README.md": b"no model here"}
+    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-models", objects) as staged:
+        sdk, base = staged
         yield SimpleNamespace(
             sdk=sdk,
-            model_dir=f"gs://{staged_trainer.bucket}/{folder}/model/",
-            empty_dir=f"gs://{staged_trainer.bucket}/{folder}/empty/",
+            model_dir=f"{base}model/",
+            empty_dir=f"{base}empty/",
             model_id=f"iris-{uuid.uuid4().hex[:6]}",
         )
 

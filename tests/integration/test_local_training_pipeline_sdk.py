@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import vertex_sdk
+from tests.fixtures.vertex import sdk_with_objects
 from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
@@ -36,11 +36,8 @@ def world(
     monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
     monkeypatch.setattr(training_jobs, "_LOG_WAIT_TIME", 0.2)
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", staged_trainer.gcs_url)
-    project = f"sdk-pipe-{uuid.uuid4().hex[:8]}"
-    base = f"gs://{staged_trainer.bucket}/pipelines/{uuid.uuid4().hex[:8]}/"
-    bucket = storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket)
-    bucket.blob(f"{base.split('/', 3)[3]}model/model.joblib").upload_from_string(b"model bytes")
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+    objects = {"model/model.joblib": b"model bytes"}
+    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-pipe", objects) as (sdk, base):
         yield SimpleNamespace(sdk=sdk, trainer=staged_trainer, base=base)
 
 
