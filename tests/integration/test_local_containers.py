@@ -21,7 +21,7 @@ from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.store import project_number
 from tests.fixtures.containers import containers_of, push, untag
 from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer, wait_for_job, wait_for_state
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, vertex_sdk
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, sdk_with_objects, vertex_sdk
 
 pytestmark = pytest.mark.integration
 MACHINE = {"machineType": "n1-standard-4"}
@@ -94,6 +94,40 @@ def test_sdk_custom_job_runs_the_container_with_vertex_environment(
     assert seen["GCE_METADATA_HOST"].startswith("127.0.0.1:")  # the job's metadata server, over loopback
     if mount_unavailable() is None:
         assert seen["via"] == "/gcs"
+
+
+@pytest.mark.usefixtures("none_left")
+def test_sdk_custom_container_training_job_trains_and_returns_its_model(
+    local_service: LocalService,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``CustomContainerTrainingJob.run()``: a trainingPipeline whose CustomJob runs the image, then
+    the model under ``{base}/model/`` uploaded (the image's own report lands beside it)."""
+    from google.cloud.aiplatform import training_jobs
+
+    monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
+    monkeypatch.setattr(training_jobs, "_LOG_WAIT_TIME", 0.2)
+    serving = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
+    objects = {"model/model.joblib": b"model bytes"}
+    with sdk_with_objects(
+        local_service.url, staged_trainer, monkeypatch, "ctr-pipeline", objects, project
+    ) as (sdk, base):
+        job = sdk.CustomContainerTrainingJob(
+            display_name="iris-in-a-container",
+            container_uri=trainer_images["master"],
+            model_serving_container_image_uri=serving,
+        )
+        model = job.run(args=["report"], base_output_dir=base, replica_count=1, machine_type="n1-standard-4")
+        assert job.state.name == "PIPELINE_STATE_SUCCEEDED"
+        assert isinstance(model, sdk.Model)
+        assert (model.version_id, model.uri) == ("1", f"{base}model/")
+        backing = sdk.CustomJob.get(job.gca_resource.training_task_metadata["backingCustomJob"])
+    seen = staged_trainer.read_json(f"{base}model/report.json")
+    assert seen["CLOUD_ML_JOB_ID"] == backing.resource_name.rsplit("/", 1)[-1]
+    assert seen["AIP_TEST_IMAGE_ROLE"] == "master"
 
 
 @pytest.mark.usefixtures("none_left")
