@@ -140,3 +140,7 @@ class JobWaitTimeoutError(AipError):
         self.waited_seconds = waited_seconds
         waited = f" after {waited_seconds:.0f}s" if waited_seconds is not None else ""
         super().__init__(f"Stopped waiting for training job {job_id}{waited}; it was still {state}")
+
+
+class ImageBuildError(AipError):
+    """A trainer image could not be built or pushed: the engine's own words, its last lines, follow."""

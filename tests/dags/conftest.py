@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,13 @@ def dags() -> dict[str, Any]:
     bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
     assert bag.import_errors == {}
     return dict(bag.dags)
+
+
+@pytest.fixture
+def demo_bucket(local_env: LocalService, monkeypatch: pytest.MonkeyPatch) -> Any:
+    """A bucket of the test's own on the local fake GCS; the operators poll every second."""
+    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
+    return storage_client(local_env.gcs_url).create_bucket(f"aip-dags-{uuid.uuid4().hex[:10]}")
 
 
 @pytest.fixture

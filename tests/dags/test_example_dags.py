@@ -14,15 +14,7 @@ from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, storage_client
-
 pytestmark = pytest.mark.dags
-
-
-@pytest.fixture
-def demo_bucket(local_env: LocalService, monkeypatch: pytest.MonkeyPatch) -> Any:
-    monkeypatch.setenv("AIRFLOW__AIP__POLL_INTERVAL", "1")
-    return storage_client(local_env.gcs_url).create_bucket(f"aip-dags-{uuid.uuid4().hex[:10]}")
 
 
 def _json(bucket: Any, name: str) -> Any:
