@@ -111,7 +111,7 @@ demo: install gcs-fuse
 # DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
 # Stopped by Ctrl-C or SIGTERM to make's process group (make forwards the SIGTERM, so ui.py gets
 # it twice): ui.py stops everything it started on the first signal and defers any other.
-ui: install gcs-fuse
+ui: install gcs-fuse base-image
 	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo)
 
 bench: install gcs-fuse

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from aip_examples import BUCKET_PATTERN, EXAMPLE_BUCKET, METRIC_TAG, REGIONS, run_stamp, write_split
+from aip_examples import METRIC_TAG, bucket_param, job_params, run_stamp, write_split
 from airflow.sdk import DAG, Param, task
 
 from airflow_aip.operators import (
@@ -67,17 +67,8 @@ with DAG(
     catchup=False,
     tags=["airflow_aip", "example", "container"],
     params={
-        "project_id": Param("local-project", type="string", minLength=6, title="Google Cloud project"),
-        "backend": Param(
-            "vertex",
-            type="string",
-            enum=["vertex", "ai_platform"],
-            title="Training service",
-            description="vertex: Vertex AI custom training (containerSpec); ai_platform: the ml v1 API "
-            "(masterConfig.imageUri; the local service only).",
-        ),
-        "region": Param("us-central1", type="string", enum=REGIONS, title="Region"),
-        "bucket": Param(EXAMPLE_BUCKET, type="string", pattern=BUCKET_PATTERN, title="Bucket"),
+        **{name: job_params()[name] for name in ("project_id", "backend", "region")},
+        "bucket": bucket_param(),
         "image_repository": Param(
             IMAGE_REPOSITORY,
             type="string",
@@ -92,8 +83,22 @@ with DAG(
             description="The image the Dockerfile starts FROM (any Python 3; cloudml-hypertune is "
             "installed when it lacks it).",
         ),
-        "max_trials": Param(4, type="integer", minimum=1, maximum=50, title="Trials"),
-        "max_parallel_trials": Param(2, type="integer", minimum=1, maximum=10, title="Trials at once"),
+        "max_trials": Param(
+            4,
+            type="integer",
+            minimum=1,
+            maximum=50,
+            title="Trials",
+            description="How many trials (hyperparameter sets) the tuning job tries in all.",
+        ),
+        "max_parallel_trials": Param(
+            2,
+            type="integer",
+            minimum=1,
+            maximum=10,
+            title="Trials at once",
+            description="How many trials run at the same time, each in a container of its own.",
+        ),
     },
 ) as dag:
 

@@ -32,13 +32,12 @@ from typing import Any
 
 import pendulum
 from aip_examples import (
-    BUCKET_PATTERN,
     CAPACITY_LADDER,
-    EXAMPLE_BUCKET,
     METRIC_TAG,
     TRAINER_MODULE,
     TRAINER_PACKAGE,
     TUNING_PARAMS,
+    bucket_param,
     eval_fraction_param,
     job_params,
     local_stockout_param,
@@ -66,16 +65,7 @@ with DAG(
     tags=["airflow_aip", "example"],
     params={
         **job_params(),
-        "bucket": Param(
-            EXAMPLE_BUCKET,
-            type="string",
-            pattern=BUCKET_PATTERN,
-            title="Bucket",
-            description="The Cloud Storage bucket for the data, the staged trainer, the jobs' output "
-            "and the exported model. It must exist (make ui and make demo create aip-demo). A bucket "
-            "name has 3-63 characters: lowercase letters, digits, '-', '_' and '.'; it starts and ends "
-            "with a letter or digit.",
-        ),
+        "bucket": bucket_param(),
         "max_trials": Param(
             6,
             type="integer",

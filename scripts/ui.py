@@ -32,6 +32,7 @@ from subprocess import Popen
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.demo import BUCKET, _create_bucket
+from scripts.registry import LOCAL_BASE_IMAGE, image_registry
 from scripts.stack import (
     BIN,
     REPO,
@@ -50,6 +51,7 @@ PORT = int(os.environ.get("AIP_UI_PORT", "8080"))
 URL = f"http://127.0.0.1:{PORT}"
 USER = "admin"  # airflow standalone's simple auth manager user (compose uses airflow/airflow)
 READY_TIMEOUT = 300.0
+REGISTRY_PORT = int(os.environ.get("AIP_UI_REGISTRY_PORT", "5000"))  # another when 5000 is taken
 
 
 def main() -> int:
@@ -79,7 +81,11 @@ def _serve() -> int:
     greeting = ""
     try:
         # the same ports at every start: the jobs' stored links (the local job pages) keep working
-        with local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env:
+        with (
+            local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env,
+            image_registry(home / "registry", REGISTRY_PORT) as registry,
+        ):
+            service_env = {**service_env, **example_images(registry)}
             os.environ.update(service_env)
             _create_bucket()
             migrate(_env(home, service_env), log)
@@ -98,6 +104,15 @@ def _serve() -> int:
         return 0
     finally:
         stop_all()
+
+
+def example_images(registry: str | None) -> dict[str, str]:
+    """Where aip_container_pipeline pushes its image, and what it builds FROM: this machine's."""
+    if registry is None:
+        print("note: docker-registry is not installed (make deps): aip_container_pipeline has no registry")
+        return {}
+    repository = f"{registry}/aip-examples/iris-trainer"
+    return {"AIP_EXAMPLE_IMAGE_REPOSITORY": repository, "AIP_EXAMPLE_BASE_IMAGE": LOCAL_BASE_IMAGE}
 
 
 def _env(home: Path, service_env: dict[str, str]) -> dict[str, str]:
@@ -163,6 +178,8 @@ def greeting(passwords: Path, endpoint: str) -> str:
         f"\n{login(passwords)}\n"
         f"  Open Dags > aip_training_pipeline > Trigger to set trials, region, bucket ('{BUCKET}' "
         "exists) and run it.\n"
+        "  aip_container_pipeline builds the trainer's image, pushes it to a registry on this machine\n"
+        "  and tunes it in its container (podman or docker).\n"
         "  aip_prepare_data -> aip_retraining are unpaused: trigger aip_prepare_data and a "
         "retraining run follows.\n"
         f"  Jobs on the local service: {endpoint}console/  (or, in another shell:\n"

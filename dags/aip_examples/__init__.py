@@ -112,6 +112,20 @@ def job_params() -> dict[str, Param]:
     }
 
 
+def bucket_param() -> Param:
+    """The bucket a pipeline example reads its data from and writes its jobs' output and model to."""
+    return Param(
+        EXAMPLE_BUCKET,
+        type="string",
+        pattern=BUCKET_PATTERN,
+        title="Bucket",
+        description="The Cloud Storage bucket for the data, the staged trainer, the jobs' output "
+        "and the exported model. It must exist (make ui and make demo create aip-demo). A bucket "
+        "name has 3-63 characters: lowercase letters, digits, '-', '_' and '.'; it starts and ends "
+        "with a letter or digit.",
+    )
+
+
 def queue(step: str) -> dict[str, str]:
     """``queue=`` for an example step on Celery: ``AIP_EXAMPLE_QUEUE_<STEP>``, else Airflow's default.
 

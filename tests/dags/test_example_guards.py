@@ -123,6 +123,7 @@ def test_retraining_form_checks_the_data_before_staging(dags: dict[str, Any]) ->
 def test_every_example_dag_and_param_explains_itself(dags: dict[str, Any]) -> None:
     examples = {k: v for k, v in dags.items() if k.startswith("aip_")}
     assert set(examples) == {
+        "aip_container_pipeline",
         "aip_prepare_data",
         "aip_retraining",
         "aip_rollback_champion",
