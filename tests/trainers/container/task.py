@@ -117,7 +117,7 @@ def rendezvous(out: str) -> None:
 def role(out: str) -> None:
     write(f"{out}role-{task_name()}.json", seen())
     cluster = json.loads(os.environ["CLUSTER_SPEC"])["cluster"]
-    if task_name() != "master-0":
+    if task_name() not in ("master-0", "workerpool0-0"):  # ml v1's primary, Vertex AI's
         time.sleep(3600)  # the primary's exit ends the job
     others = [
         f"{out}role-{kind}-{index}.json" for kind, hosts in cluster.items() for index in range(len(hosts))
