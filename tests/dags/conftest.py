@@ -20,6 +20,12 @@ def dags() -> dict[str, Any]:
 
     bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
     assert bag.import_errors == {}
+    # The operators' poll_interval defaults to [aip] poll_interval (30 s) as read when their module
+    # was imported, before any test's environment: the local jobs end in seconds, so poll each second.
+    for dag in bag.dags.values():
+        for task in dag.tasks:
+            if hasattr(task, "poll_interval"):
+                task.poll_interval = 1
     return dict(bag.dags)
 
 

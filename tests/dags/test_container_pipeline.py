@@ -50,7 +50,6 @@ def test_container_pipeline_builds_pushes_tunes_and_exports_on_both_backends(
     repository = f"{local_registry}/aip-tests-{uuid.uuid4().hex[:8]}/iris-trainer"
     conf = {"bucket": demo_bucket.name, "image_repository": repository, "base_image": BASE, "max_trials": 3}
     dag = dags["aip_container_pipeline"]
-    dag.get_task("tune").poll_interval = 1  # its default was read when the operator's module was imported
     first = dag.test(run_conf={**conf, "backend": "vertex"})
     expected = dict.fromkeys(["prepare_data", "build_image", "tune", "export_best_model"], "success")
     assert _states(first) == expected
