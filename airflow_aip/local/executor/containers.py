@@ -112,9 +112,13 @@ class ContainerEngine:
             [self.binary, *argv], capture_output=True, text=True, timeout=timeout, check=False
         )
 
+    def has_image(self, image: str) -> bool:
+        """Whether the engine holds ``image`` already (no pull)."""
+        return self._run("image", "inspect", image, timeout=60).returncode == 0
+
     def ensure_image(self, image: str) -> bool:
         """Pull ``image`` unless the engine has it; True if it was pulled. ImagePullError if it cannot be."""
-        if self._run("image", "inspect", image, timeout=60).returncode == 0:
+        if self.has_image(image):
             return False
         insecure = ["--tls-verify=false"] if self.name == "podman" and loopback_registry(image) else []
         done = self._run("pull", "--quiet", *insecure, image)
@@ -137,9 +141,12 @@ class ContainerEngine:
         args: Sequence[str],
         env_names: Sequence[str],
         mounts: Mapping[str, str],
+        devices: Sequence[str] = (),
     ) -> list[str]:
-        """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment."""
+        """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment;
+        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`)."""
         argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *ulimits()]
+        argv += devices
         argv += ["--label", f"{JOB_LABEL}={job}", "--label", f"{STORE_LABEL}={self.store}"]
         for source, target in mounts.items():
             argv += ["--volume", f"{source}:{target}"]
