@@ -47,12 +47,16 @@ def container_gpus(engine: str, cdi_specs: Sequence[str], runtimes: Sequence[str
         if cdi_specs:
             return GpuAccess(("--device", "nvidia.com/gpu=all"), f"podman passes the GPUs of {cdi_specs[0]}")
         where = " or ".join(str(p) for p in CDI_SPECS)
-        return GpuAccess((), f"podman has no NVIDIA CDI spec ({where}; nvidia-ctk cdi generate writes it)")
+        why = f"no GPU can be passed: podman has no NVIDIA CDI spec ({where}; nvidia-ctk writes it)"
+        return GpuAccess((), why)
     if engine == "docker":
         if "nvidia" in runtimes:
             return GpuAccess(("--gpus", "all"), "docker passes the GPUs through its nvidia runtime")
-        return GpuAccess((), "docker info lists no nvidia runtime (the NVIDIA Container Toolkit adds it)")
-    return GpuAccess((), f"{engine} has no known way to pass a GPU")
+        return GpuAccess(
+            (),
+            "no GPU can be passed: `docker info` lists no nvidia runtime (NVIDIA Container Toolkit)",
+        )
+    return GpuAccess((), f"no GPU can be passed: {engine} has no known way to pass one")
 
 
 def process_gpus(host_gpu: bool) -> GpuAccess:
@@ -93,4 +97,4 @@ def replica_note(replica: str, accelerators: str, access: GpuAccess) -> str:
     """The log's line for a replica (or a process pool) that asks for ``accelerators``."""
     if access.passed:
         return f"{replica} asks for {accelerators}: {access.why}"
-    return f"{replica} asks for {accelerators} and will run on the CPU: no GPU can be passed ({access.why})"
+    return f"{replica} asks for {accelerators} and will run on the CPU: {access.why}"

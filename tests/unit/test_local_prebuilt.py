@@ -1,0 +1,68 @@
+"""A package pool rewritten to run in its pre-built image, and when it is not (no engine, ``never``).
+
+The rewritten pool is a container pool whose command is the image entrypoint's: pip-install the
+pool's own packages from the bound directory, then ``python -m <module> <args>``.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from airflow_aip.local.executor.containers import ContainerEngine
+from airflow_aip.local.executor.plans import PoolPlan
+from airflow_aip.local.executor.prebuilt import PACKAGES_MOUNT, PrebuiltImages, entrypoint, in_image
+
+IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+
+
+def test_a_package_pool_becomes_a_container_pool_of_its_image(tmp_path: Path) -> None:
+    packages = tmp_path / "packages"
+    own = packages / "1" / "trainer-0.1.tar.gz"
+    pool = PoolPlan(
+        "workerpool1",
+        "worker",
+        "workerpool1-",
+        2,
+        "trainer.task",
+        ("--epochs=1",),
+        package_uris=("gs://b/trainer-0.1.tar.gz",),
+        executor_image=IMAGE,
+    )
+    other = packages / "0" / "other.tar.gz"
+    downloaded = {"gs://b/other.tar.gz": other, "gs://b/trainer-0.1.tar.gz": own}
+    ran = in_image(pool, downloaded, packages)
+    assert (ran.image_uri, ran.args) == (IMAGE, ("trainer.task", "--epochs=1"))
+    assert ran.mounts == ((str(packages), f"{PACKAGES_MOUNT}:ro"),)
+    assert f"{PACKAGES_MOUNT}/1/trainer-0.1.tar.gz" in ran.command[2]
+    assert "other.tar.gz" not in ran.command[2]  # only the pool's own packages
+
+
+def test_the_entrypoint_installs_then_runs_the_module_with_its_arguments(tmp_path: Path) -> None:
+    """Run by sh with a stand-in ``python3`` that records its arguments: the order Vertex's image keeps."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text(f'#!/bin/sh\necho "$@" >> {tmp_path}/calls\n')
+    (fake / "python3").chmod(0o755)
+    command = entrypoint(["/opt/aip-local/packages/0/t 1.tar.gz"])
+    env = {"PATH": f"{fake}:/usr/bin:/bin"}
+    subprocess.run([*command, "t.task", "--a=1", "--job-dir", "gs://b/o"], env=env, check=True)
+    calls = (tmp_path / "calls").read_text().splitlines()
+    assert calls == [
+        "-m pip install --user --quiet --no-warn-script-location /opt/aip-local/packages/0/t 1.tar.gz",
+        "-m t.task --a=1 --job-dir gs://b/o",
+    ]
+
+
+def test_without_an_engine_or_with_never_no_image_is_chosen() -> None:
+    assert PrebuiltImages(None, "pull").choose(IMAGE).why == (
+        "the service has no container engine (--container-engine)"
+    )
+    engine = ContainerEngine(sys.executable, "0")  # never asked: ``never`` decides first
+    never = PrebuiltImages(engine, "never").choose(IMAGE)
+    assert (never.in_image, never.why) == (False, "aip-local serve --prebuilt-images never")
+    with pytest.raises(ValueError, match="present, pull, never"):
+        PrebuiltImages(None, "sometimes")
