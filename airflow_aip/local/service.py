@@ -137,7 +137,7 @@ class TrainingService:
             self.capacity,
             config.public_url,
             self.engine,
-            PrebuiltImages(self.engine, config.prebuilt_images),
+            PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

@@ -104,6 +104,15 @@ def test_without_command_the_images_entrypoint_runs_with_the_args(tmp_path: Path
     assert argv[-2:] == ["r/img:1", "report"]
 
 
+def test_gpu_flags_go_before_the_image(tmp_path: Path) -> None:
+    engine = ContainerEngine("/usr/bin/podman", store_key(tmp_path))
+    devices = ("--device", "nvidia.com/gpu=all")
+    argv = engine.run_argv("n", "p/j", "r/img:1", (), ("report",), [], {}, devices)
+    at = argv.index("--device")
+    assert argv[at : at + 2] == list(devices)
+    assert at < argv.index("r/img:1")
+
+
 def test_only_podman_binds_a_replicas_own_gcs_mount(tmp_path: Path) -> None:
     """docker's daemon would bind its own empty /gcs: writes would land on this disk, not in Cloud Storage."""
     assert ContainerEngine("/usr/bin/podman", store_key(tmp_path)).gcs_unavailable() is None

@@ -61,8 +61,13 @@ def test_without_an_engine_or_with_never_no_image_is_chosen() -> None:
     assert PrebuiltImages(None, "pull").choose(IMAGE).why == (
         "the service has no container engine (--container-engine)"
     )
-    engine = ContainerEngine(sys.executable, "0")  # never asked: ``never`` decides first
+    engine = ContainerEngine(sys.executable, "0")  # never asked: ``never`` and --offline decide first
     never = PrebuiltImages(engine, "never").choose(IMAGE)
     assert (never.in_image, never.why) == (False, "aip-local serve --prebuilt-images never")
+    offline = PrebuiltImages(engine, "pull", offline=True).choose(IMAGE)
+    assert (offline.in_image, offline.why) == (
+        False,
+        "aip-local serve --offline: pip in the image would need a package index",
+    )
     with pytest.raises(ValueError, match="present, pull, never"):
         PrebuiltImages(None, "sometimes")

@@ -13,7 +13,7 @@ Vertex gives a replica the GPUs its pool's ``machineSpec`` names (ml v1: the rol
 Otherwise the replica runs on the CPU, and the job's log says so once per replica (a process
 pool: once per pool, as its replicas share the machine), with the reason. The decision
 (:func:`container_gpus`, :func:`process_gpus`) takes the machine's facts as arguments;
-:func:`engine_facts` reads them, once per engine.
+:func:`engine_gpus` reads them, once per engine.
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def _docker_runtimes(binary: str) -> tuple[str, ...]:
 
 
 @functools.cache
-def engine_facts(name: str, binary: str) -> GpuAccess:
+def engine_gpus(name: str, binary: str) -> GpuAccess:
     """:func:`container_gpus` on this machine's facts, read once per engine."""
     cdi = [str(p) for p in CDI_SPECS if p.exists()] if name == "podman" else []
     runtimes = _docker_runtimes(binary) if name == "docker" else ()

@@ -28,7 +28,7 @@ from typing import Any
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
-from airflow_aip.local.executor.accelerators import engine_facts, host_gpu, process_gpus, replica_note
+from airflow_aip.local.executor.accelerators import engine_gpus, host_gpu, process_gpus, replica_note
 from airflow_aip.local.executor.containers import ContainerEngine, ImagePullError
 from airflow_aip.local.executor.environments import (
     Environment,
@@ -299,7 +299,7 @@ class JobExecution:
                     replica_note(f"Pool {pool.cluster_key}", pool.accelerators, process_gpus(host_gpu()))
                 )
                 continue
-            access = engine_facts(engine.name, engine.binary) if engine else process_gpus(False)
+            access = engine_gpus(engine.name, engine.binary) if engine else process_gpus(False)
             notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]
         return notes
 

@@ -18,7 +18,8 @@ the fallback; the job's log says which path ran and why.
   job, and a machine with no registry access pays nothing;
 - ``pull``: a missing image is pulled, as local-run does; a failed pull is remembered by the
   service process (one failed pull per image, not one per job) and the pool falls back;
-- ``never``: always the uv environment.
+- ``never``: always the uv environment (so is ``--offline``: the image's pip would need an index,
+  to build the sdist at least, where uv's cache serves the environment).
 
 A pull that fails is a fallback, never a job failure: a pre-built image is Google's, and the job
 does not depend on this machine reaching its registry.
@@ -52,11 +53,14 @@ class Choice:
 class PrebuiltImages:
     """Which pre-built images this service's engine can run, remembering those it could not pull."""
 
-    def __init__(self, engine: ContainerEngine | None, policy: str = DEFAULT_POLICY) -> None:
+    def __init__(
+        self, engine: ContainerEngine | None, policy: str = DEFAULT_POLICY, *, offline: bool = False
+    ) -> None:
         if policy not in POLICIES:
             raise ValueError(f"policy must be one of {', '.join(POLICIES)}, got {policy!r}")
         self.engine = engine
         self.policy = policy
+        self.offline = offline  # --offline: pip in the image would need the index the uv cache spares
         self._unavailable: dict[str, str] = {}  # image -> why its pull failed, for this process
         self._lock = threading.Lock()  # one pull at a time: two jobs never both pull an image
 
@@ -67,6 +71,8 @@ class PrebuiltImages:
             return Choice(False, "aip-local serve --prebuilt-images never")
         if engine is None:
             return Choice(False, "the service has no container engine (--container-engine)")
+        if self.offline:
+            return Choice(False, "aip-local serve --offline: pip in the image would need a package index")
         if engine.has_image(image):
             return Choice(True, f"{engine.name} has the image")
         if self.policy == "present":

@@ -37,7 +37,7 @@ from typing import Any
 
 from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
-from airflow_aip.local.executor.accelerators import engine_facts
+from airflow_aip.local.executor.accelerators import engine_gpus
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
@@ -325,7 +325,7 @@ class Attempt:
         name = engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
-        devices = engine_facts(engine.name, engine.binary).flags if pool.accelerators else ()
+        devices = engine_gpus(engine.name, engine.binary).flags if pool.accelerators else ()
         return engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices)
 
     def _container_gcs(self) -> bool:
