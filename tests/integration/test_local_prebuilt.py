@@ -103,3 +103,31 @@ def test_pull_tries_an_image_once_per_service_then_falls_back(
     assert whys[0].startswith("podman could not pull it: ")
     assert whys[1].startswith("its pull failed earlier in this service: ")
     assert len(whys) == 2
+
+
+def test_a_tuning_jobs_trials_run_in_the_prebuilt_image_and_report_their_metric(
+    local_service: LocalService, prebuilt_standin: str, staged_trainer: StagedTrainer
+) -> None:
+    """Each trial's replica reports through cloudml-hypertune in the image's own /tmp/hypertune."""
+    project, base = f"pre-{uuid.uuid4().hex[:8]}", _base(staged_trainer)
+    pool = _package_pool(prebuilt_standin, staged_trainer, base)
+    pool["pythonPackageSpec"].update(pythonModule="aip_test_trainer.tune", args=["--report"])
+    body = {
+        "displayName": "prebuilt-tuning",
+        "maxTrialCount": 2,
+        "parallelTrialCount": 1,
+        "studySpec": {
+            "metrics": [{"metricId": "training/hptuning/metric", "goal": "MAXIMIZE"}],
+            "parameters": [{"parameterId": "x", "discreteValueSpec": {"values": [2, 3]}}],
+            "algorithm": "GRID_SEARCH",
+        },
+        "trialJobSpec": {"workerPoolSpecs": [pool], "baseOutputDirectory": {"outputUriPrefix": base}},
+    }
+    tuning = aiplatform(local_service.url).projects().locations().hyperparameterTuningJobs()
+    created = tuning.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
+    done = wait_for_job(tuning, created["name"], VERTEX_TERMINAL, timeout=300)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", "\n".join(_log(local_service.url, project, done))
+    finals = sorted(t["finalMeasurement"]["metrics"][0]["value"] for t in done["trials"])
+    assert finals == [-1.0, 0.0]  # -(x - 3)^2 for x = 2, 3 ("bad": no bonus)
+    for trial in done["trials"]:
+        assert staged_trainer.read_json(f"{base}/{trial['id']}/model/report.json")["prefix"] == "/usr"
