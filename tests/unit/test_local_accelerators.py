@@ -6,7 +6,13 @@ The facts (which NVIDIA CDI specs exist, which runtimes ``docker info`` lists, w
 
 from __future__ import annotations
 
-from airflow_aip.local.executor.accelerators import container_gpus, process_gpus, replica_note
+from airflow_aip.local.executor.accelerators import (
+    accelerator_notes,
+    container_gpus,
+    process_gpus,
+    replica_note,
+)
+from airflow_aip.local.executor.plans import PoolPlan
 
 
 def test_podman_passes_the_gpus_when_an_nvidia_cdi_spec_exists() -> None:
@@ -45,3 +51,13 @@ def test_a_process_sees_a_gpu_only_if_this_machine_has_one() -> None:
         "Pool workerpool1 asks for 4 x NVIDIA_TESLA_T4 and will run on the CPU: "
         "this machine has no GPU (/dev/nvidia0 is absent)"
     )
+
+
+def test_a_process_pool_is_noted_once_and_a_pool_without_accelerators_not_at_all() -> None:
+    pools = [
+        PoolPlan("workerpool0", "chief", "workerpool0-", 1, "t", accelerators="1 x NVIDIA_TESLA_T4"),
+        PoolPlan("workerpool1", "worker", "workerpool1-", 3, "t"),
+    ]
+    notes = accelerator_notes(pools, None)
+    assert len(notes) == 1
+    assert notes[0].startswith("Pool workerpool0 asks for 1 x NVIDIA_TESLA_T4")

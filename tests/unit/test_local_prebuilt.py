@@ -13,8 +13,14 @@ from pathlib import Path
 import pytest
 
 from airflow_aip.local.executor.containers import ContainerEngine
-from airflow_aip.local.executor.plans import PoolPlan
-from airflow_aip.local.executor.prebuilt import PACKAGES_MOUNT, PrebuiltImages, entrypoint, in_image
+from airflow_aip.local.executor.plans import PoolPlan, ml_plan, vertex_plan
+from airflow_aip.local.executor.prebuilt import (
+    PACKAGES_MOUNT,
+    PrebuiltImages,
+    choose_paths,
+    entrypoint,
+    in_image,
+)
 
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
 
@@ -71,3 +77,38 @@ def test_without_an_engine_or_with_never_no_image_is_chosen() -> None:
     )
     with pytest.raises(ValueError, match="present, pull, never"):
         PrebuiltImages(None, "sometimes")
+
+
+def test_each_package_pool_says_which_path_it_takes(tmp_path: Path) -> None:
+    """A custom container stays as it is; package pools without an engine stay in their environment."""
+    package = {"executorImageUri": IMAGE, "packageUris": ["gs://b/t.tar.gz"], "pythonModule": "t.task"}
+    container = {"imageUri": "r/img:1"}
+    record = {
+        "kind": "customJobs",
+        "jobId": "1",
+        "location": "us-central1",
+        "projectNumber": "7",
+        "resource": {
+            "jobSpec": {
+                "workerPoolSpecs": [
+                    {"machineSpec": {}, "replicaCount": "1", "pythonPackageSpec": package},
+                    {"machineSpec": {}, "replicaCount": "1", "containerSpec": container},
+                ]
+            }
+        },
+    }
+    plan = vertex_plan(record)
+    downloaded = {"gs://b/t.tar.gz": tmp_path / "0" / "t.tar.gz"}
+    same, notes = choose_paths(plan, PrebuiltImages(None), downloaded, tmp_path)
+    assert same.pools == plan.pools
+    assert notes == [
+        f"Pool workerpool0 runs in a virtual environment, not in {IMAGE}: "
+        "the service has no container engine (--container-engine)"
+    ]
+    ml = ml_plan(
+        "p", {"jobId": "j", "trainingInput": {"packageUris": ["gs://b/t.tar.gz"], "pythonModule": "t"}}
+    )
+    assert choose_paths(ml, PrebuiltImages(None), downloaded, tmp_path)[1] == [
+        "Pool master runs in a virtual environment: AI Platform's runtimeVersion names no image that can be "
+        "run here"
+    ]

@@ -24,6 +24,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_aip.local.executor.containers import ContainerEngine
+from airflow_aip.local.executor.plans import PoolPlan
+
 CDI_SPECS = (Path("/etc/cdi/nvidia.yaml"), Path("/var/run/cdi/nvidia.yaml"))
 HOST_GPU = Path("/dev/nvidia0")
 
@@ -98,3 +101,19 @@ def replica_note(replica: str, accelerators: str, access: GpuAccess) -> str:
     if access.passed:
         return f"{replica} asks for {accelerators}: {access.why}"
     return f"{replica} asks for {accelerators} and will run on the CPU: {access.why}"
+
+
+def accelerator_notes(pools: Sequence[PoolPlan], engine: ContainerEngine | None) -> list[str]:
+    """Once per container replica (once per process pool) that asks for accelerators: GPU or CPU."""
+    notes = []
+    for pool in pools:
+        if not pool.accelerators:
+            continue
+        if not pool.image_uri or engine is None:
+            notes.append(
+                replica_note(f"Pool {pool.cluster_key}", pool.accelerators, process_gpus(host_gpu()))
+            )
+            continue
+        access = engine_gpus(engine.name, engine.binary)
+        notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]
+    return notes

@@ -28,7 +28,7 @@ from typing import Any
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
-from airflow_aip.local.executor.accelerators import engine_gpus, host_gpu, process_gpus, replica_note
+from airflow_aip.local.executor.accelerators import accelerator_notes
 from airflow_aip.local.executor.containers import ContainerEngine, ImagePullError
 from airflow_aip.local.executor.environments import (
     Environment,
@@ -39,7 +39,7 @@ from airflow_aip.local.executor.environments import (
 from airflow_aip.local.executor.gcs_mount import mount_failure, mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
-from airflow_aip.local.executor.prebuilt import PrebuiltImages, in_image
+from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.executor.runner import Attempt, AttemptOutcome, AttemptSpec, logs_url
@@ -228,13 +228,16 @@ class JobExecution:
         downloaded = self._download(plan)
         if downloaded is None:
             return None
-        plan = self._choose_paths(plan, downloaded)
+        plan, paths = choose_paths(plan, self.settings.prebuilt, downloaded, self.dir / "packages")
+        for note in paths:
+            self.log.service(note)
         unmountable = mount_unavailable() if plan.gcs_mount else None
         if plan.gcs_mount and plan.images and self.settings.engine is not None and unmountable is None:
             unmountable = self.settings.engine.gcs_unavailable()
         processes = any(not p.image_uri for p in plan.pools)
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
-        for note in [n for n in (unmountable, shared_tmp) if n] + self._accelerator_notes(plan):
+        gpus = accelerator_notes(plan.pools, self.settings.engine)
+        for note in [n for n in (unmountable, shared_tmp) if n] + gpus:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None
@@ -255,53 +258,13 @@ class JobExecution:
         try:
             paths = download_packages(uris, self.dir / "packages", self.settings.storage_url)
         except PreparationError as exc:
-            self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+            if self.control.should_stop():
+                self._cancelled()
+            else:
+                self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
             return None
         self.log.service(f"Downloaded {len(paths)} package(s): {', '.join(uris)}")
         return dict(zip(uris, paths, strict=True))
-
-    def _choose_paths(self, plan: ExecutionPlan, downloaded: dict[str, Path]) -> ExecutionPlan:
-        """Each package pool in its pre-built image, or in an environment; the log says which and why."""
-        prebuilt, pools = self.settings.prebuilt, []
-        for pool in plan.pools:
-            if pool.image_uri or not pool.python_module:
-                pools.append(pool)
-            elif not pool.executor_image:  # ml v1: a runtimeVersion, no image anyone can run
-                self.log.service(
-                    f"Pool {pool.cluster_key} runs in a virtual environment: AI Platform's runtimeVersion "
-                    "names no image that can be run here"
-                )
-                pools.append(pool)
-            else:
-                choice = prebuilt.choose(pool.executor_image) if prebuilt else None
-                image = pool.executor_image
-                if choice is not None and choice.in_image:
-                    self.log.service(
-                        f"Pool {pool.cluster_key} runs in its pre-built image {image} ({choice.why})"
-                    )
-                    pools.append(in_image(pool, downloaded, self.dir / "packages"))
-                    continue
-                why = choice.why if choice else "the service chooses no pre-built images"
-                self.log.service(
-                    f"Pool {pool.cluster_key} runs in a virtual environment, not in {image}: {why}"
-                )
-                pools.append(pool)
-        return dataclasses.replace(plan, pools=tuple(pools))
-
-    def _accelerator_notes(self, plan: ExecutionPlan) -> list[str]:
-        """Once per container replica (once per process pool) that asks for accelerators: GPU or CPU."""
-        engine, notes = self.settings.engine, []
-        for pool in plan.pools:
-            if not pool.accelerators:
-                continue
-            if not pool.image_uri:
-                notes.append(
-                    replica_note(f"Pool {pool.cluster_key}", pool.accelerators, process_gpus(host_gpu()))
-                )
-                continue
-            access = engine_gpus(engine.name, engine.binary) if engine else process_gpus(False)
-            notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]
-        return notes
 
     def _pull(self, images: tuple[str, ...]) -> bool:
         """Every image the engine will run, pulled unless it has it; False once the job failed.

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from airflow_aip.local.executor.containers import ContainerEngine, ImagePullError
-from airflow_aip.local.executor.plans import PoolPlan
+from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan
 
 POLICIES = ("present", "pull", "never")
 DEFAULT_POLICY = "present"
@@ -117,3 +117,32 @@ def in_image(pool: PoolPlan, downloaded: Mapping[str, Path], packages_dir: Path)
         args=(pool.python_module, *pool.args),
         mounts=(*pool.mounts, (str(packages_dir), f"{PACKAGES_MOUNT}:ro")),
     )
+
+
+def choose_paths(
+    plan: ExecutionPlan, prebuilt: PrebuiltImages | None, downloaded: Mapping[str, Path], packages_dir: Path
+) -> tuple[ExecutionPlan, list[str]]:
+    """Each package pool in its pre-built image, or left to its environment; the log's line for each."""
+    pools, notes = [], []
+    for pool in plan.pools:
+        image = pool.executor_image
+        if pool.image_uri or not pool.python_module:
+            pools.append(pool)
+            continue
+        if not image:  # ml v1: a runtimeVersion, no image anyone can run
+            notes.append(
+                f"Pool {pool.cluster_key} runs in a virtual environment: AI Platform's runtimeVersion "
+                "names no image that can be run here"
+            )
+            pools.append(pool)
+            continue
+        choice = prebuilt.choose(image) if prebuilt else Choice(False, "the service runs no pre-built images")
+        if choice.in_image:
+            notes.append(f"Pool {pool.cluster_key} runs in its pre-built image {image} ({choice.why})")
+            pools.append(in_image(pool, downloaded, packages_dir))
+        else:
+            notes.append(
+                f"Pool {pool.cluster_key} runs in a virtual environment, not in {image}: {choice.why}"
+            )
+            pools.append(pool)
+    return dataclasses.replace(plan, pools=tuple(pools)), notes
