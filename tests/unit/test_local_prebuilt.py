@@ -112,3 +112,22 @@ def test_each_package_pool_says_which_path_it_takes(tmp_path: Path) -> None:
         "Pool master runs in a virtual environment: AI Platform's runtimeVersion names no image that can be "
         "run here"
     ]
+
+
+def test_pull_asks_the_engine_once_per_image_and_present_never_pulls(tmp_path: Path) -> None:
+    """A stand-in ``podman`` that has no image and cannot pull one records what it was asked."""
+    calls = tmp_path / "calls"
+    podman = tmp_path / "podman"
+    podman.write_text(f'#!/bin/sh\necho "$1" >> {calls}\nexit 1\n')
+    podman.chmod(0o755)
+    engine = ContainerEngine(str(podman), "0")
+    pulling = PrebuiltImages(engine, "pull")
+    first, second = pulling.choose(IMAGE), pulling.choose(IMAGE)
+    assert (first.in_image, second.in_image) == (False, False)
+    assert first.why.startswith("podman could not pull it: ")
+    assert second.why.startswith("its pull failed earlier in this service: ")
+    assert calls.read_text().split() == ["image", "pull", "image"]  # inspect, pull; then inspect only
+    calls.unlink()
+    present = PrebuiltImages(engine, "present").choose(IMAGE)
+    assert present.why.startswith("podman has no such image and --prebuilt-images present pulls none")
+    assert calls.read_text().split() == ["image"]

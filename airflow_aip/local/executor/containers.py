@@ -120,12 +120,20 @@ class ContainerEngine:
         """Pull ``image`` unless the engine has it; True if it was pulled. ImagePullError if it cannot be."""
         if self.has_image(image):
             return False
+        self.pull(image)
+        return True
+
+    def pull(self, image: str, timeout: float = 600) -> None:
+        """Pull ``image``; ImagePullError if it cannot be (one longer than ``timeout`` seconds is
+        stopped: a pull that hangs must not hold the job)."""
         insecure = ["--tls-verify=false"] if self.name == "podman" and loopback_registry(image) else []
-        done = self._run("pull", "--quiet", *insecure, image)
+        try:
+            done = self._run("pull", "--quiet", *insecure, image, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ImagePullError(f"{self.name} pull took longer than {timeout:g} s") from exc
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             raise ImagePullError(lines[-1] if lines else f"{self.name} pull exited {done.returncode}")
-        return True
 
     def container_name(self, project: str, job_id: str, task: str, trial: str | None) -> str:
         """A name unique on this machine: the data dir's key, the job, the replica and the trial."""

@@ -40,6 +40,7 @@ from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan
 POLICIES = ("present", "pull", "never")
 DEFAULT_POLICY = "present"
 PACKAGES_MOUNT = "/opt/aip-local/packages"
+PULL_TIMEOUT = 3600.0  # a pre-built image is GBs: an hour, then the pool falls back
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ class PrebuiltImages:
             if image in self._unavailable:
                 return Choice(False, f"its pull failed earlier in this service: {self._unavailable[image]}")
             try:
-                engine.ensure_image(image)
+                engine.pull(image, PULL_TIMEOUT)
             except ImagePullError as exc:
                 self._unavailable[image] = str(exc)
                 return Choice(False, f"{engine.name} could not pull it: {exc}")
