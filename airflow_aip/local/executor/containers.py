@@ -16,6 +16,10 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
   restarted service removes whatever its data dir's jobs left running
   (:meth:`ContainerEngine.remove_left_over`).
 
+A ``pythonPackageSpec`` pool whose pre-built image the engine has runs the same way
+(:mod:`.prebuilt`); a replica asking for accelerators gets the engine's GPU flags
+(:mod:`.accelerators`), if it has any.
+
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
 over plain HTTP, as docker allows by default); one the engine cannot pull fails the job. The
 sandbox this project grew up in caps rlimits, so every run asks for no more than the service has

@@ -106,7 +106,7 @@ class ExecutionPlan:
 
     job_id: str
     project_env: str  # CLOUD_ML_PROJECT_ID (the project number on Vertex)
-    package_uris: tuple[str, ...]
+    package_uris: tuple[str, ...]  # every pool's, each once; each pool installs its own (PoolPlan)
     pools: tuple[PoolPlan, ...]
     job_json: Mapping[str, Any]  # TF_CONFIG / CLUSTER_SPEC "job"
     output_base: str | None = None  # AIP_MODEL_DIR... live under it
