@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
         "if one works here; none answers such jobs 400",
     )
     serve.add_argument(
+        "--prebuilt-images",
+        choices=("present", "pull", "never"),
+        default=os.environ.get("AIP_LOCAL_PREBUILT_IMAGES") or "present",
+        help="a pythonPackageSpec pool runs in its executorImageUri's real image on the container engine: "
+        "present (default) when the engine already holds it, pull also pulls a missing one (multi-GB; a "
+        "failed pull falls back once per service), never: always the virtual environment",
+    )
+    serve.add_argument(
         "--offline",
         action="store_true",
         help="install job packages from the local cache only, never an index",
@@ -216,6 +224,7 @@ def serve(args: argparse.Namespace) -> int:
             public_url=endpoint,
             allow_python_mismatch=args.allow_python_mismatch,
             container_engine=args.container_engine,
+            prebuilt_images=args.prebuilt_images,
         )
         service = TrainingService(config).start()
         try:

@@ -41,6 +41,7 @@ from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
 from airflow_aip.local.executor.plans import VERTEX_KINDS
+from airflow_aip.local.executor.prebuilt import PrebuiltImages
 from airflow_aip.local.executor.processes import kill_group
 from airflow_aip.local.executor.trials import without_report_times
 from airflow_aip.local.log_entries import JobLog
@@ -84,6 +85,8 @@ class ServiceConfig:
     # --container-engine (default auto there): podman, docker, auto or none (executor/containers.py).
     # None here, so a service built in-process (the unit tests) never runs an engine's CLI.
     container_engine: str = "none"
+    # --prebuilt-images: present (default), pull or never (executor/prebuilt.py).
+    prebuilt_images: str = "present"
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -129,7 +132,12 @@ class TrainingService:
         self.permissions = Permissions(config.permissions)  # local/permissions.py
         self.engine = find_engine(config.container_engine, config.data_dir)
         self.settings = ExecutionSettings(
-            config.storage_url, config.poll_interval, self.capacity, config.public_url, self.engine
+            config.storage_url,
+            config.poll_interval,
+            self.capacity,
+            config.public_url,
+            self.engine,
+            PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

@@ -16,11 +16,19 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.local.executor.accelerators import CDI_SPECS
 from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.store import project_number
 from tests.fixtures.containers import containers_of, push, untag
-from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer, wait_for_job, wait_for_state
+from tests.fixtures.local_service import (
+    LocalService,
+    Restarts,
+    StagedTrainer,
+    log_entries,
+    wait_for_job,
+    wait_for_state,
+)
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, sdk_with_objects, vertex_sdk
 
 pytestmark = pytest.mark.integration
@@ -343,3 +351,28 @@ def test_sdk_from_local_script_runs_in_a_custom_image(
         job.run(sync=True)
         assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
     assert staged_trainer.read_json(f"{out}model/script.json") == {"argv": ["--epochs=1"]}
+
+
+@pytest.mark.usefixtures("none_left")
+def test_a_replica_asking_for_a_gpu_runs_on_the_cpu_and_its_log_says_why(
+    local_service: LocalService, trainer_images: Mapping[str, str], project: str, out: str
+) -> None:
+    """No GPU on this machine, so no NVIDIA CDI spec for podman: the log says so once for the replica."""
+    if any(spec.exists() for spec in CDI_SPECS):
+        pytest.skip("this machine has an NVIDIA CDI spec: podman passes its GPUs")
+    pool = _pool(trainer_images["master"], "report")
+    pool["machineSpec"] = {
+        "machineType": "n1-standard-4",
+        "acceleratorType": "NVIDIA_TESLA_T4",
+        "acceleratorCount": 1,
+    }
+    job = _create(local_service.url, project, [pool], out)
+    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
+    number, job_id = _label(job["name"]).split("/")
+    lines = [str(e["textPayload"]) for e in log_entries(local_service.url, number, job_id)]
+    said = [line for line in lines if line.startswith("workerpool0-0 asks for 1 x NVIDIA_TESLA_T4")]
+    assert said == [
+        "workerpool0-0 asks for 1 x NVIDIA_TESLA_T4 and will run on the CPU: no GPU can be passed: podman "
+        "has no NVIDIA CDI spec (/etc/cdi/nvidia.yaml or /var/run/cdi/nvidia.yaml; nvidia-ctk writes it)"
+    ]

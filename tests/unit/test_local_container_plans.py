@@ -104,6 +104,15 @@ def test_without_command_the_images_entrypoint_runs_with_the_args(tmp_path: Path
     assert argv[-2:] == ["r/img:1", "report"]
 
 
+def test_gpu_flags_go_before_the_image(tmp_path: Path) -> None:
+    engine = ContainerEngine("/usr/bin/podman", store_key(tmp_path))
+    devices = ("--device", "nvidia.com/gpu=all")
+    argv = engine.run_argv("n", "p/j", "r/img:1", (), ("report",), [], {}, devices)
+    at = argv.index("--device")
+    assert argv[at : at + 2] == list(devices)
+    assert at < argv.index("r/img:1")
+
+
 def test_only_podman_binds_a_replicas_own_gcs_mount(tmp_path: Path) -> None:
     """docker's daemon would bind its own empty /gcs: writes would land on this disk, not in Cloud Storage."""
     assert ContainerEngine("/usr/bin/podman", store_key(tmp_path)).gcs_unavailable() is None
@@ -131,3 +140,39 @@ def test_a_container_asks_for_no_more_open_files_than_the_service_has() -> None:
     assert flags[-2:] == ["--ulimit", "nproc=1024:1024"]
     if resource.RLIM_INFINITY not in (soft, hard):
         assert flags[:2] == ["--ulimit", f"nofile={soft}:{hard}"]
+
+
+def test_each_vertex_pool_keeps_its_own_packages_and_accelerators() -> None:
+    """On Vertex each pool installs only its pythonPackageSpec.packageUris: no merged environment."""
+    t4 = {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}
+    worker = dict(PACKAGE, packageUris=["gs://b/other.tar.gz"])
+    plan = vertex_plan(
+        _vertex(
+            {"machineSpec": t4, "replicaCount": "1", "pythonPackageSpec": PACKAGE},
+            {"machineSpec": {}, "replicaCount": "2", "pythonPackageSpec": worker},
+            {"machineSpec": {}, "replicaCount": "1", "pythonPackageSpec": PACKAGE},
+        )
+    )
+    assert [p.package_uris for p in plan.pools] == [
+        ("gs://b/t.tar.gz",),
+        ("gs://b/other.tar.gz",),
+        ("gs://b/t.tar.gz",),
+    ]
+    assert plan.package_sets == (("gs://b/t.tar.gz",), ("gs://b/other.tar.gz",))  # one environment each
+    assert [p.accelerators for p in plan.pools] == ["2 x NVIDIA_TESLA_T4", "", ""]
+    assert plan.primary.executor_image == PACKAGE["executorImageUri"]
+
+
+def test_ml_roles_share_the_jobs_packages_and_name_their_own_accelerators() -> None:
+    ti = {
+        "scaleTier": "CUSTOM",
+        "masterType": "n1-standard-4",
+        "workerCount": "1",
+        "packageUris": ["gs://b/t.tar.gz"],
+        "pythonModule": "t.task",
+        "masterConfig": {"acceleratorConfig": {"count": "1", "type": "NVIDIA_TESLA_P100"}},
+    }
+    plan = ml_plan("p", {"jobId": "j", "trainingInput": ti})
+    assert [p.package_uris for p in plan.pools] == [("gs://b/t.tar.gz",), ("gs://b/t.tar.gz",)]
+    assert [p.accelerators for p in plan.pools] == ["1 x NVIDIA_TESLA_P100", ""]
+    assert plan.primary.executor_image == ""  # a runtimeVersion names no image to run

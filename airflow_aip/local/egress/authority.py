@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,13 +51,22 @@ class Authority:
 
 
 def _public_roots() -> bytes:
-    """The roots a replica trusts anyway: certifi's (what requests uses), else the system's."""
+    """The roots a replica trusts anyway: certifi's (what requests uses), else the system's; then
+    those the service's own environment names (``SSL_CERT_FILE``, ``REQUESTS_CA_BUNDLE``). A machine
+    behind a TLS-inspecting proxy names its root there: a replica's pip, in a container too, reaches
+    PyPI through it as the service's uv does, as from a Vertex VM it reaches PyPI directly."""
     try:
         import certifi
 
-        return Path(certifi.where()).read_bytes()
+        roots = Path(certifi.where()).read_bytes()
     except ImportError:  # pragma: no cover - certifi comes with requests, which google-auth needs
-        return Path("/etc/ssl/certs/ca-certificates.crt").read_bytes()
+        roots = Path("/etc/ssl/certs/ca-certificates.crt").read_bytes()
+    for variable in ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE"):
+        named = Path(os.environ.get(variable) or "/nonexistent")
+        extra = named.read_bytes() if named.is_file() else b""
+        if extra and extra not in roots:
+            roots += b"\n" + extra
+    return roots
 
 
 def _name(common: str) -> x509.Name:

@@ -16,6 +16,10 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
   restarted service removes whatever its data dir's jobs left running
   (:meth:`ContainerEngine.remove_left_over`).
 
+A ``pythonPackageSpec`` pool whose pre-built image the engine has runs the same way
+(:mod:`.prebuilt`); a replica asking for accelerators gets the engine's GPU flags
+(:mod:`.accelerators`), if it has any.
+
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
 over plain HTTP, as docker allows by default); one the engine cannot pull fails the job. The
 sandbox this project grew up in caps rlimits, so every run asks for no more than the service has
@@ -112,16 +116,28 @@ class ContainerEngine:
             [self.binary, *argv], capture_output=True, text=True, timeout=timeout, check=False
         )
 
+    def has_image(self, image: str) -> bool:
+        """Whether the engine holds ``image`` already (no pull)."""
+        return self._run("image", "inspect", image, timeout=60).returncode == 0
+
     def ensure_image(self, image: str) -> bool:
         """Pull ``image`` unless the engine has it; True if it was pulled. ImagePullError if it cannot be."""
-        if self._run("image", "inspect", image, timeout=60).returncode == 0:
+        if self.has_image(image):
             return False
+        self.pull(image)
+        return True
+
+    def pull(self, image: str, timeout: float = 600) -> None:
+        """Pull ``image``; ImagePullError if it cannot be (one longer than ``timeout`` seconds is
+        stopped: a pull that hangs must not hold the job)."""
         insecure = ["--tls-verify=false"] if self.name == "podman" and loopback_registry(image) else []
-        done = self._run("pull", "--quiet", *insecure, image)
+        try:
+            done = self._run("pull", "--quiet", *insecure, image, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            raise ImagePullError(f"{self.name} pull took longer than {timeout:g} s") from exc
         if done.returncode != 0:
             lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
             raise ImagePullError(lines[-1] if lines else f"{self.name} pull exited {done.returncode}")
-        return True
 
     def container_name(self, project: str, job_id: str, task: str, trial: str | None) -> str:
         """A name unique on this machine: the data dir's key, the job, the replica and the trial."""
@@ -137,9 +153,12 @@ class ContainerEngine:
         args: Sequence[str],
         env_names: Sequence[str],
         mounts: Mapping[str, str],
+        devices: Sequence[str] = (),
     ) -> list[str]:
-        """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment."""
+        """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment;
+        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`)."""
         argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *ulimits()]
+        argv += devices
         argv += ["--label", f"{JOB_LABEL}={job}", "--label", f"{STORE_LABEL}={self.store}"]
         for source, target in mounts.items():
             argv += ["--volume", f"{source}:{target}"]

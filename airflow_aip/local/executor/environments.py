@@ -11,6 +11,10 @@ runtime version's packages the same way. A trainer that imports what its image s
 declared (``google.cloud.storage``) runs, as on Google; one that imports what no image ships
 fails here as it would there, with ``ModuleNotFoundError``.
 
+Where the container engine holds the image itself, the pool runs in it instead
+(:mod:`.prebuilt`); an environment is the fallback. Each pool's environment holds its own
+``packageUris`` only, as each Vertex pool installs its own: pools with the same list share one.
+
 The *host* runtime (``aip-local serve --runtime host``) is the old, lenient one: a venv whose
 ``.pth`` adds the service's own site-packages, for machines with no package index at all.
 

@@ -28,6 +28,7 @@ from typing import Any
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.capacity import RegionCapacity
 from airflow_aip.local.clock import now, parse_rfc3339, rfc3339
+from airflow_aip.local.executor.accelerators import accelerator_notes
 from airflow_aip.local.executor.containers import ContainerEngine, ImagePullError
 from airflow_aip.local.executor.environments import (
     Environment,
@@ -38,6 +39,7 @@ from airflow_aip.local.executor.environments import (
 from airflow_aip.local.executor.gcs_mount import mount_failure, mount_unavailable
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
+from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.executor.runner import Attempt, AttemptOutcome, AttemptSpec, logs_url
@@ -94,6 +96,7 @@ class ExecutionSettings:
     capacity: RegionCapacity | None = None  # quotas, stockouts, Flex-Start, Spot: local/capacity.py
     public_url: str = ""  # the service's own URL: a failed job's message links its logs there
     engine: ContainerEngine | None = None  # runs custom containers (.containers); None: there is none
+    prebuilt: PrebuiltImages | None = None  # package pools in their pre-built image (.prebuilt); None: never
 
 
 class JobExecution:
@@ -188,9 +191,10 @@ class JobExecution:
             return self._finish(JobState.FAILED, failure[0], **failure[1])
         if self.control.should_stop():
             return self._cancelled()
-        python = self._prepare(plan)
-        if python is None:
+        prepared = self._prepare(plan)
+        if prepared is None:
             return None
+        plan, pythons = prepared
         if self._wait_expired(job, plan) or self.control.should_stop():
             return self._cancelled()
         running_since = {plan.running_since_field: rfc3339()} if plan.running_since_field else {}
@@ -209,26 +213,58 @@ class JobExecution:
         with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))
             if plan.tuning is not None:
-                return self._tune(plan, python, gate)
-            return self._train(plan, python, gate)
+                return self._tune(plan, pythons, gate)
+            return self._train(plan, pythons, gate)
 
-    def _prepare(self, plan: ExecutionPlan) -> Path | None:
-        """The job's Python, saying in the log what differs from Vertex; None once the job ended.
+    def _prepare(self, plan: ExecutionPlan) -> tuple[ExecutionPlan, dict[str, Path]] | None:
+        """The plan as it runs (package pools in their pre-built image where it can be had) and each
+        process pool's Python, saying in the log what differs from Vertex; None once the job ended.
 
         A custom container's image is pulled here, before RUNNING; a pull failure fails the job.
+        A package pool's image that cannot be had is no failure: the pool runs in its environment.
         """
+        for note in plan.notes:
+            self.log.service(note)
+        downloaded = self._download(plan)
+        if downloaded is None:
+            return None
+        plan, paths = choose_paths(plan, self.settings.prebuilt, downloaded, self.dir / "packages")
+        for note in paths:
+            self.log.service(note)
         unmountable = mount_unavailable() if plan.gcs_mount else None
         if plan.gcs_mount and plan.images and self.settings.engine is not None and unmountable is None:
             unmountable = self.settings.engine.gcs_unavailable()
-        shared_tmp = private_tmp_unavailable() if plan.tuning is not None and not plan.images else None
-        for note in (*plan.notes, *(n for n in (unmountable, shared_tmp) if n)):
+        processes = any(not p.image_uri for p in plan.pools)
+        shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
+        gpus = accelerator_notes(plan.pools, self.settings.engine)
+        for note in [n for n in (unmountable, shared_tmp) if n] + gpus:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None
-        if not plan.package_uris:  # containers only: no package environment to build
-            return Path(sys.executable)
-        env = self._environment(plan)
-        return env.python if env is not None else None
+        pythons: dict[str, Path] = {}
+        for uris in plan.package_sets:
+            pools = [p.cluster_key for p in plan.pools if not p.image_uri and p.package_uris == uris]
+            env = self._environment(plan, [downloaded[u] for u in uris], pools)
+            if env is None:
+                return None
+            pythons.update(dict.fromkeys(pools, env.python))
+        return plan, pythons
+
+    def _download(self, plan: ExecutionPlan) -> dict[str, Path] | None:
+        """Every pool's packages, each URI once: ``uri -> file``; None once the job failed."""
+        uris = list(dict.fromkeys(u for p in plan.pools for u in p.package_uris))
+        if not uris:
+            return {}
+        try:
+            paths = download_packages(uris, self.dir / "packages", self.settings.storage_url)
+        except PreparationError as exc:
+            if self.control.should_stop():
+                self._cancelled()
+            else:
+                self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+            return None
+        self.log.service(f"Downloaded {len(paths)} package(s): {', '.join(uris)}")
+        return dict(zip(uris, paths, strict=True))
 
     def _pull(self, images: tuple[str, ...]) -> bool:
         """Every image the engine will run, pulled unless it has it; False once the job failed.
@@ -247,11 +283,10 @@ class JobExecution:
             self.log.service(f"Image {image} {'pulled' if pulled else 'found locally'} ({engine.name})")
         return True
 
-    def _environment(self, plan: ExecutionPlan) -> Environment | None:
-        uris = list(plan.package_uris)
+    def _environment(self, plan: ExecutionPlan, packages: list[Path], pools: list[str]) -> Environment | None:
+        """The environment of one set of packages (the pools installing just these); None once failed."""
+        whose = ", ".join(pools)
         try:
-            packages = download_packages(uris, self.dir / "packages", self.settings.storage_url)
-            self.log.service(f"Downloaded {len(packages)} package(s): {', '.join(uris)}")
             pip = PipOutput(f"{self.project}/{self.job_id}")
             env = self.envs.prepare(packages, pip, self.control.should_stop, plan.runtime)
         except PreparationError as exc:
@@ -263,22 +298,24 @@ class JobExecution:
         for note in env.notes:
             self.log.service(note)
         if env.cache_hit:
-            self.log.service(f"Package environment {env.key} reused from the cache (cache hit)")
+            self.log.service(f"Package environment {env.key} of {whose} reused from the cache (cache hit)")
         else:
-            self.log.service(f"Package environment {env.key} built (cache miss): {pip.summary()}")
+            self.log.service(f"Package environment {env.key} of {whose} built (cache miss): {pip.summary()}")
         return env
 
     def _spec(
-        self, plan: ExecutionPlan, python: Path, trial: str | None, hp: dict[str, str] | None
+        self, plan: ExecutionPlan, pythons: dict[str, Path], trial: str | None, hp: dict[str, str] | None
     ) -> AttemptSpec:
         work = self.dir / "work" / (f"trial-{trial}" if trial else "job")
         base = self.settings.public_url
         link = logs_url(base, self.project, self.job_id) if base else ""
-        engine, project = self.settings.engine, self.project
-        return AttemptSpec(plan, python, work, self.settings.storage_url, trial, hp, link, engine, project)
+        engine, project, python = self.settings.engine, self.project, Path(sys.executable)
+        return AttemptSpec(
+            plan, python, work, self.settings.storage_url, trial, hp, link, engine, project, pythons
+        )
 
-    def _train(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
-        attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)
+    def _train(self, plan: ExecutionPlan, pythons: dict[str, Path], gate: Provisioning | None = None) -> None:
+        attempt = Attempt(self._spec(plan, pythons, None, None), self.log.replica)
         self.store.set_processes(self.project, self.job_id, attempt.refs())
         spot = gate.spot_watch(self.job_id) if gate is not None else None
         while (outcome := attempt.poll()) is None:
@@ -290,7 +327,7 @@ class JobExecution:
                 failure = spot.preempted(attempt.primary, len(attempt.processes))
                 if failure is not None:
                     return self._finish(JobState.FAILED, failure[0], **failure[1])
-                attempt = Attempt(self._spec(plan, python, None, None), self.log.replica)
+                attempt = Attempt(self._spec(plan, pythons, None, None), self.log.replica)
                 self.store.set_processes(self.project, self.job_id, attempt.refs())
             time.sleep(self.settings.poll_interval)
         if outcome.succeeded:
@@ -306,11 +343,11 @@ class JobExecution:
         link = outcome.logs_url
         return f"{unmounted}." + (f" To find out more please check the logs: {link}" if link else "")
 
-    def _tune(self, plan: ExecutionPlan, python: Path, gate: Provisioning | None = None) -> None:
+    def _tune(self, plan: ExecutionPlan, pythons: dict[str, Path], gate: Provisioning | None = None) -> None:
         spec, tag = plan.tuning or {}, plan.metric_tag
 
         def start(trial_id: str, hp: dict[str, str]) -> Attempt:
-            return Attempt(self._spec(plan, python, trial_id, hp), self.log.replica)
+            return Attempt(self._spec(plan, pythons, trial_id, hp), self.log.replica)
 
         def publish(output: dict[str, Any]) -> None:
             self.store.update(self.project, self.job_id, lambda job: job.update(trainingOutput=output))

@@ -10,8 +10,11 @@ API face stores its job as it answers it, and this module turns a stored job int
   ``baseOutputDirectory``, ``scheduling.timeout`` failing the job, ``studySpec`` translated to
   the tuner's search spec once (:func:`airflow_aip.jobs.vertex.study.search_spec`).
 
-``executorImageUri`` is recorded but not run: locally a package runs in a venv of this machine's
-Python (:mod:`.environments`), not in that image. A custom container (Vertex's ``containerSpec``,
+Each package pool carries its own ``packageUris`` (Vertex installs only those in its replicas; ml v1
+has one list for every role) and its ``executorImageUri``: the executor runs it in that image when
+the container engine holds it (:mod:`.prebuilt`), else in a venv of this machine's Python
+(:mod:`.environments`). A pool's accelerators (``machineSpec``, ml v1's ``acceleratorConfig``)
+are recorded for :mod:`.accelerators`. A custom container (Vertex's ``containerSpec``,
 ml v1's ``imageUri`` per role, each falling back to ``masterConfig``'s as AI Platform did) is run
 (:mod:`.containers`): its pool carries ``image_uri``, ``command`` and ``args``.
 """
@@ -88,6 +91,10 @@ class PoolPlan:
     in_cluster: bool = True
     image_uri: str = ""  # a custom container's image: the replica runs in it (.containers)
     command: tuple[str, ...] = ()  # its entrypoint, replaced ("" keeps the image's)
+    package_uris: tuple[str, ...] = ()  # what its replicas pip-install: its own pool's only
+    executor_image: str = ""  # a package pool's executorImageUri (Vertex), run in it if the engine has it
+    accelerators: str = ""  # "2 x NVIDIA_TESLA_T4" when the pool asks for accelerators
+    mounts: tuple[tuple[str, str], ...] = ()  # more binds of a container replica (source, target)
 
     def task_name(self, index: int) -> str:
         return f"{self.task_prefix}{index}"
@@ -99,7 +106,7 @@ class ExecutionPlan:
 
     job_id: str
     project_env: str  # CLOUD_ML_PROJECT_ID (the project number on Vertex)
-    package_uris: tuple[str, ...]
+    package_uris: tuple[str, ...]  # every pool's, each once; each pool installs its own (PoolPlan)
     pools: tuple[PoolPlan, ...]
     job_json: Mapping[str, Any]  # TF_CONFIG / CLUSTER_SPEC "job"
     output_base: str | None = None  # AIP_MODEL_DIR... live under it
@@ -132,6 +139,11 @@ class ExecutionPlan:
         return self.pools[0]
 
     @property
+    def package_sets(self) -> tuple[tuple[str, ...], ...]:
+        """The distinct ``packageUris`` of the pools that run as processes: one environment each."""
+        return tuple(dict.fromkeys(p.package_uris for p in self.pools if not p.image_uri and p.package_uris))
+
+    @property
     def images(self) -> tuple[str, ...]:
         """The custom containers' images, each once, in pool order."""
         return tuple(dict.fromkeys(p.image_uri for p in self.pools if p.image_uri))
@@ -156,8 +168,19 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
                 pools.append(PoolPlan(role, role, f"{role}-replica-", count, "", in_cluster=in_cluster))
     module, args = str(ti.get("pythonModule", "")), tuple(ti.get("args", []))
     configs = {role: ti.get(f"{name}Config") or {} for role, name in _ML_ROLES}
+    uris = tuple(ti.get("packageUris") or ())
     pools = [
-        PoolPlan(p.cluster_key, p.tf_key, p.task_prefix, p.count, module, args, in_cluster=p.in_cluster)
+        PoolPlan(
+            p.cluster_key,
+            p.tf_key,
+            p.task_prefix,
+            p.count,
+            module,
+            args,
+            in_cluster=p.in_cluster,
+            package_uris=uris,
+            accelerators=_ml_accelerators(configs[p.cluster_key]),
+        )
         for p in pools
     ]
     master_image = configs["master"].get("imageUri")
@@ -169,7 +192,7 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
     return ExecutionPlan(
         job_id=str(job["jobId"]),
         project_env=project,
-        package_uris=tuple(ti.get("packageUris") or ()),
+        package_uris=uris,
         pools=tuple(pools),
         job_json=job_json,
         output_base=ti.get("jobDir"),
@@ -195,20 +218,28 @@ def _ml_container(
     return dataclasses.replace(
         pool,
         python_module="",
+        package_uris=(),
         image_uri=str(config.get("imageUri") or master_image),
         command=tuple(config.get("containerCommand") or ()),
         args=(*(config.get("containerArgs") or ()), *args),
     )
 
 
-def _accelerator_note(index: int, machine: Mapping[str, Any]) -> list[str]:
-    kind, count = machine.get("acceleratorType"), machine.get("acceleratorCount")
+def _ml_accelerators(config: Mapping[str, Any]) -> str:
+    """An ml v1 role's ``acceleratorConfig`` as ``"<count> x <type>"``, or ``""``."""
+    accelerator = config.get("acceleratorConfig") or {}
+    kind = accelerator.get("type")
     if not kind or kind == "ACCELERATOR_TYPE_UNSPECIFIED":
-        return []
-    return [
-        f"workerPoolSpecs[{index}] asks for {count} x {kind} on {machine.get('machineType')}; "
-        "this machine has no accelerator, so its replicas run on the CPU"
-    ]
+        return ""
+    return f"{accelerator.get('count') or 1} x {kind}"
+
+
+def _vertex_accelerators(machine: Mapping[str, Any]) -> str:
+    """A Vertex pool's ``machineSpec`` accelerators as ``"<count> x <type>"``, or ``""``."""
+    kind = machine.get("acceleratorType")
+    if not kind or kind == "ACCELERATOR_TYPE_UNSPECIFIED":
+        return ""
+    return f"{machine.get('acceleratorCount') or 1} x {kind}"
 
 
 def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], list[str], list[str]]:
@@ -221,20 +252,38 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
         package, container = pool.get("pythonPackageSpec"), pool.get("containerSpec")
         if not count or not (package or container):
             continue
-        notes += _accelerator_note(index, pool.get("machineSpec") or {})
+        accelerators = _vertex_accelerators(pool.get("machineSpec") or {})
         key = f"workerpool{index}"
         if container:
-            pools.append(_vertex_container(key, index, count, container))
+            pools.append(
+                dataclasses.replace(
+                    _vertex_container(key, index, count, container), accelerators=accelerators
+                )
+            )
             continue
-        uris += [u for u in package["packageUris"] if u not in uris]
+        own = tuple(package["packageUris"])
+        uris += [u for u in own if u not in uris]
         images.append(package["executorImageUri"])
         env = _env_of(package)
         module, args = package["pythonModule"], tuple(package.get("args") or ())
-        pools.append(PoolPlan(key, _TF_ROLES[index], f"{key}-", count, module, args, env))
+        pools.append(
+            PoolPlan(
+                key,
+                _TF_ROLES[index],
+                f"{key}-",
+                count,
+                module,
+                args,
+                env,
+                package_uris=own,
+                executor_image=str(package["executorImageUri"]),
+                accelerators=accelerators,
+            )
+        )
     if len(set(images)) > 1:
         notes.append(
-            f"the pools name {len(set(images))} executorImageUris; locally every pool runs in the "
-            f"primary pool's ({images[0]})"
+            f"the pools name {len(set(images))} executorImageUris; a pool that runs in a virtual "
+            f"environment gets the primary pool's runtime ({images[0]})"
         )
     return pools, uris, images, notes
 

@@ -15,7 +15,10 @@ PyTorch's rendezvous variables as Vertex sets them: ``MASTER_ADDR`` and ``MASTER
 primary replica's address in the cluster map), ``WORLD_SIZE`` (every replica of every pool) and
 ``RANK`` (0 for the primary, then in pool order). [U] unverified: whether Vertex counts the
 parameter-server and evaluator pools in ``WORLD_SIZE``, and its port (the cluster map's here).
-A custom container's replica runs in its image (:mod:`.containers`) with the same variables.
+A custom container's replica runs in its image (:mod:`.containers`) with the same variables, as
+does a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for
+accelerators gets the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its
+own pool's environment (``AttemptSpec.pythons``).
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -34,6 +37,7 @@ from typing import Any
 
 from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
+from airflow_aip.local.executor.accelerators import engine_gpus
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
@@ -112,6 +116,9 @@ class AttemptSpec:
     logs_url: str = ""  # where a failed job's error message sends the reader (:func:`logs_url`)
     engine: ContainerEngine | None = None  # runs the pools that name an image
     project: str = ""  # the job's, as the service stores it (names and labels its containers)
+    # A process pool's own environment's Python, by cluster key (each pool installs its own packages);
+    # a pool not listed runs ``python``.
+    pythons: Mapping[str, Path] | None = None
 
 
 def logs_url(base: str, project: str, job_id: str) -> str:
@@ -243,7 +250,8 @@ class Attempt:
             if self._container_gcs():  # the container's /gcs/ is bound from this mount namespace's
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
         else:
-            argv = [str(spec.python), "-m", pool.python_module, *args]
+            python = (spec.pythons or {}).get(pool.cluster_key, spec.python)
+            argv = [str(python), "-m", pool.python_module, *args]
             if plan.gcs_mount:
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
             argv = private_tmp.with_private_tmp(argv, private)
@@ -312,10 +320,13 @@ class Attempt:
         mounts.update({env[name]: f"{env[name]}:ro" for name in CA_VARIABLES if env.get(name)})
         if self._container_gcs():
             mounts[str(MOUNT_POINT)] = str(MOUNT_POINT)
-        name = spec.engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
+        mounts.update(dict(pool.mounts))
+        engine = spec.engine
+        name = engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
-        return spec.engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts)
+        devices = engine_gpus(engine.name, engine.binary).flags if pool.accelerators else ()
+        return engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices)
 
     def _container_gcs(self) -> bool:
         """Whether a container replica gets ``/gcs/``: a Vertex AI job, mountable here, on podman."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import platform
 import sys
 from typing import Any
 
@@ -36,6 +37,7 @@ def environment_report(**extra: Any) -> dict[str, Any]:
     ]
     report: dict[str, Any] = {name: os.environ.get(name) for name in names}
     report.update(cwd=os.getcwd(), prefix=sys.prefix, pid=os.getpid(), argv=sys.argv[1:], **extra)
+    report.update(executable=sys.executable, python_version=platform.python_version())
     return report
 
 
