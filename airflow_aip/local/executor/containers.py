@@ -23,24 +23,22 @@ A ``pythonPackageSpec`` pool whose pre-built image the engine has runs the same 
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
 over plain HTTP, as docker allows by default); one the engine cannot pull fails the job. The
 sandbox this project grew up in caps rlimits, so every run asks for no more than the service has
-(:func:`ulimits`; podman fails "error setting rlimit" otherwise).
+(:func:`airflow_aip.engines.ulimits`; podman fails "error setting rlimit" otherwise).
 """
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
-import resource
-import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from airflow_aip.engines import find_engine_binary, loopback_registry, ulimits
+
 JOB_LABEL = "aip-local.job"  # <project>/<job id>
 STORE_LABEL = "aip-local.store"  # a hash of the service's data dir: whose containers these are
-ENGINES = ("podman", "docker")
 SITE_MOUNT = "/opt/aip-local/trainer_site"
 _NAME_UNSAFE = re.compile(r"[^a-zA-Z0-9_.-]+")
 # A replica's variables that name this machine's paths, and what the container gets instead.
@@ -52,37 +50,9 @@ class ImagePullError(RuntimeError):
     """The engine has not got the image and cannot pull it."""
 
 
-def ulimits() -> list[str]:
-    """``--ulimit`` flags no higher than this process's: a sandbox that caps rlimits refuses more
-    ("error setting rlimit"). Open files as the service's own; processes 1024 (a root trainer is not
-    held to it, and the engine's default was refused here)."""
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    files = ["--ulimit", f"nofile={soft}:{hard}"] if resource.RLIM_INFINITY not in (soft, hard) else []
-    return [*files, "--ulimit", "nproc=1024:1024"]
-
-
-def loopback_registry(image: str) -> bool:
-    """Whether ``image`` names a registry on this machine's loopback (``localhost:5000/...``).
-
-    docker talks plain HTTP to those by default; podman needs ``--tls-verify=false``. So a local
-    registry (Debian's ``docker-registry``, the stand-in for Artifact Registry) works with both.
-    """
-    first, slash, _ = image.partition("/")
-    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
-    return bool(slash) and host in ("localhost", "127.0.0.1", "[::1]") and ":" in first
-
-
 def store_key(data_dir: Path) -> str:
     """The :data:`STORE_LABEL` value of a data dir: the same on every start of its service."""
     return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:12]
-
-
-def _works(binary: str) -> bool:
-    try:
-        done = subprocess.run([binary, "info"], capture_output=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return False
-    return done.returncode == 0
 
 
 @dataclass(frozen=True)
@@ -186,18 +156,7 @@ class ContainerEngine:
         return names
 
 
-@functools.cache
-def _available(binary: str) -> bool:
-    return _works(binary)
-
-
 def find_engine(choice: str, data_dir: Path) -> ContainerEngine | None:
     """The engine named by ``choice`` (``auto``: podman, then docker; ``none``: none) if it runs here."""
-    if choice == "none":
-        return None
-    candidates = ENGINES if choice == "auto" else (choice,)
-    for candidate in candidates:
-        binary = shutil.which(candidate)
-        if binary is not None and _available(binary):
-            return ContainerEngine(binary, store_key(data_dir))
-    return None
+    binary = None if choice == "none" else find_engine_binary(choice)
+    return None if binary is None else ContainerEngine(binary, store_key(data_dir))
