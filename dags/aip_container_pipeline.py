@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import pendulum
-from aip_examples import METRIC_TAG, bucket_param, job_params, run_stamp, write_split
+from aip_examples import METRIC_TAG, bucket_param, job_params, run_stamp, trial_params, write_split
 from airflow.sdk import DAG, Param, task
 
 from airflow_aip.operators import (
@@ -83,22 +83,7 @@ with DAG(
             description="The image the Dockerfile starts FROM (any Python 3; cloudml-hypertune is "
             "installed when it lacks it).",
         ),
-        "max_trials": Param(
-            4,
-            type="integer",
-            minimum=1,
-            maximum=50,
-            title="Trials",
-            description="How many trials (hyperparameter sets) the tuning job tries in all.",
-        ),
-        "max_parallel_trials": Param(
-            2,
-            type="integer",
-            minimum=1,
-            maximum=10,
-            title="Trials at once",
-            description="How many trials run at the same time, each in a container of its own.",
-        ),
+        **trial_params(max_trials=4),
     },
 ) as dag:
 

@@ -44,6 +44,7 @@ from aip_examples import (
     queue,
     run_stamp,
     set_local_stockout,
+    trial_params,
     write_split,
 )
 from airflow.sdk import DAG, Param, task
@@ -66,23 +67,7 @@ with DAG(
     params={
         **job_params(),
         "bucket": bucket_param(),
-        "max_trials": Param(
-            6,
-            type="integer",
-            minimum=1,
-            maximum=100,
-            title="Trials",
-            description="How many trials (hyperparameter sets) the tuning job tries in all.",
-        ),
-        "max_parallel_trials": Param(
-            2,
-            type="integer",
-            minimum=1,
-            maximum=20,
-            title="Trials at once",
-            description="How many trials run at the same time. Fewer at once lets the search learn "
-            "from more finished trials.",
-        ),
+        **trial_params(max_trials=6),
         "algorithm": Param(
             "ALGORITHM_UNSPECIFIED",
             type="string",

@@ -126,6 +126,29 @@ def bucket_param() -> Param:
     )
 
 
+def trial_params(max_trials: int) -> dict[str, Param]:
+    """How many trials a tuning example tries in all, and how many at once."""
+    return {
+        "max_trials": Param(
+            max_trials,
+            type="integer",
+            minimum=1,
+            maximum=100,
+            title="Trials",
+            description="How many trials (hyperparameter sets) the tuning job tries in all.",
+        ),
+        "max_parallel_trials": Param(
+            2,
+            type="integer",
+            minimum=1,
+            maximum=20,
+            title="Trials at once",
+            description="How many trials run at the same time. Fewer at once lets the search learn "
+            "from more finished trials.",
+        ),
+    }
+
+
 def queue(step: str) -> dict[str, str]:
     """``queue=`` for an example step on Celery: ``AIP_EXAMPLE_QUEUE_<STEP>``, else Airflow's default.
 

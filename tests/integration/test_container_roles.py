@@ -15,7 +15,7 @@ import pytest
 
 from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.store import project_number
-from tests.fixtures.containers import containers_of
+from tests.fixtures.containers import containers_of, roles_training_input
 from tests.fixtures.local_service import LocalService, StagedTrainer
 from tests.fixtures.operators import FakeTI, task_context
 
@@ -37,17 +37,7 @@ def test_vertex_pools_run_each_roles_own_image_or_the_masters(
         project_id=project,
         region="us-central1",
         backend="vertex",
-        training_input={
-            "scaleTier": "CUSTOM",
-            "masterType": "n1-standard-4",
-            "workerType": "n1-standard-4",
-            "workerCount": "1",
-            "parameterServerType": "n1-standard-4",
-            "parameterServerCount": "1",
-            "masterConfig": {"imageUri": trainer_images["master"]},
-            "parameterServerConfig": {"imageUri": trainer_images["ps"]},
-            "args": ["role", f"--out={out}"],
-        },
+        training_input=roles_training_input(trainer_images, out),
         api_endpoint=local_service.url,
         gcp_conn_id="aip_no_such_conn",
         deferrable=False,

@@ -20,7 +20,7 @@ from airflow_aip.local.executor.accelerators import CDI_SPECS
 from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.store import project_number
-from tests.fixtures.containers import containers_of, push, untag
+from tests.fixtures.containers import containers_of, push, roles_training_input, untag
 from tests.fixtures.local_service import (
     LocalService,
     Restarts,
@@ -256,18 +256,7 @@ def test_ml_v1_roles_run_their_own_image_or_the_masters(
     project: str,
     out: str,
 ) -> None:
-    ti = {
-        "scaleTier": "CUSTOM",
-        "region": "us-central1",
-        "masterType": "n1-standard-4",
-        "workerType": "n1-standard-4",
-        "workerCount": "1",
-        "parameterServerType": "n1-standard-4",
-        "parameterServerCount": "1",
-        "masterConfig": {"imageUri": trainer_images["master"]},
-        "parameterServerConfig": {"imageUri": trainer_images["ps"]},
-        "args": ["role", f"--out={out}"],
-    }
+    ti = {**roles_training_input(trainer_images, out), "region": "us-central1"}
     ml = local_service.ml()
     ml.projects().jobs().create(
         parent=f"projects/{project}", body={"jobId": "roles", "trainingInput": ti}

@@ -13,13 +13,12 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.engines import loopback_registry, ulimits
 from airflow_aip.local.executor.containers import (
     JOB_LABEL,
     STORE_LABEL,
     ContainerEngine,
-    loopback_registry,
     store_key,
-    ulimits,
 )
 from airflow_aip.local.executor.plans import ml_plan, vertex_plan
 

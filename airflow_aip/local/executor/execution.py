@@ -258,13 +258,17 @@ class JobExecution:
         try:
             paths = download_packages(uris, self.dir / "packages", self.settings.storage_url)
         except PreparationError as exc:
-            if self.control.should_stop():
-                self._cancelled()
-            else:
-                self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+            self._preparation_failed(exc)
             return None
         self.log.service(f"Downloaded {len(paths)} package(s): {', '.join(uris)}")
         return dict(zip(uris, paths, strict=True))
+
+    def _preparation_failed(self, exc: PreparationError) -> None:
+        """A download or an environment that failed: the job fails, unless a cancel caused it."""
+        if self.control.should_stop():
+            self._cancelled()
+        else:
+            self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
 
     def _pull(self, images: tuple[str, ...]) -> bool:
         """Every image the engine will run, pulled unless it has it; False once the job failed.
@@ -290,10 +294,7 @@ class JobExecution:
             pip = PipOutput(f"{self.project}/{self.job_id}")
             env = self.envs.prepare(packages, pip, self.control.should_stop, plan.runtime)
         except PreparationError as exc:
-            if self.control.should_stop():
-                self._cancelled()
-            else:
-                self._finish(JobState.FAILED, f"Preparing the job failed: {exc}")
+            self._preparation_failed(exc)
             return None
         for note in env.notes:
             self.log.service(note)
