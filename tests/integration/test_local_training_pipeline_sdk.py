@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import sdk_with_objects
+from tests.fixtures.vertex import sdk_with_objects, wait_for_sdk_state
 from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
@@ -173,10 +173,12 @@ def test_a_running_pipeline_cannot_be_deleted(world: SimpleNamespace, tmp_path: 
     script.write_text("import time\ntime.sleep(300)\n")
     job = world.sdk.CustomTrainingJob(display_name="sleepy", script_path=str(script), container_uri=IMAGE)
     job.submit(base_output_dir=world.base, machine_type="n1-standard-4", replica_count=1)
+    # Only once RUNNING: a cancel while the package environment builds may leave it broken in the cache.
+    wait_for_sdk_state(job, {"PIPELINE_STATE_RUNNING"}, timeout=120)
     try:
         # FAILED_PRECONDITION is HTTP 400: the SDK's REST transport raises it as BadRequest.
         with pytest.raises(
-            exceptions.BadRequest, match=r"is in state PIPELINE_STATE_\w+ and cannot be deleted"
+            exceptions.BadRequest, match="is in state PIPELINE_STATE_RUNNING and cannot be deleted"
         ):
             job.delete()
     finally:
