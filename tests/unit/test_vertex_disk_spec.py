@@ -63,3 +63,12 @@ def test_the_local_service_answers_google_s_400(client: TestClient) -> None:
     error = response.json()["error"]
     assert (response.status_code, error["status"]) == (400, "INVALID_ARGUMENT")
     assert "job_spec.worker_pool_specs[0].disk_spec.boot_disk_type" in error["message"]
+
+
+def test_an_ml_v1_disk_config_is_refused_naming_its_own_field() -> None:
+    from tests.unit.test_vertex_translate import error_of, make_ti
+
+    disk = {"diskConfig": {"bootDiskSizeGb": 50}}
+    error = error_of(make_ti(scaleTier="CUSTOM", masterType="n1-standard-4", masterConfig=disk))
+    assert error.field == "trainingInput.masterConfig.diskConfig.bootDiskSizeGb"
+    assert "[100, 64000]" in error.rule

@@ -220,13 +220,15 @@ def _required(name: str, row: Machine) -> str:
     return f"{TPU_V2} or {TPU_V3}" if name == TPU_VM else row.accelerator if row.count else ""
 
 
-def check_disk_spec(spec: Mapping[str, Any], path: str) -> None:
+def check_disk_spec(spec: Mapping[str, Any], path: str, name: str = "diskSpec") -> None:
     """A worker pool's ``diskSpec``: a documented boot disk type, 100 to 64,000 GB.
+
+    ``name``: the field's name under ``path`` (ml v1's ``diskConfig``, translated to it).
 
     [U] unverified: that hyperdisk-balanced works on every machine type (the document names it
     the A3 Ultra default only); it is taken everywhere, the side that refuses nothing Google takes.
     """
-    where = f"{path}.diskSpec"
+    where = f"{path}.{name}"
     kind = spec.get("bootDiskType") or ""
     if kind and kind not in BOOT_DISK_TYPES:
         raise ValidationError(
