@@ -29,7 +29,12 @@ TI = "trainingInput"
 MIN_MAX_WAIT_SECONDS = 1800
 MAX_PACKAGE_URIS = 100  # the API's limit on trainingInput.packageUris (staging checks it too)
 REPLICAS = ("master", "worker", "parameterServer", "evaluator")
-# Set by the server on a job it returns; never part of what a client sends.
+# Set by the server on a job it returns. job_service.proto (google/cloud/ml/v1, googleapis) calls
+# the ``output`` oneof (trainingOutput, predictionOutput) "Output only. The current result of the
+# job." [P]; ml.v1.json does not mark them, so the schema keeps them. In a create they are checked
+# for shape and dropped, as every output-only field is ("the server must ignore it and must not
+# throw an error", field_behavior.proto). [U] unverified: what AI Platform itself answered for
+# them, and for ``etag`` (a read-modify-write token, meaningless in a create: dropped too).
 SERVER_SET_JOB_FIELDS = frozenset({"trainingOutput", "predictionOutput", "etag"})
 _MODULE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
@@ -153,11 +158,10 @@ def validate_job(job: Mapping[str, Any], *, allow_output_only: bool = False) -> 
     """
     if not isinstance(job, Mapping):
         raise ValidationError("job", f"must be a mapping, got {type(job).__name__}")
+    body = check_object(job, JOB_SCHEMA, "", allow_output_only=allow_output_only)
     if not allow_output_only:
         for name in SERVER_SET_JOB_FIELDS:
-            if name in job:
-                raise ValidationError(name, "is output only: the server sets it")
-    body = check_object(job, JOB_SCHEMA, "", allow_output_only=allow_output_only)
+            body.pop(name, None)
     validate_job_id(body.get("jobId", ""), "jobId")
     if "predictionInput" in body:
         raise ValidationError("predictionInput", "prediction jobs are not supported: submit a trainingInput")

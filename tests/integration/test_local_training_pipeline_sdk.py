@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import sdk_with_objects
+from tests.fixtures.vertex import sdk_with_objects, wait_for_sdk_state
 from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
@@ -134,3 +134,52 @@ def test_a_model_id_taken_by_then_fails_the_pipeline_naming_it(world: SimpleName
             model_id=model_id,
         )
     assert job.state.name == "PIPELINE_STATE_FAILED"
+
+
+def test_list_finds_a_pipeline_and_delete_removes_it(world: SimpleNamespace) -> None:
+    from google.api_core import exceptions
+
+    job = _job(world)
+    job.run(
+        base_output_dir=world.base,
+        machine_type="n1-standard-4",
+        replica_count=1,
+        args=[f"--job-dir={world.base}"],
+    )
+    other = _job(world)
+    other.run(
+        base_output_dir=world.base,
+        machine_type="n1-standard-4",
+        replica_count=1,
+        args=[f"--job-dir={world.base}"],
+    )
+    kind = world.sdk.CustomPythonPackageTrainingJob
+
+    listed = kind.list(filter='display_name="iris-train"', order_by="create_time desc")
+    assert [j.resource_name for j in listed] == [other.resource_name, job.resource_name]
+    assert kind.list(filter='display_name="iris?train"') == []  # only "*" is a wildcard
+
+    job.delete()
+
+    assert [j.resource_name for j in kind.list()] == [other.resource_name]
+    with pytest.raises(exceptions.NotFound):
+        kind.get(job.resource_name)
+
+
+def test_a_running_pipeline_cannot_be_deleted(world: SimpleNamespace, tmp_path: Path) -> None:
+    from google.api_core import exceptions
+
+    script = tmp_path / "task.py"
+    script.write_text("import time\ntime.sleep(300)\n")
+    job = world.sdk.CustomTrainingJob(display_name="sleepy", script_path=str(script), container_uri=IMAGE)
+    job.submit(base_output_dir=world.base, machine_type="n1-standard-4", replica_count=1)
+    # Only once RUNNING: a cancel while the package environment builds may leave it broken in the cache.
+    wait_for_sdk_state(job, {"PIPELINE_STATE_RUNNING"}, timeout=120)
+    try:
+        # FAILED_PRECONDITION is HTTP 400: the SDK's REST transport raises it as BadRequest.
+        with pytest.raises(
+            exceptions.BadRequest, match="is in state PIPELINE_STATE_RUNNING and cannot be deleted"
+        ):
+            job.delete()
+    finally:
+        job.cancel()

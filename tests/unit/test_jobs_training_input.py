@@ -159,7 +159,10 @@ def test_validate_job() -> None:
         ({"trainingInput": minimal()}, "jobId"),
         ({"jobId": "1job", "trainingInput": minimal()}, "jobId"),
         ({"jobId": "j"}, "trainingInput"),
-        ({"jobId": "j", "trainingInput": minimal(), "trainingOutput": {}}, "trainingOutput"),
+        (
+            {"jobId": "j", "trainingInput": minimal(), "trainingOutput": {"trials": "x"}},
+            "trainingOutput.trials",
+        ),
         ({"jobId": "j", "trainingInput": minimal(), "labels": {"A": "b"}}, "labels.A"),
         ({"jobId": "j", "trainingInput": minimal(), "predictionInput": {}}, "predictionInput"),
         ({"jobId": "j", "trainingInput": minimal(), "owner": "me"}, "owner"),
@@ -182,6 +185,19 @@ def test_output_only_fields_the_schema_marks_are_dropped() -> None:
         "trainingInput": minimal(),
         "state": "SUCCEEDED",
         "createTime": "2024-01-01T00:00:00Z",
+    }
+    assert set(validate_job(job)) == {"jobId", "trainingInput"}
+
+
+def test_the_job_s_output_is_dropped_from_a_create_as_output_only() -> None:
+    """job_service.proto (ml v1): the ``output`` oneof is "Output only"; a job read with GET and sent
+    back to create (a clone) is taken, its result and etag ignored. [U] AI Platform's own answer."""
+    job = {
+        "jobId": "j",
+        "trainingInput": minimal(),
+        "trainingOutput": {"completedTrialCount": "2", "consumedMLUnits": 1.5},
+        "predictionOutput": {"outputPath": "gs://b/o"},
+        "etag": "YWJj",
     }
     assert set(validate_job(job)) == {"jobId", "trainingInput"}
 

@@ -176,3 +176,19 @@ def test_restart_fails_jobs_that_were_running_and_requeues_queued(tmp_path: Path
     assert failed["endTime"]
     assert (queued["state"], queued["jobPosition"]) == ("QUEUED", "1")
     assert JobStore(data_dir).records()[0].processes == []
+
+
+def test_a_job_read_back_and_sent_to_create_again_is_a_clone(client: TestClient) -> None:
+    """The ``output`` oneof is output only (ml v1 job_service.proto): ignored in a create, not a 400."""
+    first = client.post(JOBS, json=_body("first")).json()
+    first["trainingOutput"] = {"completedTrialCount": "3", "trials": [{"trialId": "1"}]}
+    clone = {**first, "jobId": "clone"}
+
+    response = client.post(JOBS, json=clone)
+
+    assert response.status_code == 200, response.text
+    created = response.json()
+    assert (created["jobId"], created["state"]) == ("clone", "QUEUED")
+    assert "trainingOutput" not in created
+    assert created["trainingInput"] == first["trainingInput"]
+    assert created["etag"] != first["etag"]

@@ -139,6 +139,25 @@ def test_vertex_fields_match_as_documented(text: str, expected: bool) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "name", "expected"),
+    [
+        ('display_name="a?c"', "abc", False),
+        ('display_name="a?c*"', "abcd", False),  # fnmatch would take "?" as any character
+        ('display_name="a?c*"', "a?cd", True),
+        ('display_name="[ab]c*"', "ac1", False),  # nor "[...]" as a character class
+        ('display_name="[ab]c*"', "[ab]c1", True),
+        ('display_name="a*c"', "abbbc", True),  # "*" is Google's one wildcard
+        ('display_name="a*c"', "abbbd", False),
+        ('display_name="a.c*"', "abc", False),  # nor a regex "."
+    ],
+)
+def test_only_the_star_is_a_wildcard(text: str, name: str, expected: bool) -> None:
+    node = parse_filter(text, VERTEX_JOB_FILTER_FIELDS)
+    assert node is not None
+    assert node.matches({**VERTEX_JOB, "displayName": name}) is expected
+
+
+@pytest.mark.parametrize(
     "text",
     [
         'labels.team!="ml"',

@@ -24,7 +24,12 @@ from airflow_aip.jobs.schema import check_object
 from airflow_aip.jobs.training_input import duration_seconds
 from airflow_aip.jobs.vertex.containers import PREBUILT_TRAINING_IMAGE, runtime_of
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
-from airflow_aip.jobs.vertex.hardware import check_machine_spec, check_scheduling, check_tpu_pools
+from airflow_aip.jobs.vertex.hardware import (
+    check_disk_spec,
+    check_machine_spec,
+    check_scheduling,
+    check_tpu_pools,
+)
 from airflow_aip.jobs.vertex.study import check_study_spec
 from airflow_aip.uris import parse_gcs_uri
 
@@ -123,6 +128,7 @@ def _check_worker_pool(pool: Mapping[str, Any], index: int, path: str, region: s
     if count < 0:
         raise ValidationError(f"{where}.replicaCount", f"must not be negative, got {count}")
     check_machine_spec(pool["machineSpec"], where, region)
+    check_disk_spec(pool.get("diskSpec") or {}, where)
     has_python, has_container = "pythonPackageSpec" in pool, "containerSpec" in pool
     if has_python and has_container:
         raise ValidationError(where, "set exactly one of pythonPackageSpec and containerSpec, not both")
@@ -227,6 +233,8 @@ def validate_tuning_job(body: Any, region: str | None = None) -> dict[str, Any]:
     for name in ("maxTrialCount", "parallelTrialCount"):
         if job.get(name, 0) < 1:
             raise ValidationError(name, f"is required and must be at least 1, got {job.get(name, 0)}")
+    # [U] unverified: whether Google refuses parallelTrialCount > maxTrialCount (ml v1 refused
+    # maxParallelTrials > maxTrials); accepted, and at most maxTrialCount trials run at once.
     if job.get("maxFailedTrialCount", 0) < 0:
         raise ValidationError("maxFailedTrialCount", "must not be negative")
     check_study_spec(job["studySpec"], "studySpec")

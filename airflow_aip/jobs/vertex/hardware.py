@@ -11,8 +11,9 @@ table, TPUs); [GPU] https://cloud.google.com/compute/docs/gpus (GPU counts and v
 [LOC] https://cloud.google.com/vertex-ai/docs/general/locations#accelerators; [DWS]
 https://cloud.google.com/vertex-ai/docs/training/schedule-jobs-dws; [SPOT]
 https://cloud.google.com/vertex-ai/docs/training/use-spot-vms; [API] aiplatform.v1.json
-(accelerator_type.proto) ``MachineSpec`` and ``Scheduling``. ``# [U] unverified:`` marks a reading
-we could not confirm; where it is, we chose what the documents say.
+(accelerator_type.proto) ``MachineSpec``, ``DiskSpec`` and ``Scheduling``; [SDK] google-cloud-aiplatform's
+docstrings. ``# [U] unverified:`` marks a reading we could not confirm; where it is, we chose what the
+documents say.
 """
 
 from __future__ import annotations
@@ -152,6 +153,12 @@ _QUOTA |= {H100_MEGA: "nvidia_h100_mega_gpus", H200: "nvidia_h200_gpus", B200: "
 _QUOTA |= {GB200: "nvidia_gb200_gpus", RTX_PRO: "nvidia_rtx_pro_6000_gpus"}
 _QUOTA |= {TPU_V2: "tpu_v2", TPU_V3: "tpu_v3", TPU_V5E: "tpu_v5e"}
 _NONE = ("", "ACCELERATOR_TYPE_UNSPECIFIED")
+# [API] DiskSpec.bootDiskType: 'Valid values: "pd-ssd" ..., "pd-standard" ... or "hyperdisk-balanced"'.
+BOOT_DISK_TYPES = ("pd-ssd", "pd-standard", "hyperdisk-balanced")
+# [SDK] google-cloud-aiplatform 2.7.0 (jobs.py CustomJob.from_local_script, training_jobs.py,
+# utils/worker_spec_utils.py): "boot disk size must be within the range of [100, 64000]".
+# 0 is proto3's unset value: the default, 100 GB.
+BOOT_DISK_GB = (100, 64000)
 
 
 def machine(machine_type: str, field: str = "machineSpec.machineType") -> Machine:
@@ -211,6 +218,30 @@ def _allowed_counts(name: str, row: Machine, accelerator: str) -> list[int] | No
 def _required(name: str, row: Machine) -> str:
     """The accelerator a type "must be used with" [CC] ("" when none); v5e/v6e size by tpuTopology."""
     return f"{TPU_V2} or {TPU_V3}" if name == TPU_VM else row.accelerator if row.count else ""
+
+
+def check_disk_spec(spec: Mapping[str, Any], path: str, name: str = "diskSpec") -> None:
+    """A worker pool's ``diskSpec``: a documented boot disk type, 100 to 64,000 GB.
+
+    ``name``: the field's name under ``path`` (ml v1's ``diskConfig``, translated to it).
+
+    [U] unverified: that hyperdisk-balanced works on every machine type (the document names it
+    the A3 Ultra default only); it is taken everywhere, the side that refuses nothing Google takes.
+    """
+    where = f"{path}.{name}"
+    kind = spec.get("bootDiskType") or ""
+    if kind and kind not in BOOT_DISK_TYPES:
+        raise ValidationError(
+            f"{where}.bootDiskType",
+            f'Boot disk type "{kind}" is not supported; valid values: {", ".join(BOOT_DISK_TYPES)}',
+        )
+    size = int(spec.get("bootDiskSizeGb") or 0)
+    low, high = BOOT_DISK_GB
+    if size and not low <= size <= high:
+        raise ValidationError(
+            f"{where}.bootDiskSizeGb",
+            f"Boot disk size must be within the range of [{low}, {high}] GB; got {size}",
+        )
 
 
 def check_machine_spec(spec: Mapping[str, Any], path: str, region: str | None = None) -> None:

@@ -29,6 +29,7 @@ _PARENT_CONDITIONS = {
     "parentIntValues": "INTEGER",
     "parentCategoricalValues": "CATEGORICAL",
 }
+EPSILON = 1e-10  # study.proto: discrete values "at least 1e-10 apart"; "The Epsilon of the value matching"
 _STOPPING_SPECS = ("decayCurveStoppingSpec", "medianAutomatedStoppingSpec", "convexAutomatedStoppingSpec")
 
 
@@ -45,6 +46,8 @@ def _check_range(spec: Mapping[str, Any], kind: str, scale: str, path: str) -> N
         if name not in spec:
             raise ValidationError(f"{path}.{name}", f"is required for a {kind} parameter")
     low, high = float(spec["minValue"]), float(spec["maxValue"])
+    # [U] unverified: whether Google refuses min == max (a one-point range; ml v1 wanted min < max).
+    # Accepted: the side that refuses nothing Google takes.
     if low > high:
         raise ValidationError(f"{path}.minValue", f"must not exceed maxValue ({low} > {high})")
     if scale in LOG_SCALES and low <= 0:
@@ -59,18 +62,75 @@ def _check_values(values: Sequence[Any], kind: str, scale: str, path: str) -> No
     if len(set(values)) != len(values):
         raise ValidationError(path, "values must be unique")
     if kind == "DISCRETE":
+        # study.proto DiscreteValueSpec: "The list should be in increasing order and at least
+        # 1e-10 apart" [P]. [U] unverified: whether Google refuses (rather than sorts) a list out
+        # of order; refused, as the sentence reads, and as ml v1's discreteValues always were here.
         for i in range(1, len(values)):
-            if not values[i - 1] < values[i]:
-                raise ValidationError(f"{path}[{i}]", "discrete values must be increasing")
+            if not values[i] - values[i - 1] >= EPSILON:
+                raise ValidationError(
+                    f"{path}[{i}]", "discrete values must be increasing and at least 1e-10 apart"
+                )
         if scale in LOG_SCALES and values[0] <= 0:
             raise ValidationError(f"{path}[0]", f"must be positive for {scale}")
 
 
-def _check_parameter(param: Mapping[str, Any], path: str, seen: set[str]) -> str:
+def _same_value(kind: str, one: Any, other: Any) -> bool:
+    """Parent values match as study.proto says: DISCRETE within 1e-10, others exactly."""
+    if kind == "DISCRETE":
+        return abs(float(one) - float(other)) <= EPSILON
+    if kind == "INTEGER":
+        return int(one) == int(other)
+    return str(one) == str(other)
+
+
+def _check_in_parent_space(param: Mapping[str, Any], kind: str, values: Sequence[Any], path: str) -> None:
+    """study.proto ConditionalParameterSpec [P]: the parent values "must exist in" (DISCRETE,
+    CATEGORICAL) or "must lie in" (INTEGER) the parent's own value spec."""
+    for i, value in enumerate(values):
+        if kind == "INTEGER":
+            spec = param["integerValueSpec"]
+            inside = int(spec["minValue"]) <= int(value) <= int(spec["maxValue"])
+        else:
+            field = "discreteValueSpec" if kind == "DISCRETE" else "categoricalValueSpec"
+            inside = any(_same_value(kind, value, own) for own in param[field].get("values") or [])
+        if not inside:
+            shown = repr(value) if kind == "CATEGORICAL" else str(value)  # int64 comes as a string
+            raise ValidationError(
+                f"{path}[{i}]",
+                f"{shown} is not in the feasible space of the parent parameter {param['parameterId']!r}",
+            )
+
+
+def _check_condition(child: Mapping[str, Any], kind: str, parent: Mapping[str, Any], where: str) -> list[Any]:
+    """A conditional child's ``parent*Values``: one, of the parent's type, inside its space."""
+    conditions = [c for c in _PARENT_CONDITIONS if c in child]
+    if len(conditions) != 1:
+        raise ValidationError(where, f"set exactly one of {', '.join(_PARENT_CONDITIONS)}")
+    condition = conditions[0]
+    if _PARENT_CONDITIONS[condition] != kind:
+        raise ValidationError(f"{where}.{condition}", f"does not fit a {kind} parent parameter")
+    values: list[Any] = list(child[condition].get("values") or [])
+    if not values:
+        raise ValidationError(f"{where}.{condition}.values", "is required (non-empty)")
+    _check_in_parent_space(parent, kind, values, f"{where}.{condition}.values")
+    if "parameterSpec" not in child:
+        raise ValidationError(f"{where}.parameterSpec", "is required")
+    return values
+
+
+def _duplicate(where: str, own_id: str, clash: set[str]) -> None:
+    field = f"{where}.parameterId" if own_id in clash else where
+    raise ValidationError(field, f"duplicate {sorted(clash)[0]!r}")
+
+
+def _check_parameter(param: Mapping[str, Any], path: str) -> tuple[str, set[str]]:
+    """One ParameterSpec and its conditional children: its type, and every ID in its subtree.
+
+    IDs are unique "amongst all ParameterSpecs", except what study.proto allows in
+    ``conditionalParameterSpecs``: "If two items ... have the same name, they must have disjoint
+    parent_value_condition" [P]. Such siblings share their own ID only; their subtrees do not.
+    """
     check_parameter_id(param.get("parameterId", ""), f"{path}.parameterId")
-    if param["parameterId"] in seen:
-        raise ValidationError(f"{path}.parameterId", f"duplicate {param['parameterId']!r}")
-    seen.add(param["parameterId"])
     kind = parameter_type(param, path)
     scale = param.get("scaleType", "SCALE_TYPE_UNSPECIFIED")
     if kind == "CATEGORICAL":
@@ -89,23 +149,38 @@ def _check_parameter(param: Mapping[str, Any], path: str, seen: set[str]) -> str
     else:
         field = "doubleValueSpec" if kind == "DOUBLE" else "integerValueSpec"
         _check_range(param[field], kind, scale, f"{path}.{field}")
+    names = {param["parameterId"]}
+    children: list[tuple[str, list[Any], set[str]]] = []
     for i, child in enumerate(param.get("conditionalParameterSpecs") or []):
         where = f"{path}.conditionalParameterSpecs[{i}]"
-        conditions = [c for c in _PARENT_CONDITIONS if c in child]
-        if len(conditions) != 1:
-            raise ValidationError(where, f"set exactly one of {', '.join(_PARENT_CONDITIONS)}")
-        if _PARENT_CONDITIONS[conditions[0]] != kind:
-            raise ValidationError(f"{where}.{conditions[0]}", f"does not fit a {kind} parent parameter")
-        if not child[conditions[0]].get("values"):
-            raise ValidationError(f"{where}.{conditions[0]}.values", "is required (non-empty)")
-        if "parameterSpec" not in child:
-            raise ValidationError(f"{where}.parameterSpec", "is required")
-        _check_parameter(child["parameterSpec"], f"{where}.parameterSpec", seen)
-    return kind
+        values = _check_condition(child, kind, param, where)
+        _, subtree = _check_parameter(child["parameterSpec"], f"{where}.parameterSpec")
+        child_id = child["parameterSpec"]["parameterId"]
+        for j, (other_id, other_values, other_subtree) in enumerate(children):
+            shared = subtree & other_subtree
+            if child_id == other_id and any(_same_value(kind, a, b) for a in values for b in other_values):
+                raise ValidationError(
+                    f"{where}.parameterSpec.parameterId",
+                    f"{child_id!r} is also conditionalParameterSpecs[{j}]; same-named conditional "
+                    "parameters need disjoint parent values",
+                )
+            clash = shared - ({child_id} if child_id == other_id else set())
+            if clash:
+                _duplicate(f"{where}.parameterSpec", child_id, clash)
+        if param["parameterId"] in subtree:
+            _duplicate(f"{where}.parameterSpec", child_id, {param["parameterId"]})
+        children.append((child_id, values, subtree))
+        names |= subtree
+    return kind, names
 
 
 def check_study_spec(spec: Mapping[str, Any], path: str = "studySpec") -> None:
-    """A ``StudySpec`` (already shape-checked) as a HyperparameterTuningJob needs it."""
+    """A ``StudySpec`` (already shape-checked) as a HyperparameterTuningJob needs it.
+
+    The Vizier-only fields (``observationNoise``, each value spec's ``defaultValue``: "Not
+    supported by HyperparameterTuningJob or TrainingPipeline", aiplatform.v1.json [P]) pass and
+    are ignored. [U] unverified: whether Google refuses them or ignores them, as here.
+    """
     metrics = spec.get("metrics") or []
     if not metrics:
         raise ValidationError(f"{path}.metrics", "at least one metric is required")
@@ -122,7 +197,12 @@ def check_study_spec(spec: Mapping[str, Any], path: str = "studySpec") -> None:
         raise ValidationError(f"{path}.parameters", "at least one parameter is required")
     seen: set[str] = set()
     for i, param in enumerate(params):
-        kind = _check_parameter(param, f"{path}.parameters[{i}]", seen)
+        kind, names = _check_parameter(param, f"{path}.parameters[{i}]")
+        if names & seen:
+            own = param["parameterId"] in seen
+            where = f"{path}.parameters[{i}]{'.parameterId' if own else ''}"
+            raise ValidationError(where, f"duplicate {sorted(names & seen)[0]!r}")
+        seen |= names
         if spec.get("algorithm") == "GRID_SEARCH" and kind == "DOUBLE":
             raise ValidationError(
                 f"{path}.parameters[{i}]", "GRID_SEARCH needs INTEGER, CATEGORICAL or DISCRETE parameters"

@@ -20,6 +20,7 @@ from airflow_aip.jobs.training_input import deep_merge
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.vertex.body import check_executor_image, validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.hardware import check_disk_spec
 from airflow_aip.jobs.vertex.machines import (
     SCALE_TIERS,
     UNTRANSLATABLE_TIERS,
@@ -218,6 +219,7 @@ def worker_pools(spec: Mapping[str, Any], program: Program) -> list[dict[str, An
         machine = machine_spec(name, config.get("acceleratorConfig"), f"{TI}.{role}")
         pool: dict[str, Any] = {"machineSpec": machine, "replicaCount": str(count)}
         if config.get("diskConfig"):
+            check_disk_spec(config["diskConfig"], f"{TI}.{role}Config", name="diskConfig")
             pool["diskSpec"] = dict(config["diskConfig"])
         pool.update(program(role, machine))
         pools.append(pool)

@@ -20,7 +20,6 @@ keep gcloud's leniency (``state:failed``).
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 import math
 import re
 from collections.abc import Callable, Mapping
@@ -264,6 +263,13 @@ def equality_key(value: Any) -> float | str | None:
     return str(value)
 
 
+@cache
+def _wildcard(literal: str) -> re.Pattern[str]:
+    """``*`` is the only wildcard of Google's filters (AIP-160); ``?`` and ``[...]`` are literal
+    characters, so ``display_name="a?c*"`` does not match ``abc`` (fnmatch would make them wildcards)."""
+    return re.compile(".*".join(re.escape(part) for part in literal.split("*")), re.DOTALL)
+
+
 def _compare(actual: Any, op: str, literal: str) -> bool:
     if op == ":" and literal == "*":
         return True
@@ -274,7 +280,7 @@ def _compare(actual: Any, op: str, literal: str) -> bool:
     text = str(actual)
     if op in ("=", ":"):
         if "*" in literal:
-            return fnmatch.fnmatchcase(text, literal)
+            return _wildcard(literal).fullmatch(text) is not None
         left, right = _number(actual), _number(literal)
         if left is not None and right is not None:
             return left == right

@@ -39,6 +39,7 @@ from airflow_aip.local.service import FailedPreconditionError
 from airflow_aip.local.store import safe_child, write_json_atomic
 from airflow_aip.local.vertex.models import ModelRegistry
 from airflow_aip.local.vertex.models_query import check_upload
+from airflow_aip.local.vertex.pipelines_list import delete_operation, list_page
 from airflow_aip.local.vertex.service import VertexJobs
 
 CUSTOM_TASK = "gs://google-cloud-aiplatform/schema/trainingjob/definition/custom_task_1.0.0.yaml"
@@ -197,12 +198,56 @@ class TrainingPipelines:
                 self._save(record)
             return copy.deepcopy(record["resource"])
 
+    def list(
+        self,
+        project: str,
+        location: str,
+        filter_text: str | None,
+        page_size: int | None,
+        page_token: str | None,
+        read_mask: str | None,
+    ) -> dict[str, Any]:
+        """A page of the location's pipelines, newest first; each read moves an unfinished one on."""
+        number, location = VertexJobs.parent(project, location)
+        folder = safe_child(safe_child(self.root, number), location)
+        resources = []
+        with self.lock:
+            for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
+                with contextlib.suppress(OSError, ValueError):  # deleted meanwhile, or torn: not listed
+                    record = json.loads(path.read_text(encoding="utf-8"))
+                    if record["resource"]["state"] not in TERMINAL:
+                        self._advance(record)
+                        self._save(record)
+                    resources.append(copy.deepcopy(record["resource"]))
+        return list_page(resources, filter_text, page_size, page_token, read_mask)
+
+    def delete(self, project: str, location: str, pipeline_id: str) -> dict[str, Any]:
+        """Remove a finished pipeline (its backing CustomJob and model stay); a running one is refused.
+
+        [U] unverified: that Google refuses to delete an unfinished pipeline, and with which words
+        (these follow its cancel answer's, "is in state ... and cannot be canceled" [O]); whether
+        the backing CustomJob goes with it (kept here: the side that loses nothing).
+        """
+        resource = self.get(project, location, pipeline_id)
+        if resource["state"] not in TERMINAL:
+            raise FailedPreconditionError(
+                f'The TrainingPipeline "{resource["name"]}" is in state {resource["state"]} and cannot be '
+                "deleted."
+            )
+        number, location = VertexJobs.parent(project, location)
+        with self.lock:
+            self._path(number, location, pipeline_id).unlink(missing_ok=True)
+        return delete_operation(resource["name"], str(10**18 + secrets.randbelow(9 * 10**18)))
+
     def cancel(self, project: str, location: str, pipeline_id: str) -> dict[str, Any]:
         resource = self.get(project, location, pipeline_id)
         if resource["state"] in TERMINAL:
+            # Google's words [O]: GoogleCloudPlatform/java-docs-samples#9281, FAILED_PRECONDITION:
+            # The TrainingPipeline "projects/…/trainingPipelines/2719905928454340608" is in state
+            # PIPELINE_STATE_FAILED and cannot be canceled.
             raise FailedPreconditionError(
-                f"The TrainingPipeline {resource['name']} is already {resource['state']} and cannot be "
-                "cancelled."
+                f'The TrainingPipeline "{resource["name"]}" is in state {resource["state"]} and cannot be '
+                "canceled."
             )
         job_id = resource["trainingTaskMetadata"]["backingCustomJob"].rsplit("/", 1)[-1]
         with contextlib.suppress(FailedPreconditionError):  # it ended meanwhile: the next read shows how
