@@ -20,6 +20,7 @@ from fastapi.testclient import TestClient
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.vertex.body import validate_tuning_job
 from airflow_aip.jobs.vertex.study import search_spec
+from airflow_aip.local.executor.tuning import HyperparameterSearch
 
 POOL = {
     "machineSpec": {"machineType": "n1-standard-4"},
@@ -164,25 +165,46 @@ def test_the_local_service_creates_same_named_children_it_can_search(client: Tes
 @pytest.mark.parametrize(
     ("second", "algorithm"),
     [
-        ({"parameterId": "lr", "categoricalValueSpec": {"values": ["a"]}}, "RANDOM_SEARCH"),
-        (lr(0.1, 1, scaleType="UNIT_LOG_SCALE"), "RANDOM_SEARCH"),
-        (lr(0.1, 1), "GRID_SEARCH"),
+        ({"parameterId": "lr", "categoricalValueSpec": {"values": ["a", "b"]}}, "RANDOM_SEARCH"),
+        (lr(0.1, 1, scaleType="UNIT_LOG_SCALE"), "ALGORITHM_UNSPECIFIED"),
+        ({"parameterId": "lr", "integerValueSpec": {"minValue": 7, "maxValue": 9}}, "GRID_SEARCH"),
     ],
 )
-def test_same_named_children_the_local_tuner_cannot_search_are_a_400_saying_so(
+def test_same_named_children_of_other_types_and_ranges_are_searched_each_in_its_own_space(
     client: TestClient, second: dict[str, Any], algorithm: str
 ) -> None:
+    """study.proto's same-named children under disjoint parent values, each with its own type, scale
+    or values: the local tuner searches each in its own space and passes it under the shared ID."""
     first = {"parameterId": "lr", "integerValueSpec": {"minValue": 1, "maxValue": 2}}
     if algorithm != "GRID_SEARCH":
         first = lr(1e-4, 1e-2)
-    else:
-        second = {"parameterId": "lr", "integerValueSpec": {"minValue": 1, "maxValue": 3}}
     body = job(
-        [optimizer(child(C, ["adam"], first), child(C, ["sgd"], second))], study={"algorithm": algorithm}
+        [optimizer(child(C, ["adam"], first), child(C, ["sgd"], second))],
+        study={"algorithm": algorithm},
+        maxTrialCount=12,
     )
-    validate_tuning_job(body)  # Google's rules take it
+    validate_tuning_job(body)
     response = client.post(TUNING, json=body)
-    assert response.status_code == 400
-    message = response.json()["error"]["message"]
-    assert "conditional_parameter_specs[1].parameter_spec" in message
-    assert "the local training service cannot search 'lr' here: Vertex AI takes it" in message
+    assert response.status_code == 200, response.text
+    client.post(f"/v1/{response.json()['name']}:cancel", json={})
+    search = HyperparameterSearch(search_spec(body), "p/same-named")
+    seen: dict[str, set[str]] = {"adam": set(), "sgd": set()}
+    for trial in range(12):
+        chosen = search.ask(str(trial))
+        if chosen["optimizer"] in seen:
+            seen[chosen["optimizer"]].add(chosen["lr"])
+        else:
+            assert set(chosen) == {"optimizer"}  # rmsprop has no lr
+        search.tell(str(trial), float(trial))
+    assert seen["adam"], "no trial chose adam"
+    assert seen["sgd"], "no trial chose sgd"
+    adam = {float(v) for v in seen["adam"]}
+    if algorithm == "GRID_SEARCH":
+        assert adam <= {1.0, 2.0}
+        assert {float(v) for v in seen["sgd"]} <= {7.0, 8.0, 9.0}
+    elif algorithm == "RANDOM_SEARCH":
+        assert all(1e-4 <= v <= 1e-2 for v in adam)
+        assert seen["sgd"] <= {"a", "b"}
+    else:
+        assert all(1e-4 <= v <= 1e-2 for v in adam)
+        assert all(0.1 <= float(v) <= 1 for v in seen["sgd"])

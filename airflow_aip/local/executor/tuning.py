@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -102,6 +103,21 @@ def _ask_tell_grid_sampler(grid: dict[str, list[Any]], seed: int) -> Any:
     return AskTellGridSampler(grid, seed=seed)
 
 
+def _study_keys(params: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The name optuna knows each parameter by: its own, or ``name#i`` where several share it.
+
+    study.proto lets conditional parameters of one parent share an ID under disjoint parent values
+    (``lr`` under ``optimizer=adam``, another ``lr`` under ``sgd``), each with its own type and
+    range; an optuna study keeps one distribution per name, so each gets a name of its own there.
+    At most one of them is chosen in a trial, and the trainer gets it under the shared ID.
+    """
+    counts = Counter(p["parameterName"] for p in params)
+    return [
+        p["parameterName"] if counts[p["parameterName"]] == 1 else f"{p['parameterName']}#{i}"
+        for i, p in enumerate(params)
+    ]
+
+
 class HyperparameterSearch:
     """An optuna study driven by ask/tell; one ``optuna.Trial`` per service trial."""
 
@@ -110,6 +126,7 @@ class HyperparameterSearch:
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         self.params: Sequence[Mapping[str, Any]] = spec["params"]
+        self.keys = _study_keys(self.params)
         self.goal = Goal.parse(spec.get("goal"))
         self.discrete_as_float = spec.get("discreteFormat") == "float"
         direction: Literal["minimize", "maximize"] = "minimize" if self.goal is Goal.MINIMIZE else "maximize"
@@ -118,7 +135,7 @@ class HyperparameterSearch:
         max_trials = int(spec.get("maxTrials", 1))
         sampler: Any
         if algorithm == "GRID_SEARCH":
-            grid = {p["parameterName"]: _grid_values(p) for p in self.params}
+            grid = {key: _grid_values(p) for key, p in zip(self.keys, self.params, strict=True)}
             size = math.prod(len(v) for v in grid.values())
             if size > MAX_GRID_POINTS:
                 raise ValueError(f"the grid has {size} points; at most {MAX_GRID_POINTS} are searched")
@@ -142,18 +159,19 @@ class HyperparameterSearch:
         self._trials[trial_id] = trial
         self._steps[trial_id] = 0
         chosen: dict[str, Any] = {}
-        for param in self.params:
+        kinds: dict[str, str] = {}
+        for key, param in zip(self.keys, self.params, strict=True):
             parent = param.get("parent")
             # A conditional parameter (Vertex) is tried only when its parent took a listed value.
             if parent is not None and (parent not in chosen or chosen[parent] not in param["parentValues"]):
                 continue
-            chosen[param["parameterName"]] = self._suggest(trial, param)
-        kinds = {p["parameterName"]: p["type"] for p in self.params}
+            chosen[param["parameterName"]] = self._suggest(trial, param, key)
+            kinds[param["parameterName"]] = param["type"]
         return {name: _format(value, kinds[name], self.discrete_as_float) for name, value in chosen.items()}
 
     @staticmethod
-    def _suggest(trial: Any, param: Mapping[str, Any]) -> Any:
-        name, kind, scale = param["parameterName"], param["type"], param.get("scaleType", "NONE")
+    def _suggest(trial: Any, param: Mapping[str, Any], name: str) -> Any:
+        kind, scale = param["type"], param.get("scaleType", "NONE")
         if kind == "CATEGORICAL":
             return trial.suggest_categorical(name, list(param["categoricalValues"]))
         if kind == "DISCRETE":

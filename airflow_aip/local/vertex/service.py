@@ -62,7 +62,6 @@ from airflow_aip.local.vertex.render import (
     render,
     trial_custom_job,
 )
-from airflow_aip.local.vertex.search_limits import check_local_search
 
 _RESOURCE_NAMES = {CUSTOM_JOBS: "CustomJob", TUNING_JOBS: "HyperparameterTuningJob"}
 _SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
@@ -150,7 +149,6 @@ class VertexJobs:
             resource = validate_custom_job(body, region=location)
         else:
             resource = validate_tuning_job(body, region=location)
-            check_local_search(resource["studySpec"])
         if self.service.engine is None:
             key = job_spec_key(resource)
             _reject_containers(resource[key], key)
