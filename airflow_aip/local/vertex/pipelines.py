@@ -230,10 +230,7 @@ class TrainingPipelines:
         """
         resource = self.get(project, location, pipeline_id)
         if resource["state"] not in TERMINAL:
-            raise FailedPreconditionError(
-                f'The TrainingPipeline "{resource["name"]}" is in state {resource["state"]} and cannot be '
-                "deleted."
-            )
+            raise _in_state(resource, "deleted")
         number, location = VertexJobs.parent(project, location)
         with self.lock:
             self._path(number, location, pipeline_id).unlink(missing_ok=True)
@@ -245,10 +242,7 @@ class TrainingPipelines:
             # Google's words [O]: GoogleCloudPlatform/java-docs-samples#9281, FAILED_PRECONDITION:
             # The TrainingPipeline "projects/…/trainingPipelines/2719905928454340608" is in state
             # PIPELINE_STATE_FAILED and cannot be canceled.
-            raise FailedPreconditionError(
-                f'The TrainingPipeline "{resource["name"]}" is in state {resource["state"]} and cannot be '
-                "canceled."
-            )
+            raise _in_state(resource, "canceled")
         job_id = resource["trainingTaskMetadata"]["backingCustomJob"].rsplit("/", 1)[-1]
         with contextlib.suppress(FailedPreconditionError):  # it ended meanwhile: the next read shows how
             self.jobs.cancel(CUSTOM_JOBS, project, location, job_id)
@@ -300,3 +294,10 @@ class TrainingPipelines:
             number, location, f"{response['model'].rsplit('/', 1)[-1]}@{response['modelVersionId']}"
         )
         resource["state"] = "PIPELINE_STATE_SUCCEEDED"
+
+
+def _in_state(resource: Mapping[str, Any], verb: str) -> FailedPreconditionError:
+    """Google's refusal of a pipeline in the wrong state [O] (cancel's words; delete's follow them)."""
+    return FailedPreconditionError(
+        f'The TrainingPipeline "{resource["name"]}" is in state {resource["state"]} and cannot be {verb}.'
+    )
