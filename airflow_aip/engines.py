@@ -4,15 +4,18 @@ The two drive an engine's command line rather than a client library: the engine 
 own credentials (``docker login``, ``gcloud auth configure-docker``, podman's auth file) and its
 own store, exactly as a user's terminal does.
 
-Pure: the standard library only.
+Pure: the standard library only (and :func:`airflow_aip.uris.is_loopback`, the one loopback rule).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import resource
 import shutil
 import subprocess
+
+from airflow_aip.uris import is_loopback
 
 ENGINES = ("podman", "docker")
 ENGINE_CHOICES = ("auto", *ENGINES)
@@ -32,10 +35,11 @@ def loopback_registry(image: str) -> bool:
 
     docker talks plain HTTP to those by default; podman needs ``--tls-verify=false``. So a local
     registry (Debian's ``docker-registry``, the stand-in for Artifact Registry) works with both.
+    The host is loopback by :func:`~airflow_aip.uris.is_loopback`; a registry also needs a port,
+    because ``localhost/name`` is podman's name for an image in its own store, never pulled.
     """
     first, slash, _ = image.partition("/")
-    host = first.rsplit(":", 1)[0] if first.count(":") == 1 else first
-    return bool(slash) and host in ("localhost", "127.0.0.1", "[::1]") and ":" in first
+    return bool(slash) and re.fullmatch(r".+:[0-9]+", first) is not None and is_loopback(first)
 
 
 @functools.cache

@@ -28,6 +28,7 @@ from airflow_aip.export import (
     source_standing,
 )
 from airflow_aip.registry.gate import Measurement, Verdict, judge
+from airflow_aip.stored_manifest import StoredManifest
 from airflow_aip.uris import GcsUri
 
 
@@ -42,14 +43,6 @@ class ListedObject(Protocol):
     def crc32c(self) -> str | None: ...
     @property
     def md5_hash(self) -> str | None: ...
-
-
-@dataclass(frozen=True)
-class StoredManifest:
-    """A manifest as read, with the generation a conditional replace of it must match."""
-
-    generation: int
-    content: Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -142,26 +135,10 @@ def plan_export(
     manifest_uri = destination.join(MANIFEST_NAME).uri
     verdict: Verdict | None = None
     if champion_uri:
-        by_hand = (
-            f"To promote it anyway, export it without champion_manifest_uri, then copy {manifest_uri} "
-            f"over {champion_uri.uri}."
+        verdict, said = _gate(
+            source, destination, champion_uri, champion, measurement, require_same_eval_data, manifest_uri
         )
-        recorded = champion_standing(champion.content, champion_uri.uri) if champion else None
-        held = recorded.measured(measurement) if recorded else None
-        verdict = judge(
-            source_standing(source, destination),
-            held,
-            by_hand=by_hand,
-            require_same_eval_data=require_same_eval_data,
-        )
-        summary.update(
-            champion_metric=held.metric if held else None,
-            champion_recorded_metric=champion_metric(champion.content) if champion else None,
-            champion_job_id=champion.content.get("job_id") if champion else None,
-            same_eval_data=verdict.same_data,
-            decision=verdict.decision.value,
-            reason=verdict.reason,
-        )
+        summary.update(said)
         if not verdict.promote:
             summary.update(promoted=False, exported=False, destination=None)
             return ExportPlan((), (), summary, (f"Not exported: {verdict.reason}",))
@@ -190,6 +167,40 @@ def plan_export(
         promoted=True if champion_uri else None,
     )
     return ExportPlan(tuple(copies), tuple(writes), summary, tuple(notes))
+
+
+def _gate(
+    source: ExportSource,
+    destination: GcsUri,
+    champion_uri: GcsUri,
+    champion: StoredManifest | None,
+    measurement: Measurement | None,
+    require_same_eval_data: bool,
+    manifest_uri: str,
+) -> tuple[Verdict, dict[str, Any]]:
+    """The champion gate's verdict on ``source`` against the manifest at ``champion_uri``, and what
+    the XCom says of it. ``measurement`` replaces the champion's recorded metric when it scored it."""
+    by_hand = (
+        f"To promote it anyway, export it without champion_manifest_uri, then copy {manifest_uri} "
+        f"over {champion_uri.uri}."
+    )
+    recorded = champion_standing(champion.content, champion_uri.uri) if champion else None
+    held = recorded.measured(measurement) if recorded else None
+    verdict = judge(
+        source_standing(source, destination),
+        held,
+        by_hand=by_hand,
+        require_same_eval_data=require_same_eval_data,
+    )
+    said = {
+        "champion_metric": held.metric if held else None,
+        "champion_recorded_metric": champion_metric(champion.content) if champion else None,
+        "champion_job_id": champion.content.get("job_id") if champion else None,
+        "same_eval_data": verdict.same_data,
+        "decision": verdict.decision.value,
+        "reason": verdict.reason,
+    }
+    return verdict, said
 
 
 def _copies(

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.uris import is_loopback
 
 # Docker's reference grammar (distribution/reference): a registry host[:port], then lowercase path
 # components joined by '/', each alphanumerics separated by '.', '_', '__' or dashes.
@@ -42,7 +43,6 @@ TAG_HEX = 20  # 80 bits of sha256: no two contexts of one repository collide
 # hosts an Airflow connection's Google credentials log in to.
 _GOOGLE_REGISTRY = re.compile(r"^(?:[a-z0-9-]+-docker\.pkg\.dev|(?:[a-z]+\.)?gcr\.io)$")
 PLATFORMS = ("linux/amd64",)  # Vertex AI's machines; an arm64 laptop's default would not run there
-_LOOPBACK = ("localhost", "127.0.0.1", "[::1]")
 
 
 @dataclass(frozen=True)
@@ -71,7 +71,7 @@ class ImagePlan:
     @property
     def on_loopback(self) -> bool:
         """A registry on this machine (the local stand-in for Artifact Registry): plain HTTP."""
-        return self.registry.rsplit(":", 1)[0] in _LOOPBACK
+        return is_loopback(self.registry)
 
     @property
     def on_google(self) -> bool:

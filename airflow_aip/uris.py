@@ -140,14 +140,31 @@ def storage_emulator_host() -> str | None:
 
 
 def is_loopback(address: str) -> bool:
-    """A URL or host on this machine (localhost, 127.0.0.0/8, ::1): never Google, never remote."""
-    host = urlsplit(address).hostname if "://" in address else address.strip("[]")
+    """Whether ``address`` is on this machine: ``localhost``, 127.0.0.0/8 or ::1, never Google, never remote.
+
+    The one loopback rule. ``address`` may be a URL (``http://127.0.0.2:8080/``), a host with a
+    port (``localhost:5000``, ``[::1]:5000``) or a bare host (``localhost``, ``::1``, ``[::1]``).
+    """
+    address = address.strip()
+    if "://" in address:
+        host = urlsplit(address).hostname or ""
+    else:
+        bare = address.strip("[]")
+        host = bare if _is_ip(bare) else (urlsplit(f"//{address}").hostname or "")
     if host == "localhost":
         return True
     try:
-        return ipaddress.ip_address(host or "").is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def is_emulator(url: str) -> bool:

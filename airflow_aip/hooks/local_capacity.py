@@ -14,12 +14,10 @@ so the next run is not surprised by it; on Google an empty list is a no-op.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from urllib.parse import urlsplit
 
 from airflow_aip.exceptions import ApiError, ValidationError
 from airflow_aip.jobs.vertex.ladder import STRATEGIES
-
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+from airflow_aip.uris import is_loopback
 
 
 def set_local_stockouts(
@@ -42,8 +40,7 @@ def set_local_stockouts(
         raise ValidationError(param, f"must list strategies among {', '.join(STRATEGIES)}, got {unknown}")
     hook = VertexJobHook(gcp_conn_id=gcp_conn_id, project_id=project_id, region=region)
     endpoint = hook.endpoint
-    host = urlsplit(endpoint).hostname if endpoint else None
-    if host not in LOOPBACK_HOSTS:
+    if not (endpoint and is_loopback(endpoint)):
         if not strategies:
             return []
         where = f"at {endpoint}" if endpoint else "on Google Cloud"

@@ -37,8 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from airflow_aip.exceptions import PreconditionFailedError, StagingError, StorageError, ValidationError
-from airflow_aip.export_plan import ExportPlan, ObjectCopy, StoredManifest
+from airflow_aip.export_plan import ExportPlan, ObjectCopy
 from airflow_aip.hooks.base import GoogleCloudBaseHook, anonymous_credentials
+from airflow_aip.stored_manifest import StoredManifest
 from airflow_aip.uris import GcsUri, parse_gcs_uri, storage_emulator_host
 
 EMULATOR_PROJECT = "local-emulator"

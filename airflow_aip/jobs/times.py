@@ -2,7 +2,7 @@
 
 Both APIs give ``createTime``, ``startTime`` and ``endTime`` with up to nine fractional digits
 (which ``datetime.fromisoformat`` refuses before Python 3.11), so they are read here, once, for
-the wait step, the capacity ladder and the UI.
+the wait step, the capacity ladder, the UI and the local service.
 """
 
 from __future__ import annotations
@@ -19,8 +19,22 @@ def epoch_seconds(value: object) -> float | None:
     normalized = normalize_timestamp(value)
     if normalized is None:
         return None
-    whole = datetime.strptime(normalized[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    return whole.timestamp() + float(f"0.{normalized[20:29]}")
+    return _whole_seconds(normalized).timestamp() + float(f"0.{normalized[20:29]}")
+
+
+def instant(value: object) -> datetime | None:
+    """An RFC 3339 time as a UTC datetime, to the microsecond (finer digits cut), or None.
+
+    What a datetime can hold of a stamp with up to nine fractional digits, on any Python.
+    """
+    normalized = normalize_timestamp(value)
+    if normalized is None:
+        return None
+    return _whole_seconds(normalized).replace(microsecond=int(normalized[20:26]))
+
+
+def _whole_seconds(normalized: str) -> datetime:
+    return datetime.strptime(normalized[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
 
 
 def seconds_between(began: object, ended: object, now: float | None = None) -> float | None:

@@ -46,6 +46,7 @@ from airflow_aip.local.vertex.models_api import add_model_routes
 from airflow_aip.local.vertex.pipelines import TrainingPipelines
 from airflow_aip.local.vertex.pipelines_api import add_pipeline_routes
 from airflow_aip.local.vertex.service import VertexJobs
+from airflow_aip.uris import is_loopback
 
 MAX_BODY_BYTES = 1 << 20
 _STATUS = {
@@ -327,9 +328,6 @@ def _add_console_routes(app: FastAPI, service: TrainingService) -> None:
         return HTMLResponse(console.render_job(job))
 
 
-LOOPBACK = frozenset({"127.0.0.1", "::1"})
-
-
 def may_change_capacity(config: ServiceConfig, client_host: str | None) -> bool:
     """``--fault-admin``: any client (tests); ``--capacity-admin``: a client on this machine only.
 
@@ -337,7 +335,7 @@ def may_change_capacity(config: ServiceConfig, client_host: str | None) -> bool:
     process on this machine) can make a rung run out of capacity, while the faults of ``/_faults``
     stay off and nothing reaching the port from elsewhere can change the region.
     """
-    return bool(config.capacity_admin or (config.capacity_admin_loopback and client_host in LOOPBACK))
+    return bool(config.capacity_admin or (config.capacity_admin_loopback and is_loopback(client_host or "")))
 
 
 def _add_capacity_routes(app: FastAPI, service: TrainingService) -> None:

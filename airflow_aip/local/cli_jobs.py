@@ -62,7 +62,7 @@ def add_jobs_arguments(jobs: argparse.ArgumentParser) -> None:
     jobs.add_argument(
         "--location",
         default=os.environ.get("CLOUDSDK_AI_REGION") or DEFAULT_LOCATION,
-        help="Vertex AI location of custom and tuning jobs (default us-central1)",
+        help=f"Vertex AI location of custom and tuning jobs (default {DEFAULT_LOCATION})",
     )
     actions = jobs.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", help="jobs, newest first (ml v1, then Vertex AI)")

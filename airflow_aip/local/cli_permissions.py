@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from airflow_aip.jobs.permissions import SERVICE_TITLES
-from airflow_aip.local.cli_capacity import _flag
+from airflow_aip.local.cli_capacity import flag_type
 from airflow_aip.local.permissions import (
     PermissionSettings,
     parse_api,
@@ -27,7 +27,7 @@ def add_permission_arguments(serve: argparse.ArgumentParser) -> None:
         "--disable-api",
         action="append",
         default=[],
-        type=_flag(parse_api),
+        type=flag_type(parse_api),
         metavar="API",
         help=f"every call to this API answers 403 SERVICE_DISABLED ({', '.join(SERVICE_TITLES)}; repeatable)",
     )
@@ -35,7 +35,7 @@ def add_permission_arguments(serve: argparse.ArgumentParser) -> None:
         "--deny-act-as",
         action="append",
         default=[],
-        type=_flag(parse_service_account),
+        type=flag_type(parse_service_account),
         metavar="SA_EMAIL",
         help="a create naming this serviceAccount answers 403 for iam.serviceAccounts.actAs (repeatable)",
     )
@@ -43,7 +43,7 @@ def add_permission_arguments(serve: argparse.ArgumentParser) -> None:
         "--unreadable-bucket",
         action="append",
         default=[],
-        type=_flag(parse_bucket),
+        type=flag_type(parse_bucket),
         metavar="NAME",
         help="the service agent cannot read this bucket: a create whose packages are in it answers 400 "
         "FAILED_PRECONDITION (repeatable)",

@@ -22,16 +22,15 @@ microsecond and sorts before it by insertId); in ``desc`` order new lines shift 
 
 from __future__ import annotations
 
-import base64
 import heapq
 import itertools
-import json
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.logs import SERVICE_TASK, TASK_LABEL, TRIAL_LABEL
+from airflow_aip.local import pages
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.logs.filter_pruning import FilterPlan, Residual, at_or_after, timestamp_floor
 from airflow_aip.local.logs.filters import parse_filter
@@ -95,19 +94,10 @@ def to_log_entry(project: str, job_id: str, index: int, stored: Mapping[str, Any
 
 
 def _page_offset(token: str | None) -> int:
-    if not token:
-        return 0
-    try:
-        offset = int(json.loads(base64.urlsafe_b64decode(token.encode()))["offset"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("pageToken", "is not a token this service issued") from exc
+    offset = pages.decode_token(token, lambda decoded: int(decoded["offset"])) or 0
     if offset < 0:
-        raise ValidationError("pageToken", "is not a token this service issued")
+        raise ValidationError(pages.PAGE_TOKEN, pages.NOT_ISSUED)
     return offset
-
-
-def _token(offset: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"offset": offset}).encode()).decode()
 
 
 def _projects(names: Any) -> list[str]:
@@ -155,7 +145,7 @@ def list_entries(store: JobStore, request: Mapping[str, Any]) -> dict[str, Any]:
     page = found[:size]
     response: dict[str, Any] = {"entries": page} if page else {}
     if len(found) > size:
-        response["nextPageToken"] = _token(offset + size)
+        response["nextPageToken"] = pages.encode_token({"offset": offset + size})
     return response
 
 

@@ -36,6 +36,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from airflow_aip.config import OPTIONS
 from airflow_aip.local.loopback import LoopbackServer
 
 ROOT = "/computeMetadata/v1/"
@@ -51,7 +52,7 @@ class TrainerIdentity:
     project_id: str
     project_number: str
     service_account: str
-    region: str = "us-central1"
+    region: str = OPTIONS["region"].default
 
     @property
     def token(self) -> str:

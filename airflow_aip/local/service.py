@@ -33,6 +33,7 @@ from typing import IO, Any
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
 from airflow_aip.jobs.permissions import ml_service_agent
+from airflow_aip.local import pages
 from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
@@ -48,11 +49,9 @@ from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.permissions import Permissions, PermissionSettings
-from airflow_aip.local.store import JOB_ID_FIELD, JobStore, project_number, validate_project
+from airflow_aip.local.store import JOB_ID_FIELD, JobStore, JobView, project_number, validate_project
 
 _log = logging.getLogger(__name__)
-DEFAULT_PAGE_SIZE = 20
-MAX_PAGE_SIZE = 100
 _REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
 
 
@@ -284,27 +283,18 @@ class TrainingService:
     ) -> dict[str, Any]:
         validate_project(project)
         node = parse_filter(filter_text, ML_JOB_FILTER_FIELDS)
-        size = DEFAULT_PAGE_SIZE if not page_size else min(page_size, MAX_PAGE_SIZE)
-        if size < 0:
-            raise ValidationError("pageSize", f"must not be negative, got {page_size}")
-        before = decode_page_token(page_token)
+        size = pages.page_size(page_size)
         plan = FilterPlan(node, JOB_ID_FIELD)  # a poller's jobId="a" OR ...: those jobs, their branches
         positions = self._queue_positions()
-        matching = []
-        for view in reversed(self.store.job_views([project], JOB_ID_FIELD, plan.candidates)):
-            if (before is not None and view.seq >= before) or view.job.get("kind") in VERTEX_KINDS:
-                continue
+
+        def shown(view: JobView) -> dict[str, Any] | None:
+            if view.job.get("kind") in VERTEX_KINDS:
+                return None
             job = self._with_position(project, dict(view.job), positions)
-            if plan.matches(job):
-                matching.append((view.seq, copy.deepcopy(job)))
-                if len(matching) > size:
-                    break
-        response: dict[str, Any] = {}
-        if matching:
-            response["jobs"] = [job for _, job in matching[:size]]
-        if len(matching) > size:
-            response["nextPageToken"] = encode_page_token(matching[size - 1][0])
-        return response
+            return copy.deepcopy(job) if plan.matches(job) else None
+
+        views = reversed(self.store.job_views([project], JOB_ID_FIELD, plan.candidates))
+        return pages.newest_stored_page(views, "jobs", page_token, size, shown)
 
     def cancel_job(self, project: str, job_id: str) -> dict[str, Any]:
         validate_project(project)
@@ -341,16 +331,3 @@ def _fail_stale(job: dict[str, Any], message: str) -> None:
 def _cancel_queued(job: dict[str, Any]) -> None:
     job.pop("jobPosition", None)
     job.update(state=JobState.CANCELLED.value, endTime=rfc3339(), errorMessage="Job cancelled by the user.")
-
-
-def encode_page_token(seq: int) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"before": seq}).encode()).decode()
-
-
-def decode_page_token(token: str | None) -> int | None:
-    if not token:
-        return None
-    try:
-        return int(json.loads(base64.urlsafe_b64decode(token.encode()))["before"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("pageToken", "is not a token this service issued") from exc

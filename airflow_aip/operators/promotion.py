@@ -29,7 +29,6 @@ from typing import Any
 
 from airflow_aip.exceptions import AipError, PreconditionFailedError
 from airflow_aip.export import MANIFEST_NAME
-from airflow_aip.export_plan import StoredManifest
 from airflow_aip.hooks.registry import ModelRegistryHook
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs.vertex.models import ModelRef
@@ -43,6 +42,7 @@ from airflow_aip.registry.champion import (
 )
 from airflow_aip.registry.gate import Measurement, Standing, Verdict
 from airflow_aip.registry.upload import version_source
+from airflow_aip.stored_manifest import StoredManifest
 
 COMMIT_TRIES = 5  # commits lost to other promoters before this one gives up, and says so
 FOLLOW_TRIES = 3

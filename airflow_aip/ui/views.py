@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_aip.jobs.hyperparameters import LOG_SCALES
 from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
@@ -21,7 +22,6 @@ from airflow_aip.ui.results import job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
 GOOGLE_CONSOLE = "https://console.cloud.google.com/"
-LOG_SCALES = frozenset({"UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE"})
 
 
 def state_text(state: Any) -> str | None:

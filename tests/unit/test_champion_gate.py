@@ -16,12 +16,13 @@ from typing import Any
 import pytest
 
 from airflow_aip.export import ExportSource, build_manifest, export_source
-from airflow_aip.export_plan import StoredManifest, plan_export
+from airflow_aip.export_plan import plan_export
 from airflow_aip.hooks.storage import ObjectInfo
 from airflow_aip.jobs.trials import Goal
 from airflow_aip.registry.champion import Contender, judge_version
 from airflow_aip.registry.gate import Decision, Standing, judge
 from airflow_aip.registry.upload import version_source
+from airflow_aip.stored_manifest import StoredManifest
 from airflow_aip.uris import parse_gcs_uri
 from tests.fixtures.views import ml_summary
 

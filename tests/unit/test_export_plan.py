@@ -8,8 +8,9 @@ import pytest
 
 from airflow_aip.exceptions import AipError
 from airflow_aip.export import ExportSource
-from airflow_aip.export_plan import ExportPlan, ObjectCopy, StoredManifest, export_destination, plan_export
+from airflow_aip.export_plan import ExportPlan, ObjectCopy, export_destination, plan_export
 from airflow_aip.hooks.storage import ObjectInfo
+from airflow_aip.stored_manifest import StoredManifest
 from airflow_aip.uris import parse_gcs_uri
 
 ROOT = parse_gcs_uri("gs://models/iris")

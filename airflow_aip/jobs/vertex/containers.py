@@ -9,8 +9,8 @@ Two readers use it:
   trainer's package installed on top, as Vertex pip-installs it into the container.
 
 Sources: the pre-built container list, https://cloud.google.com/vertex-ai/docs/training/pre-built-containers,
-and the supported frameworks list, https://cloud.google.com/vertex-ai/docs/supported-frameworks-list
-(research/vertex.md §5.1). An image is named
+and the supported frameworks list, https://cloud.google.com/vertex-ai/docs/supported-frameworks-list.
+An image is named
 ``{framework}-{cpu|gpu}.{MAJOR}-{MINOR}[.py3NN]``; the suffix, where present, is its Python.
 What an image ships beside its framework (Google's and the data libraries, each list with its
 source) is :mod:`.image_packages`; an image past its end of availability is refused, as Vertex

@@ -17,7 +17,7 @@ uses: ``tensorflow``, not ``tensorflow-cpu``), with its source:
   (the Deep Learning Containers base under the newer TensorFlow and PyTorch images, whose list
   Google does not publish), left unpinned so it resolves for the image's Python.
 
-Sources (research/google-runtime-packages.md quotes them):
+Sources:
 
 - VERTEX: "Prebuilt containers for custom training", Included dependencies, PyPI packages:
   https://cloud.google.com/vertex-ai/docs/training/pre-built-containers

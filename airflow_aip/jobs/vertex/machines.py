@@ -44,7 +44,7 @@ K80_SUBSTITUTE = "NVIDIA_TESLA_T4"
 
 # Legacy machine names -> Compute Engine, from "Machine types" of AI Platform Training,
 # https://cloud.google.com/ai-platform/training/docs/machine-types#legacy-machine-types
-# (research/vertex.md §5.4; the CPU rows cross-check with the prices per hour of
+# (the CPU rows cross-check with the prices per hour of
 # https://cloud.google.com/ml-engine/docs/pricing: BASIC = standard, BASIC_GPU = standard_gpu).
 # complex_model_s was an n1-highcpu-8, which Vertex AI training does not offer (its machine list,
 # https://cloud.google.com/vertex-ai/docs/training/configure-compute, has n1-highcpu from 16): the
@@ -165,7 +165,7 @@ def machine_spec(name: str, accelerator: Mapping[str, Any] | None, path: str) ->
 
 
 # runtimeVersion/pythonVersion/framework -> pre-built training container
-# (https://cloud.google.com/vertex-ai/docs/training/pre-built-containers, research/vertex.md §5.1).
+# (https://cloud.google.com/vertex-ai/docs/training/pre-built-containers).
 # AI Platform's last runtime versions, from its runtime version list
 # (https://cloud.google.com/ai-platform/training/docs/runtime-version-list): all of them ran Python 3.7
 # only (ml.v1.json, TrainingInput.pythonVersion: "Python '3.7' is available when runtime_version is

@@ -2,9 +2,9 @@
 
 Our users keep writing jobs in AI Platform's vocabulary (a config.yaml's ``trainingInput``); AI
 Platform Training is shut down, so we submit to Vertex AI custom training. This is Google's
-migration mapping (https://cloud.google.com/vertex-ai/docs/start/ai-platform-users, research/vertex.md
-§5.3) made executable: role-named replicas become ``workerPoolSpecs[0..3]``, machine names and
-runtime versions go through the tables of :mod:`.vertex_machines`, ``hyperparameters`` make a
+migration mapping (https://cloud.google.com/vertex-ai/docs/start/ai-platform-users) made
+executable: role-named replicas become ``workerPoolSpecs[0..3]``, machine names and runtime
+versions go through the tables of :mod:`.machines`, ``hyperparameters`` make a
 HyperparameterTuningJob. Whatever Vertex AI cannot take is a ValidationError naming the
 trainingInput field: nothing is dropped silently. ``docs/vertex-migration.md`` has the whole table.
 """

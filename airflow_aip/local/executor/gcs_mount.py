@@ -1,7 +1,8 @@
 """``/gcs/BUCKET/...`` for a trainer, as Vertex AI mounts Cloud Storage with Cloud Storage FUSE.
 
-Vertex AI mounts every bucket the job may read at ``/gcs/`` and recommends it to trainers
-(seed 004: "Vertex AI mounts Cloud Storage buckets ... at /gcs/"). Here each replica runs in a
+Vertex AI mounts every bucket the job may read at ``/gcs/`` and recommends it to trainers: "custom
+training jobs can access your Cloud Storage buckets as subdirectories of the root /gcs directory"
+(https://cloud.google.com/vertex-ai/docs/training/cloud-storage-file-system). Here each replica runs in a
 mount namespace of its own (``unshare --mount``, which needs root), where rclone (Debian's
 package: a well-kept FUSE client with a Cloud Storage backend) mounts the local Cloud Storage at
 ``/gcs``. Nothing outside the replica sees the mount, and it ends with the replica: the replica's

@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_aip.config import OPTIONS
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
 from airflow_aip.jobs.vertex.body import job_spec_of
 from airflow_aip.jobs.vertex.containers import Runtime, runtime_of
@@ -132,7 +133,7 @@ class ExecutionPlan:
     project_id: str = ""
     project_number: str = ""
     service_account: str = ""
-    region: str = "us-central1"
+    region: str = OPTIONS["region"].default  # [aip] region's default, as an operator given none
 
     @property
     def primary(self) -> PoolPlan:
@@ -204,7 +205,7 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
         project_id=project,
         project_number=project_number(project),
         service_account=ti.get("serviceAccount") or ml_service_agent(project_number(project)),
-        region=str(ti.get("region") or "us-central1"),
+        region=str(ti.get("region") or OPTIONS["region"].default),
     )
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from airflow_aip.jobs.hyperparameters import LOG_SCALES
 from airflow_aip.jobs.trials import Goal
 
 MAX_GRID_POINTS = 100_000
@@ -177,7 +178,7 @@ class HyperparameterSearch:
         if kind == "DISCRETE":
             return trial.suggest_categorical(name, list(param["discreteValues"]))
         low, high = param["minValue"], param["maxValue"]
-        log = scale in ("UNIT_LOG_SCALE", "UNIT_REVERSE_LOG_SCALE")
+        log = scale in LOG_SCALES
         if kind == "INTEGER":
             value: float = trial.suggest_int(name, int(low), int(high), log=log)
         else:

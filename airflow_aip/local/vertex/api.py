@@ -30,7 +30,7 @@ _XGAFV = {"1", "2"}
 _SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
 
 
-def _check_system_parameters(request: Request) -> bool:
+def check_system_parameters(request: Request) -> bool:
     """Refuse ``alt``/``$alt``/``$.xgafv`` values Google would; True if enums are to go out as numbers."""
     query = request.query_params
     numbers = False
@@ -58,12 +58,12 @@ def _add_kind(app: FastAPI, jobs: VertexJobs, kind: str, json_body: Any) -> None
     base = "/v1/projects/{project}/locations/{location}/" + kind
 
     async def create(project: str, location: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         body = await json_body(request)
         return _answer(await run_in_threadpool(jobs.create, kind, project, location, body), kind, numbers)
 
     async def list_jobs(project: str, location: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         query = request.query_params
         size = page_size(query.get("pageSize"))
         page = await run_in_threadpool(
@@ -81,16 +81,16 @@ def _add_kind(app: FastAPI, jobs: VertexJobs, kind: str, json_body: Any) -> None
         return page
 
     async def get(project: str, location: str, job_id: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         return _answer(await run_in_threadpool(jobs.get, kind, project, location, job_id), kind, numbers)
 
     async def cancel(project: str, location: str, job_id: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         await json_body(request)  # CancelCustomJobRequest is empty; a broken body is still an error
         return await run_in_threadpool(jobs.cancel, kind, project, location, job_id)
 
     async def delete(project: str, location: str, job_id: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(jobs.delete, kind, project, location, job_id)
 
     app.add_api_route(base, create, methods=["POST"], name=f"{kind}.create")

@@ -23,7 +23,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
-from airflow_aip.local.vertex.api import _check_system_parameters
+from airflow_aip.local.vertex.api import check_system_parameters
 from airflow_aip.local.vertex.models import ModelRegistry
 from airflow_aip.local.vertex.models_store import model_enums_as_numbers
 
@@ -50,18 +50,18 @@ def add_model_routes(app: FastAPI, registry: ModelRegistry, json_body: Any) -> N
 
 def _add_reads(app: FastAPI, registry: ModelRegistry) -> None:
     async def list_models(project: str, location: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         query = dict(request.query_params)
         return _listed(await run_in_threadpool(registry.list_models, project, location, query), numbers)
 
     async def list_versions(project: str, location: str, model: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         query = dict(request.query_params)
         page = await run_in_threadpool(registry.list_versions, project, location, model, query)
         return _listed(page, numbers)
 
     async def get(project: str, location: str, model: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         return _answer(await run_in_threadpool(registry.get, project, location, model), numbers)
 
     app.add_api_route(f"{BASE}/models", list_models, methods=["GET"], name="models.list")
@@ -73,27 +73,27 @@ def _add_reads(app: FastAPI, registry: ModelRegistry) -> None:
 
 def _add_writes(app: FastAPI, registry: ModelRegistry, json_body: Any) -> None:
     async def upload(project: str, location: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         body = await json_body(request)
         return await run_in_threadpool(registry.upload, project, location, body)
 
     async def merge(project: str, location: str, model: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         body = await json_body(request)
         return _answer(
             await run_in_threadpool(registry.merge_aliases, project, location, model, body), numbers
         )
 
     async def delete_version(project: str, location: str, model: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(registry.delete_version, project, location, model)
 
     async def delete(project: str, location: str, model: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(registry.delete_model, project, location, model)
 
     async def patch(project: str, location: str, model: str, request: Request) -> Any:
-        numbers = _check_system_parameters(request)
+        numbers = check_system_parameters(request)
         body = await json_body(request)
         mask = request.query_params.get("updateMask") or request.query_params.get("update_mask")
         return _answer(
@@ -122,11 +122,11 @@ def _add_operations(app: FastAPI, registry: ModelRegistry) -> None:
     async def model_operation(
         project: str, location: str, model: str, operation: str, request: Request
     ) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(registry.get_operation, project, location, model, operation)
 
     async def location_operation(project: str, location: str, operation: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(registry.get_operation, project, location, None, operation)
 
     # The SDK's REST operations client reads an operation at ``/ui/{name}`` (the first of the URIs

@@ -14,9 +14,7 @@ the document names for each (``model``, ``display_name``/``displayName``, ``labe
 
 from __future__ import annotations
 
-import base64
 import hashlib
-import json
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,8 +32,14 @@ from airflow_aip.jobs.vertex.models import (
     validate_model_id,
 )
 from airflow_aip.jobs.vertex.serving import serving_of
-from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, FilterField, Node, parse_filter
-from airflow_aip.local.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
+from airflow_aip.local import pages
+from airflow_aip.local.logs.filters import (
+    VERTEX_JOB_FILTER_FIELDS,
+    FilterField,
+    Node,
+    page_size,
+    parse_filter,
+)
 from airflow_aip.local.store import project_number
 from airflow_aip.local.vertex.models_store import MODEL_SCHEMA
 from airflow_aip.uris import parse_gcs_uri
@@ -180,7 +184,7 @@ class ListQuery:
     ) -> ListQuery:
         node = parse_filter(query.get("filter"), filters)
         order = _parse_order(query.get("orderBy") or "", orders)
-        size = _page_size(query.get("pageSize"))
+        size = pages.page_size(page_size(query.get("pageSize")))
         digest = hashlib.sha256(f"{query.get('filter')}\0{query.get('orderBy')}".encode()).hexdigest()[:16]
         return cls(node, order, size, query.get("pageToken") or None, query.get("readMask") or None, digest)
 
@@ -193,18 +197,6 @@ def _parse_order(text: str, fields: Mapping[str, str]) -> tuple[tuple[str, bool]
             raise ValidationError("orderBy", f"cannot order by {part!r}; fields: {', '.join(sorted(fields))}")
         order.append((fields[match["field"]], (match["direction"] or "asc").lower() == "desc"))
     return tuple(order)
-
-
-def _page_size(value: str | None) -> int:
-    if value is None or value == "":
-        return DEFAULT_PAGE_SIZE
-    try:
-        size = int(value)
-    except ValueError as exc:
-        raise ValidationError("pageSize", f"must be an integer, got {value!r}") from exc
-    if size < 0:
-        raise ValidationError("pageSize", f"must not be negative, got {size}")
-    return min(size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
 
 
 Item = tuple[str, dict[str, Any]]  # (identity, the Model as answered)
@@ -233,21 +225,20 @@ def page(
         ids = [identity for identity, _ in items]
         start = ids.index(last) + 1 if last in ids else min(place, len(items))
     chosen = items[start : start + query.size]
-    response: dict[str, Any] = {}
-    if chosen:
-        response[key] = [shown(item) for _, item in chosen]
+    token = None
     if start + query.size < len(items):
-        token = {"last": chosen[-1][0], "place": start + len(chosen) - 1, "query": query.digest}
-        response["nextPageToken"] = base64.urlsafe_b64encode(json.dumps(token).encode()).decode()
-    return response
+        place = start + len(chosen) - 1
+        token = pages.encode_token({"last": chosen[-1][0], "place": place, "query": query.digest})
+    return pages.answer(key, [shown(item) for _, item in chosen], token)
 
 
 def _decode_token(token: str, digest: str) -> tuple[str, int]:
-    try:
-        decoded = json.loads(base64.urlsafe_b64decode(token.encode()))
-        last, place, issued = str(decoded["last"]), int(decoded["place"]), decoded["query"]
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("pageToken", "is not a token this service issued") from exc
-    if issued != digest:
+    decoded = pages.decode_token(token, _position)
+    if decoded is None or decoded[2] != digest:
         raise ValidationError("pageToken", "was issued for another filter or orderBy")
-    return last, place
+    return decoded[0], decoded[1]
+
+
+def _position(token: Any) -> tuple[str, int, str]:
+    """(the last item given, its place, the digest of the filter and order it was issued for)."""
+    return str(token["last"]), int(token["place"]), token["query"]

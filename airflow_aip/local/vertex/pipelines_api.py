@@ -16,7 +16,7 @@ from fastapi import FastAPI, Request
 from starlette.concurrency import run_in_threadpool
 
 from airflow_aip.local.logs.filters import page_size
-from airflow_aip.local.vertex.api import _check_system_parameters
+from airflow_aip.local.vertex.api import check_system_parameters
 from airflow_aip.local.vertex.pipelines import TrainingPipelines
 
 BASE = "/v1/projects/{project}/locations/{location}/trainingPipelines"
@@ -24,21 +24,21 @@ BASE = "/v1/projects/{project}/locations/{location}/trainingPipelines"
 
 def add_pipeline_routes(app: FastAPI, pipelines: TrainingPipelines, json_body: Any) -> None:
     async def create(project: str, location: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         body = await json_body(request)
         return await run_in_threadpool(pipelines.create, project, location, body)
 
     async def cancel(project: str, location: str, pipeline: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         await json_body(request)
         return await run_in_threadpool(pipelines.cancel, project, location, pipeline)
 
     async def get(project: str, location: str, pipeline: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(pipelines.get, project, location, pipeline)
 
     async def list_pipelines(project: str, location: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         query = request.query_params
         return await run_in_threadpool(
             pipelines.list,
@@ -51,7 +51,7 @@ def add_pipeline_routes(app: FastAPI, pipelines: TrainingPipelines, json_body: A
         )
 
     async def delete(project: str, location: str, pipeline: str, request: Request) -> Any:
-        _check_system_parameters(request)
+        check_system_parameters(request)
         return await run_in_threadpool(pipelines.delete, project, location, pipeline)
 
     app.add_api_route(BASE, create, methods=["POST"], name="trainingPipelines.create")

@@ -10,8 +10,6 @@ as Google's lists do; a page token is the position after the page's last pipelin
 
 from __future__ import annotations
 
-import base64
-import json
 from collections.abc import Iterable, Mapping
 from functools import cache
 from typing import Any
@@ -19,9 +17,9 @@ from typing import Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.locations import AIPLATFORM_V1
 from airflow_aip.jobs.schema import schema
+from airflow_aip.local import pages
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, FilterField, FilterFields, parse_filter
-from airflow_aip.local.service import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE
 from airflow_aip.local.vertex.render import apply_read_mask
 
 PIPELINE_SCHEMA = "GoogleCloudAiplatformV1TrainingPipeline"
@@ -55,18 +53,9 @@ def _position(resource: Mapping[str, Any]) -> tuple[str, str]:
     return str(resource["createTime"]), str(resource["name"]).rsplit("/", 1)[-1]
 
 
-def _encode(position: tuple[str, str]) -> str:
-    return base64.urlsafe_b64encode(json.dumps({"after": list(position)}).encode()).decode()
-
-
-def _decode(token: str | None) -> tuple[str, str] | None:
-    if not token:
-        return None
-    try:
-        stamp, pipeline_id = json.loads(base64.urlsafe_b64decode(token.encode()))["after"]
-        return str(stamp), str(pipeline_id)
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValidationError("pageToken", "is not a token this service issued") from exc
+def _after(token: Any) -> tuple[str, str]:
+    stamp, pipeline_id = token["after"]
+    return str(stamp), str(pipeline_id)
 
 
 def list_page(
@@ -78,22 +67,18 @@ def list_page(
 ) -> dict[str, Any]:
     """One ``ListTrainingPipelinesResponse`` page of ``resources`` (a location's pipelines, as answered)."""
     node = parse_filter(filter_text, PIPELINE_FILTER_FIELDS)
-    if page_size is not None and page_size < 0:
-        raise ValidationError("pageSize", f"must not be negative, got {page_size}")
-    size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-    after = _decode(page_token)
-    newest_first = sorted(resources, key=_position, reverse=True)
-    shown = [
-        r
-        for r in newest_first
-        if (after is None or _position(r) < after) and (node is None or node.matches(r))
-    ]
-    response: dict[str, Any] = {}
-    if shown[:size]:
-        response["trainingPipelines"] = [apply_read_mask(r, read_mask, PIPELINE_SCHEMA) for r in shown[:size]]
-    if len(shown) > size:
-        response["nextPageToken"] = _encode(_position(shown[size - 1]))
-    return response
+    size = pages.page_size(page_size)
+    after = pages.decode_token(page_token, _after)
+    newest_first = sorted(((_position(r), r) for r in resources), key=lambda entry: entry[0], reverse=True)
+
+    def shown(resource: Mapping[str, Any]) -> dict[str, Any] | None:
+        if node is not None and not node.matches(resource):
+            return None
+        return apply_read_mask(resource, read_mask, PIPELINE_SCHEMA)
+
+    items, last = pages.newest_first(newest_first, after, size, shown)
+    token = None if last is None else pages.encode_token({"after": list(last)})
+    return pages.answer("trainingPipelines", items, token)
 
 
 def delete_operation(name: str, operation_id: str) -> dict[str, Any]:

@@ -34,23 +34,17 @@ from airflow_aip.jobs.vertex.body import (
     validate_custom_job,
     validate_tuning_job,
 )
+from airflow_aip.local import pages
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.plans import trial_job_id
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
-from airflow_aip.local.service import (
-    DEFAULT_PAGE_SIZE,
-    MAX_PAGE_SIZE,
-    NO_ENGINE,
-    FailedPreconditionError,
-    TrainingService,
-    decode_page_token,
-    encode_page_token,
-)
+from airflow_aip.local.service import NO_ENGINE, FailedPreconditionError, TrainingService
 from airflow_aip.local.store import (
     VERTEX_DISPLAY_NAME_FIELD,
     VERTEX_JOB_ID_LABEL_FIELD,
     FieldPath,
+    JobView,
     project_number,
     validate_project,
 )
@@ -227,30 +221,20 @@ class VertexJobs:
     ) -> dict[str, Any]:
         number, location = self.parent(project, location)
         node = parse_filter(filter_text, VERTEX_JOB_FILTER_FIELDS)
-        if page_size is not None and page_size < 0:
-            raise ValidationError("pageSize", f"must not be negative, got {page_size}")
-        size = min(page_size or DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE)
-        before = decode_page_token(page_token)
+        size = pages.page_size(page_size)
         plan, field = _narrowest_lookup(node)
-        matching: list[tuple[int, dict[str, Any]]] = []
-        for view in reversed(self.store.job_views([number], field, plan.candidates)):
+
+        def shown(view: JobView) -> dict[str, Any] | None:
             job = view.job
-            if (before is not None and view.seq >= before) or job.get("kind") != kind:
-                continue
-            if job.get("location") != location:
-                continue
-            shown = render(job, with_trials=False)
-            if plan.matches(shown):
-                masked = apply_read_mask(shown, read_mask, _SCHEMAS[kind])
-                matching.append((view.seq, copy.deepcopy(masked)))
-                if len(matching) > size:
-                    break
-        response: dict[str, Any] = {}
-        if matching:
-            response[kind] = [job for _, job in matching[:size]]
-        if len(matching) > size:
-            response["nextPageToken"] = encode_page_token(matching[size - 1][0])
-        return response
+            if job.get("kind") != kind or job.get("location") != location:
+                return None
+            rendered = render(job, with_trials=False)
+            if not plan.matches(rendered):
+                return None
+            return copy.deepcopy(apply_read_mask(rendered, read_mask, _SCHEMAS[kind]))
+
+        views = reversed(self.store.job_views([number], field, plan.candidates))
+        return pages.newest_stored_page(views, kind, page_token, size, shown)
 
     def cancel(self, kind: str, project: str, location: str, job_id: str) -> dict[str, Any]:
         record = self._record(kind, project, location, job_id)
