@@ -35,6 +35,7 @@ os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", None)
 
 pytest_plugins = [
+    "tests.fixtures.vertex",
     "tests.fixtures.gcs",
     "tests.fixtures.local_service",
     "tests.fixtures.containers",

@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.integration.test_docker_compose import (
+from tests.fixtures.compose import (
     AIRFLOW_SERVICES,
     COMPOSE_FILE,
     REPO,

@@ -21,9 +21,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import LOCATION
-from tests.integration.test_local_service_vertex import IMAGE
-from tests.integration.test_local_service_vertex_sdk import pools
+from tests.fixtures.vertex import IMAGE, LOCATION, sdk_pools
 
 pytestmark = pytest.mark.integration
 custom_job = pytest.importorskip("airflow.providers.google.cloud.operators.vertex_ai.custom_job")
@@ -112,7 +110,7 @@ def test_the_tuning_operator_runs_its_trials_here(provider: str, staged_trainer:
         project_id=provider,
         region=LOCATION,
         display_name="provider-tune",
-        worker_pool_specs=pools(staged_trainer, "tune", ["--metric-tag=score"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "tune", ["--metric-tag=score"]),
         metric_spec={"score": "maximize"},
         parameter_spec={"x": hpt.DoubleParameterSpec(min=1, max=5, scale="linear")},
         max_trial_count=2,

@@ -20,8 +20,7 @@ from airflow_aip.jobs.permissions import custom_code_agent
 from airflow_aip.local.store import project_number
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
 from tests.fixtures.operators import FakeTI, task_context
-from tests.fixtures.vertex import LOCATION, vertex_sdk
-from tests.integration.test_local_service_vertex import IMAGE
+from tests.fixtures.vertex import IMAGE, LOCATION, vertex_sdk
 
 pytestmark = pytest.mark.integration
 aiplatform = pytest.importorskip("google.cloud.aiplatform")

@@ -28,8 +28,8 @@ from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOp
 from airflow_aip.sensors import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger
 from tests.fixtures.operators import FakeTI
+from tests.fixtures.submit import JOB_ID, make_context
 from tests.fixtures.vertex import WORKER_POOL
-from tests.unit.test_training_operator import JOB_ID, make_context
 
 LOCAL = "http://127.0.0.1:8089/"
 PARENT = "/v1/projects/proj/locations/us-central1"
