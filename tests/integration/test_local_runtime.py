@@ -18,6 +18,7 @@ from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.executor.interpreters import find_python
 from airflow_aip.packaging import build_sdist
 from tests.fixtures.local_service import StagedTrainer, storage_client
+from tests.fixtures.tools import GCS_MOUNT, GCS_MOUNT_INSTALL, missing
 from tests.fixtures.vertex import IMAGE, sdk_pools
 
 pytestmark = pytest.mark.integration
@@ -74,9 +75,8 @@ def test_an_undeclared_import_fails_as_on_vertex_and_declaring_it_succeeds(
 def test_a_trainer_gets_the_images_python_only_its_packages_and_gcs_mounted(
     sdk: Any, staged_trainer: StagedTrainer
 ) -> None:
-    reason = mount_unavailable()
-    if reason:
-        pytest.skip(reason)
+    if reason := mount_unavailable():
+        missing(GCS_MOUNT, GCS_MOUNT_INSTALL, reason)
     prefix = f"runtime/{uuid.uuid4().hex[:8]}"
     _upload(staged_trainer, f"{prefix}/in.txt", "read through /gcs/")
     gcs = f"/gcs/{staged_trainer.bucket}/{prefix}"

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import StagedTrainer
+from tests.fixtures.tools import need_module
 from tests.fixtures.vertex import VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 
 
 def test_sdk_runs_a_custom_job_to_success(sdk: Any, staged_trainer: StagedTrainer) -> None:

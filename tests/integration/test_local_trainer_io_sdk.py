@@ -23,10 +23,11 @@ import pytest
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service, serving
+from tests.fixtures.tools import GCS_MOUNT, GCS_MOUNT_INSTALL, missing, need_module
 from tests.fixtures.vertex import sdk_pools, vertex_sdk
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 
 # The host runtime runs a package on the service's own Python, where Google's Vertex AI SDK is
 # installed: a trainer there can call it (in the isolated runtime only an image that ships it could).
@@ -136,9 +137,8 @@ def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reason = mount_unavailable()
-    if reason:
-        pytest.skip(reason)
+    if reason := mount_unavailable():
+        missing(GCS_MOUNT, GCS_MOUNT_INSTALL, reason)
     # An rclone that cannot mount, first on the service's PATH (and so on its replicas').
     tools = tmp_path / "bin"
     tools.mkdir()

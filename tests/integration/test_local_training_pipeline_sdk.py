@@ -17,10 +17,11 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import storage_client
+from tests.fixtures.tools import need_module
 from tests.fixtures.vertex import IMAGE, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 
 

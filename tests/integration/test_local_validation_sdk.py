@@ -19,10 +19,11 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import StagedTrainer
+from tests.fixtures.tools import need_module
 from tests.fixtures.vertex import VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 
 
 def _tuning(sdk: Any, trainer: StagedTrainer, parameters: dict[str, Any], **counts: int) -> Any:

@@ -16,11 +16,19 @@ import pytest
 
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.tools import MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, missing, need_module
 from tests.fixtures.vertex import IMAGE, LOCATION, VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
+
+
+@pytest.fixture
+def private_tmp() -> None:
+    """The test needs each replica's private /tmp (a mount namespace)."""
+    if reason := private_tmp_unavailable():
+        missing(MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, reason)
 
 
 def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) -> tuple[Any, str]:
@@ -43,7 +51,7 @@ def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) ->
     return tuning, base
 
 
-@pytest.mark.skipif(private_tmp_unavailable() is not None, reason="no mount namespace on this machine")
+@pytest.mark.usefixtures("private_tmp")
 def test_trials_have_their_own_job_id_and_a_private_default_metric_file(
     sdk: Any, staged_trainer: StagedTrainer
 ) -> None:

@@ -21,10 +21,11 @@ from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.operators import RegisterModelOperator, RollbackChampionOperator
 from airflow_aip.triggers.model_operation import ModelOperationTrigger
 from tests.fixtures.champion_gate import CASES, PROMOTE, REFUSE, GateCase, Side
+from tests.fixtures.tools import need_module
 from tests.fixtures.vertex import LOCATION
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SHA = "c" * 64
 
 

@@ -14,6 +14,7 @@ from airflow_aip.jobs.schema import TRAINING_INPUT_SCHEMA, schema
 from airflow_aip.jobs.training_input import build_training_input
 from airflow_aip.jobs.vertex.body import validate_custom_job, validate_tuning_job
 from airflow_aip.jobs.vertex.translate import TUNING_JOBS, to_vertex
+from tests.fixtures.tools import need_module
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
@@ -56,7 +57,7 @@ def test_the_dag_golden_input_is_the_example_dags_spec() -> None:
     dags = ROOT / "dags"
     sys.path.insert(0, str(dags))
     try:
-        examples = pytest.importorskip("aip_examples")
+        examples = need_module("aip_examples")
     finally:
         sys.path.remove(str(dags))
     given = yaml.safe_load((GOLDEN / "dag_aip_training_pipeline.input.yaml").read_text(encoding="utf-8"))
