@@ -45,7 +45,8 @@ docs: install
 	$(SPHINX_BUILD)
 	@echo "The docs: build/docs/html/index.html"
 
-# Debian packages, each installed when missing and we are root (else the tests that need it skip):
+# Debian packages, each installed when missing and we are root (else the tests that need it skip;
+# under CI both this step and those tests fail instead: tests/fixtures/tools.py):
 # chromium (UI tests, through playwright: never `playwright install`), postgresql and redis-server
 # (the e2e and Celery tiers' own servers), rclone and fuse3 (/gcs/ in each training replica), and
 # docker-compose (validates docker-compose.yaml offline), and podman, mmdebstrap and

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The Debian packages behind the needs named (browser, servers, fuse, compose, containers) that this machine
 # does not meet yet, installed with ONE `apt-get update` and one `apt-get install`. As root with
-# apt-get only; elsewhere it says what is missing, and the tests that need it skip.
+# apt-get only; elsewhere it says what is missing, and the tests that need it skip (under CI, where
+# they would fail instead, it fails itself: CI set to anything but empty, 0, false, no or off).
 #   browser  Debian's chromium, which the UI tests drive through playwright (never `playwright install`)
 #   servers  PostgreSQL (the e2e and Celery tiers' metadata) and Redis (the Celery broker)
 #   fuse     rclone and fuse3: the local service mounts Cloud Storage at /gcs/ in each replica
@@ -32,5 +33,11 @@ if [ "$(id -u)" = 0 ] && have apt-get; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 else
-  echo "note: not installed (needs root and apt-get): ${missing[*]}; the tests that need them skip"
+  case "$(printf %s "${CI:-}" | tr '[:upper:]' '[:lower:]')" in
+    ""|0|false|no|off)
+      echo "note: not installed (needs root and apt-get): ${missing[*]}; the tests that need them skip" ;;
+    *)
+      echo "debian_deps.sh: CI=${CI} and not installed (needs root and apt-get): ${missing[*]}" >&2
+      exit 1 ;;
+  esac
 fi

@@ -35,8 +35,10 @@ os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", None)
 os.environ.pop("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", None)
 
 pytest_plugins = [
+    "tests.fixtures.tools",  # under CI: a missing tool fails, and a run with a skip fails
     "tests.fixtures.gcs",
     "tests.fixtures.local_service",
+    "tests.fixtures.vertex",  # after local_service, which it imports
     "tests.fixtures.containers",
     "tests.fixtures.dags",
     "tests.fixtures.browser",

@@ -35,6 +35,7 @@ from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
 from tests.fixtures import servers
 from tests.fixtures.airflow_stack import AirflowApi, dag_bundles
 from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.tools import MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, SERVERS_INSTALL, missing
 from tests.fixtures.waiting import wait_until
 
 QUEUES = {"worker_a": "aip_a", "worker_b": "aip_b"}  # worker -> its own queue
@@ -218,10 +219,10 @@ def _airflow_env(root: Path, db_url: str, broker_url: str, service_env: dict[str
 @pytest.fixture(scope="package")
 def celery_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[CeleryStack]:
     if reason := servers.missing():
-        pytest.skip(reason)
+        missing("PostgreSQL and redis-server", SERVERS_INSTALL, reason)
     root = tmp_path_factory.mktemp("airflow-celery")
     if not _private_tmp_works(root / "probe"):
-        pytest.skip("a worker's private TMPDIR needs a mount namespace (unshare --mount): run as root")
+        missing(MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, "a worker's private TMPDIR")
     started = time.monotonic()
     log = root / "stack.log"
     with ExitStack() as cleanup:

@@ -34,6 +34,7 @@ from tests.fixtures import servers
 from tests.fixtures.airflow_stack import AirflowApi, dag_bundles, login
 from tests.fixtures.cpu import book_shared, tree_cpu_seconds
 from tests.fixtures.local_service import stage_trainer, storage_client
+from tests.fixtures.tools import SERVERS_INSTALL, missing, under_ci
 from tests.fixtures.waiting import wait_until
 
 TOKEN_SECRET = "token-marker-e2e-41d7a2"
@@ -52,8 +53,11 @@ MAX_RUNNING_JOBS = 50
 @contextlib.contextmanager
 def metadata_db(home: Path) -> Iterator[str]:
     """Airflow's metadata DB: a PostgreSQL of the stack's own, as deployments have; SQLite (with
-    its lock waits under load) only where Debian's postgresql is not installed."""
-    if servers.missing(redis=False):
+    its lock waits under load) only where Debian's postgresql is not installed (under CI, a failure:
+    tests/fixtures/tools.py)."""
+    if reason := servers.missing(redis=False):
+        if under_ci():
+            missing("PostgreSQL", SERVERS_INSTALL, reason)
         yield f"sqlite:///{home / 'airflow.db'}"
     else:
         with servers.postgres(home / "postgres.log") as url:

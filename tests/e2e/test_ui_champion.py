@@ -21,7 +21,7 @@ import pytest
 from airflow_aip.jobs.trials import metrics_apart
 from scripts.stack import REPO
 from tests.e2e.conftest import AirflowStack
-from tests.e2e.test_ui_live import open_tab
+from tests.fixtures.browser import open_tab
 
 pytestmark = [pytest.mark.e2e, pytest.mark.soak]  # make test: the drawing in tests/unit/
 DAG_ID = "aip_retraining"

@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import AirflowStack
-from tests.e2e.test_ui_live import open_tab
+from tests.fixtures.browser import open_tab
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.e2e

@@ -23,6 +23,7 @@ import httpx
 import pytest
 
 from tests.e2e.conftest import AirflowStack
+from tests.fixtures.browser import open_tab
 from tests.fixtures.vertex import cancel_vertex, vertex_jobs
 from tests.fixtures.waiting import wait_until
 
@@ -73,18 +74,6 @@ def waiting_run(airflow_stack: AirflowStack) -> Iterator[tuple[str, str]]:
             if leftover["state"] in ("QUEUED", "PREPARING", "RUNNING"):
                 with contextlib.suppress(HttpError):  # the failed run's kill may cancel it first (400)
                     cancel_vertex(stack.ml_url, leftover["name"])
-
-
-def open_tab(page: Any, stack: AirflowStack, dag_id: str, run_id: str, task_id: str) -> Any:
-    """Sign in as admin and open the task instance's Training job tab: its frame."""
-    page.goto("/auth/login")
-    page.get_by_label("Username").fill("admin")
-    page.get_by_label("Password").fill(stack.passwords["admin"])
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(lambda url: "/auth/login" not in url, timeout=60_000)
-    page.goto(f"/dags/{dag_id}/runs/{quote(run_id, safe='')}/tasks/{task_id}")
-    page.get_by_role("link", name="Training job", exact=True).click()
-    return page.frame_locator("iframe[title='Training job']")
 
 
 def _query(run_id: str) -> str:

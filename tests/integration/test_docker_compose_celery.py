@@ -17,13 +17,15 @@ from urllib.parse import urlsplit
 import pytest
 import yaml
 
-from tests.integration.test_docker_compose import (
+from tests.fixtures.compose import (
     AIRFLOW_SERVICES,
     COMPOSE_FILE,
+    COMPOSE_INSTALL,
     REPO,
     compose_cli,
     interpolate,
 )
+from tests.fixtures.tools import missing
 
 pytestmark = pytest.mark.integration
 
@@ -46,7 +48,7 @@ def test_celery_profile_resolves_with_celery_executor(tmp_path: Path) -> None:
     """A real Compose CLI resolves the file with the profiles on and AIRFLOW_EXECUTOR set."""
     cli = compose_cli()
     if cli is None:
-        pytest.skip("no Compose CLI (apt-get install -y docker-compose)")
+        missing("a Compose CLI (docker-compose)", COMPOSE_INSTALL)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COMPOSE_", "AIRFLOW_", "DOCKER_"))}
     argv = [*cli, "-f", str(COMPOSE_FILE), "--profile", "celery", "--profile", "flower", "config"]
     result = subprocess.run(

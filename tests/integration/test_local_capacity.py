@@ -18,12 +18,12 @@ import pytest
 
 from airflow_aip.local.store import project_number
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import IMAGE, LOCATION, VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
 from tests.fixtures.waiting import wait_until
-from tests.integration.test_local_service_vertex import IMAGE
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 
 T4 = "custom_model_training_nvidia_t4_gpus"
 L4 = "custom_model_training_nvidia_l4_gpus"

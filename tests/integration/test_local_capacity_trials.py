@@ -18,9 +18,8 @@ import pytest
 
 from airflow_aip.local.capacity import STOCKOUT_MESSAGE
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, grid_tuning_job
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, grid_tuning_job, worker_pool
 from tests.fixtures.waiting import wait_until
-from tests.integration.test_local_service_vertex import worker_pool
 
 pytestmark = pytest.mark.integration
 

@@ -8,8 +8,7 @@ import pytest
 
 from airflow_aip.local.cli import main
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_job, wait_for_state
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform
-from tests.integration.test_local_service_vertex import worker_pool
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, worker_pool
 
 pytestmark = pytest.mark.integration
 

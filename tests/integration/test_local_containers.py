@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,31 @@ def project() -> str:
 @pytest.fixture
 def out(staged_trainer: StagedTrainer) -> str:
     return f"gs://{staged_trainer.bucket}/containers/{uuid.uuid4().hex[:8]}/"
+
+
+@dataclass(frozen=True)
+class ContainerTest:
+    """What a container test works with: the session's service and engine, the trainer images by
+    role, the staged trainer (its bucket), the test's own project and output folder."""
+
+    service: LocalService
+    engine: ContainerEngine
+    images: Mapping[str, str]
+    trainer: StagedTrainer
+    project: str
+    out: str
+
+
+@pytest.fixture
+def ctr(
+    local_service: LocalService,
+    container_engine: ContainerEngine,
+    trainer_images: Mapping[str, str],
+    staged_trainer: StagedTrainer,
+    project: str,
+    out: str,
+) -> ContainerTest:
+    return ContainerTest(local_service, container_engine, trainer_images, staged_trainer, project, out)
 
 
 @pytest.fixture
@@ -80,21 +106,17 @@ def _create(url: str, project: str, pools: list[dict[str, Any]], base: str = "")
 
 @pytest.mark.usefixtures("none_left")
 def test_sdk_custom_job_runs_the_container_with_vertex_environment(
-    local_service: LocalService,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
+    ctr: ContainerTest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    spec = {"image_uri": trainer_images["master"], "args": ["report", "--x=3"]}
+    spec = {"image_uri": ctr.images["master"], "args": ["report", "--x=3"]}
     pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": spec}]
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
-        job = sdk.CustomJob(display_name="in-a-container", worker_pool_specs=pools, base_output_dir=out)
+    with vertex_sdk(ctr.service.url, ctr.project, ctr.trainer.bucket, monkeypatch) as sdk:
+        job = sdk.CustomJob(display_name="in-a-container", worker_pool_specs=pools, base_output_dir=ctr.out)
         job.run(sync=True)
         assert job.state.name == "JOB_STATE_SUCCEEDED"
-    seen = staged_trainer.read_json(f"{out}model/report.json")
-    assert seen["AIP_MODEL_DIR"] == f"{out}model/"
+    seen = ctr.trainer.read_json(f"{ctr.out}model/report.json")
+    assert seen["AIP_MODEL_DIR"] == f"{ctr.out}model/"
     assert seen["CLOUD_ML_JOB_ID"] == job.resource_name.rsplit("/", 1)[-1]
     assert (seen["RANK"], seen["WORLD_SIZE"], seen["AIP_TEST_IMAGE_ROLE"]) == ("0", "1", "master")
     assert '"workerpool0"' in seen["CLUSTER_SPEC"]
@@ -106,10 +128,7 @@ def test_sdk_custom_job_runs_the_container_with_vertex_environment(
 
 @pytest.mark.usefixtures("none_left")
 def test_sdk_custom_container_training_job_trains_and_returns_its_model(
-    local_service: LocalService,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
+    ctr: ContainerTest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``CustomContainerTrainingJob.run()``: a trainingPipeline whose CustomJob runs the image, then
@@ -121,11 +140,11 @@ def test_sdk_custom_container_training_job_trains_and_returns_its_model(
     serving = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
     objects = {"model/model.joblib": b"model bytes"}
     with sdk_with_objects(
-        local_service.url, staged_trainer, monkeypatch, "ctr-pipeline", objects, project
+        ctr.service.url, ctr.trainer, monkeypatch, "ctr-pipeline", objects, ctr.project
     ) as (sdk, base):
         job = sdk.CustomContainerTrainingJob(
             display_name="iris-in-a-container",
-            container_uri=trainer_images["master"],
+            container_uri=ctr.images["master"],
             model_serving_container_image_uri=serving,
         )
         model = job.run(args=["report"], base_output_dir=base, replica_count=1, machine_type="n1-standard-4")
@@ -133,26 +152,22 @@ def test_sdk_custom_container_training_job_trains_and_returns_its_model(
         assert isinstance(model, sdk.Model)
         assert (model.version_id, model.uri) == ("1", f"{base}model/")
         backing = sdk.CustomJob.get(job.gca_resource.training_task_metadata["backingCustomJob"])
-    seen = staged_trainer.read_json(f"{base}model/report.json")
+    seen = ctr.trainer.read_json(f"{base}model/report.json")
     assert seen["CLOUD_ML_JOB_ID"] == backing.resource_name.rsplit("/", 1)[-1]
     assert seen["AIP_TEST_IMAGE_ROLE"] == "master"
 
 
 @pytest.mark.usefixtures("none_left")
 def test_sdk_tuning_job_reads_hypertune_from_the_containers_own_tmp(
-    local_service: LocalService,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
+    ctr: ContainerTest,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from google.cloud.aiplatform import hyperparameter_tuning as hpt
 
-    spec = {"image_uri": trainer_images["master"], "args": ["report"]}
+    spec = {"image_uri": ctr.images["master"], "args": ["report"]}
     pools = [{"machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1, "container_spec": spec}]
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
-        trial_job = sdk.CustomJob(display_name="trial", worker_pool_specs=pools, base_output_dir=out)
+    with vertex_sdk(ctr.service.url, ctr.project, ctr.trainer.bucket, monkeypatch) as sdk:
+        trial_job = sdk.CustomJob(display_name="trial", worker_pool_specs=pools, base_output_dir=ctr.out)
         tuning = sdk.HyperparameterTuningJob(
             display_name="tune-in-a-container",
             custom_job=trial_job,
@@ -170,61 +185,47 @@ def test_sdk_tuning_job_reads_hypertune_from_the_containers_own_tmp(
 
 @pytest.mark.usefixtures("none_left")
 def test_replicas_rendezvous_over_master_addr_and_port(
-    local_service: LocalService,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
+    ctr: ContainerTest,
 ) -> None:
-    image = trainer_images["master"]
+    image = ctr.images["master"]
     pools = [_pool(image, "rendezvous"), _pool(image, "rendezvous", count=2)]
-    job = _create(local_service.url, project, pools, out)
-    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    job = _create(ctr.service.url, ctr.project, pools, ctr.out)
+    done = wait_for_job(_custom_jobs(ctr.service.url), job["name"], VERTEX_TERMINAL)
     assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
-    met = staged_trainer.read_json(f"{out}model/rendezvous.json")
+    met = ctr.trainer.read_json(f"{ctr.out}model/rendezvous.json")
     assert met["heard"] == [1, 2]
     assert (met["WORLD_SIZE"], met["MASTER_ADDR"]) == ("3", "127.0.0.1")
 
 
 @pytest.mark.usefixtures("none_left")
 def test_cancel_stops_and_removes_the_containers(
-    local_service: LocalService,
-    container_engine: ContainerEngine,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
+    ctr: ContainerTest,
 ) -> None:
-    job = _create(local_service.url, project, [_pool(trainer_images["master"], "sleep")], out)
-    staged_trainer.wait_for_json(f"{out}model/sleeping-workerpool0-0.json")
+    job = _create(ctr.service.url, ctr.project, [_pool(ctr.images["master"], "sleep")], ctr.out)
+    ctr.trainer.wait_for_json(f"{ctr.out}model/sleeping-workerpool0-0.json")
     label = _label(job["name"])
-    assert len(containers_of(container_engine, local_service.data_dir, label)) == 1
+    assert len(containers_of(ctr.engine, ctr.service.data_dir, label)) == 1
 
-    _custom_jobs(local_service.url).cancel(name=job["name"], body={}).execute()
-    done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+    _custom_jobs(ctr.service.url).cancel(name=job["name"], body={}).execute()
+    done = wait_for_job(_custom_jobs(ctr.service.url), job["name"], VERTEX_TERMINAL)
 
     assert done["state"] == "JOB_STATE_CANCELLED"
-    assert containers_of(container_engine, local_service.data_dir, label) == []
+    assert containers_of(ctr.engine, ctr.service.data_dir, label) == []
 
 
 @pytest.mark.usefixtures("none_left")
 def test_an_image_in_a_local_registry_is_pulled_then_run(
-    local_service: LocalService,
-    container_engine: ContainerEngine,
+    ctr: ContainerTest,
     local_registry: str,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
 ) -> None:
-    image = push(container_engine, trainer_images["master"], local_registry, f"{project}/trainer:1")
+    image = push(ctr.engine, ctr.images["master"], local_registry, f"{ctr.project}/trainer:1")
     try:
-        job = _create(local_service.url, project, [_pool(image, "report")], out)
-        done = wait_for_job(_custom_jobs(local_service.url), job["name"], VERTEX_TERMINAL)
+        job = _create(ctr.service.url, ctr.project, [_pool(image, "report")], ctr.out)
+        done = wait_for_job(_custom_jobs(ctr.service.url), job["name"], VERTEX_TERMINAL)
         assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
-        assert staged_trainer.read_json(f"{out}model/report.json")["AIP_TEST_IMAGE_ROLE"] == "master"
+        assert ctr.trainer.read_json(f"{ctr.out}model/report.json")["AIP_TEST_IMAGE_ROLE"] == "master"
     finally:
-        untag(container_engine, image)
+        untag(ctr.engine, image)
 
 
 @pytest.mark.usefixtures("none_left")
@@ -249,26 +250,21 @@ def test_an_image_that_cannot_be_pulled_fails_the_job(local_service: LocalServic
 
 
 def test_ml_v1_roles_run_their_own_image_or_the_masters(
-    local_service: LocalService,
-    container_engine: ContainerEngine,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
+    ctr: ContainerTest,
 ) -> None:
-    ti = {**roles_training_input(trainer_images, out), "region": "us-central1"}
-    ml = local_service.ml()
+    ti = {**roles_training_input(ctr.images, ctr.out), "region": "us-central1"}
+    ml = ctr.service.ml()
     ml.projects().jobs().create(
-        parent=f"projects/{project}", body={"jobId": "roles", "trainingInput": ti}
+        parent=f"projects/{ctr.project}", body={"jobId": "roles", "trainingInput": ti}
     ).execute()
-    done = wait_for_state(ml, f"projects/{project}/jobs/roles", {"SUCCEEDED", "FAILED", "CANCELLED"})
+    done = wait_for_state(ml, f"projects/{ctr.project}/jobs/roles", {"SUCCEEDED", "FAILED", "CANCELLED"})
     assert done["state"] == "SUCCEEDED", done.get("errorMessage")
     images = {
-        task: staged_trainer.read_json(f"{out}role-{task}.json")["AIP_TEST_IMAGE_ROLE"]
+        task: ctr.trainer.read_json(f"{ctr.out}role-{task}.json")["AIP_TEST_IMAGE_ROLE"]
         for task in ("master-0", "worker-0", "ps-0")
     }
     assert images == {"master-0": "master", "worker-0": "master", "ps-0": "ps"}
-    assert containers_of(container_engine, local_service.data_dir, f"{project}/roles") == []
+    assert containers_of(ctr.engine, ctr.service.data_dir, f"{ctr.project}/roles") == []
 
 
 def test_a_killed_services_containers_are_removed_at_restart(
@@ -310,12 +306,8 @@ def test_without_an_engine_a_container_job_is_a_400_naming_the_field(
 
 @pytest.mark.usefixtures("none_left")
 def test_sdk_from_local_script_runs_in_a_custom_image(
-    local_service: LocalService,
+    ctr: ContainerTest,
     fake_gcs: Any,
-    trainer_images: Mapping[str, str],
-    staged_trainer: StagedTrainer,
-    project: str,
-    out: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -329,17 +321,17 @@ def test_sdk_from_local_script_runs_in_a_custom_image(
         "json.dump({'argv': sys.argv[1:]}, open(path + 'script.json', 'w'))\n"
     )
     monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)  # where the SDK stages the script
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as sdk:
+    with vertex_sdk(ctr.service.url, ctr.project, ctr.trainer.bucket, monkeypatch) as sdk:
         job = sdk.CustomJob.from_local_script(
             display_name="from-a-script",
             script_path=str(script),
-            container_uri=trainer_images["master"],
+            container_uri=ctr.images["master"],
             args=["--epochs=1"],
-            base_output_dir=out,
+            base_output_dir=ctr.out,
         )
         job.run(sync=True)
         assert job.state.name == "JOB_STATE_SUCCEEDED", job.error
-    assert staged_trainer.read_json(f"{out}model/script.json") == {"argv": ["--epochs=1"]}
+    assert ctr.trainer.read_json(f"{ctr.out}model/script.json") == {"argv": ["--epochs=1"]}
 
 
 @pytest.mark.usefixtures("none_left")

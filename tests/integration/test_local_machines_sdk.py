@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
-from tests.integration.test_local_service_vertex_sdk import pools, sdk
+from tests.fixtures.vertex import sdk_pools
 
 pytestmark = pytest.mark.integration
-__all__ = ["sdk"]  # the fixture, used by name
 
 
 def _job_dir(trainer: StagedTrainer) -> str:
@@ -26,7 +25,7 @@ def _job_dir(trainer: StagedTrainer) -> str:
 
 
 def _gpu_pools(trainer: StagedTrainer, machine: dict[str, Any]) -> list[dict[str, Any]]:
-    pooled = pools(trainer, "succeed", [_job_dir(trainer)])
+    pooled = sdk_pools(trainer, "succeed", [_job_dir(trainer)])
     pooled[0]["machine_spec"] = machine
     return pooled
 
@@ -84,11 +83,12 @@ def test_a_t4_job_is_taken_and_runs_on_the_cpu_saying_so(
 def test_output_only_fields_sent_back_are_ignored(sdk: Any, staged_trainer: StagedTrainer) -> None:
     first = sdk.CustomJob(
         display_name="clone-me",
-        worker_pool_specs=pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
+        worker_pool_specs=sdk_pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
     )
     first.run(sync=True)
     clone = sdk.CustomJob(
-        display_name="clone", worker_pool_specs=pools(staged_trainer, "succeed", [_job_dir(staged_trainer)])
+        display_name="clone",
+        worker_pool_specs=sdk_pools(staged_trainer, "succeed", [_job_dir(staged_trainer)]),
     )
     # What a GET answered, copied into the body: name, state and times are output only.
     clone._gca_resource.name = first.resource_name

@@ -8,32 +8,17 @@ call first, through a client nobody here wrote.
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import sdk_with_objects
+from tests.fixtures.tools import need_module
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
 TF = "us-docker.pkg.dev/vertex-ai/prediction/tf2-cpu.2-15:latest"
-
-
-@pytest.fixture
-def world(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[SimpleNamespace]:
-    """A fresh project, the SDK on the local service, a scikit-learn and a text SavedModel directory."""
-    objects = {"model/model.joblib": b"model bytes", "tf/saved_model.pbtxt": b"saved_model_schema_version: 1"}
-    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-edit", objects) as (sdk, base):
-        yield SimpleNamespace(
-            sdk=sdk, model_dir=f"{base}model/", tf_dir=f"{base}tf/", model_id=f"iris-{uuid.uuid4().hex[:6]}"
-        )
 
 
 def _upload(world: SimpleNamespace, parent: str | None = None) -> Any:

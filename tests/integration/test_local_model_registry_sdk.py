@@ -9,35 +9,16 @@ service is the session's ``aip-local serve``; artifacts are objects in fake-gcs-
 from __future__ import annotations
 
 import threading
-import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import sdk_with_objects
+from tests.fixtures.tools import need_module
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
-
-
-@pytest.fixture
-def world(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[SimpleNamespace]:
-    """A fresh project, the SDK pointed at the local service, and a model directory with model.joblib."""
-    objects = {"model/model.joblib": b"model bytes", "empty/README.md": b"no model here"}
-    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-models", objects) as staged:
-        sdk, base = staged
-        yield SimpleNamespace(
-            sdk=sdk,
-            model_dir=f"{base}model/",
-            empty_dir=f"{base}empty/",
-            model_id=f"iris-{uuid.uuid4().hex[:6]}",
-        )
 
 
 def _first(world: SimpleNamespace) -> Any:

@@ -20,11 +20,11 @@ from airflow_aip.jobs.permissions import custom_code_agent
 from airflow_aip.local.store import project_number
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
 from tests.fixtures.operators import FakeTI, task_context
-from tests.fixtures.vertex import LOCATION, vertex_sdk
-from tests.integration.test_local_service_vertex import IMAGE
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import IMAGE, LOCATION, vertex_sdk
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 DENIED = "no-act-as@perm-tests.iam.gserviceaccount.com"
 
 permissions_service = own_service("permissions_service", ["--fault-admin", f"--deny-act-as={DENIED}"])

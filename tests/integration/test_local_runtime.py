@@ -18,11 +18,10 @@ from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.executor.interpreters import find_python
 from airflow_aip.packaging import build_sdist
 from tests.fixtures.local_service import StagedTrainer, storage_client
-from tests.integration.test_local_service_vertex import IMAGE
-from tests.integration.test_local_service_vertex_sdk import pools, sdk
+from tests.fixtures.tools import GCS_MOUNT, GCS_MOUNT_INSTALL, missing
+from tests.fixtures.vertex import IMAGE, sdk_pools
 
 pytestmark = pytest.mark.integration
-__all__ = ["sdk"]  # the fixture, used by name
 
 
 def _upload(trainer: StagedTrainer, name: str, data: bytes | str) -> str:
@@ -76,14 +75,15 @@ def test_an_undeclared_import_fails_as_on_vertex_and_declaring_it_succeeds(
 def test_a_trainer_gets_the_images_python_only_its_packages_and_gcs_mounted(
     sdk: Any, staged_trainer: StagedTrainer
 ) -> None:
-    reason = mount_unavailable()
-    if reason:
-        pytest.skip(reason)
+    if reason := mount_unavailable():
+        missing(GCS_MOUNT, GCS_MOUNT_INSTALL, reason)
     prefix = f"runtime/{uuid.uuid4().hex[:8]}"
     _upload(staged_trainer, f"{prefix}/in.txt", "read through /gcs/")
     gcs = f"/gcs/{staged_trainer.bucket}/{prefix}"
     args = [f"--read={gcs}/in.txt", f"--write={gcs}/out/report.json"]
-    job = sdk.CustomJob(display_name="probe", worker_pool_specs=pools(staged_trainer, "runtime_probe", args))
+    job = sdk.CustomJob(
+        display_name="probe", worker_pool_specs=sdk_pools(staged_trainer, "runtime_probe", args)
+    )
     job.run(sync=True)
     assert job.state.name == "JOB_STATE_SUCCEEDED"
     report = staged_trainer.read_json(f"gs://{staged_trainer.bucket}/{prefix}/out/report.json")
@@ -106,7 +106,7 @@ def _timed_tuning(sdk: Any, trainer: StagedTrainer, hold: int, timeout: int, x: 
     """A one-at-a-time tuning job whose trials hold ``hold`` s under a ``timeout`` s trial timeout."""
     trial_job = sdk.CustomJob(
         display_name="timed-trial",
-        worker_pool_specs=pools(trainer, "tune", ["--metric-tag=score", f"--hold={hold}"]),
+        worker_pool_specs=sdk_pools(trainer, "tune", ["--metric-tag=score", f"--hold={hold}"]),
     )
     trial_job.job_spec.scheduling.timeout = timedelta(seconds=timeout)
     return sdk.HyperparameterTuningJob(

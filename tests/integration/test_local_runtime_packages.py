@@ -24,11 +24,9 @@ from tests.fixtures.local_service import (
     storage_client,
     wait_for_state,
 )
-from tests.integration.test_local_service_vertex import IMAGE
-from tests.integration.test_local_service_vertex_sdk import sdk
+from tests.fixtures.vertex import IMAGE
 
 pytestmark = pytest.mark.integration
-__all__ = ["sdk"]  # the fixture, used by name
 
 # Imports what AI Platform's runtimes and the sklearn image ship, declares none of it, and writes
 # what it found to Cloud Storage through google-cloud-storage (STORAGE_EMULATOR_HOST, set by the

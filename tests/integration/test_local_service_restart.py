@@ -87,7 +87,7 @@ def test_clean_stop_records_why_the_running_job_ended(
 def test_vertex_jobs_outlive_a_crash_too(
     restarts: Restarts, staged_trainer: StagedTrainer, fake_gcs: Any, tmp_path: Path
 ) -> None:
-    from tests.integration.test_local_service_vertex import worker_pool
+    from tests.fixtures.vertex import worker_pool
 
     data_dir = tmp_path / "data"
     first = _start(restarts, data_dir, fake_gcs.url)

@@ -16,25 +16,10 @@ from googleapiclient.errors import HttpError
 
 from airflow_aip.local.store import project_number
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, wait_for_job
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, grid_tuning_job
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, grid_tuning_job, worker_pool
 from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
-
-
-def worker_pool(trainer: StagedTrainer, module: str, args: list[str], **extra: Any) -> dict[str, Any]:
-    return {
-        "machineSpec": {"machineType": "n1-standard-4"},
-        "replicaCount": "1",
-        "pythonPackageSpec": {
-            "executorImageUri": IMAGE,
-            "packageUris": [trainer.package_uri],
-            "pythonModule": f"aip_test_trainer.{module}",
-            "args": args,
-            **extra,
-        },
-    }
 
 
 @pytest.fixture

@@ -11,51 +11,23 @@ tests shorten that module setting so they do not sleep, nothing else of the SDK 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
-from tests.integration.test_local_service_vertex import IMAGE
+from tests.fixtures.local_service import StagedTrainer
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
-
-
-@pytest.fixture
-def sdk(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
-    project = f"proj-{uuid.uuid4().hex[:10]}"
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as client:
-        yield client
-
-
-def pools(
-    trainer: StagedTrainer, module: str, args: list[str], machine: str = "n1-standard-4"
-) -> list[dict[str, Any]]:
-    """One pool running ``aip_test_trainer.<module>`` on ``machine``, as the SDK takes it."""
-    return [
-        {
-            "machine_spec": {"machine_type": machine},
-            "replica_count": 1,
-            "python_package_spec": {
-                "executor_image_uri": IMAGE,
-                "package_uris": [trainer.package_uri],
-                "python_module": f"aip_test_trainer.{module}",
-                "args": args,
-            },
-        }
-    ]
+aiplatform = need_module("google.cloud.aiplatform")
 
 
 def test_sdk_runs_a_custom_job_to_success(sdk: Any, staged_trainer: StagedTrainer) -> None:
     base = f"gs://{staged_trainer.bucket}/sdk/{uuid.uuid4().hex[:8]}"
     job = sdk.CustomJob(
         display_name="sdk-ok",
-        worker_pool_specs=pools(staged_trainer, "succeed", [f"--job-dir={base}"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "succeed", [f"--job-dir={base}"]),
         base_output_dir=base,
         labels={"suite": "sdk"},
     )
@@ -67,7 +39,7 @@ def test_sdk_runs_a_custom_job_to_success(sdk: Any, staged_trainer: StagedTraine
 
 
 def test_sdk_sees_a_failing_job_fail(sdk: Any, staged_trainer: StagedTrainer) -> None:
-    job = sdk.CustomJob(display_name="sdk-bad", worker_pool_specs=pools(staged_trainer, "fail", []))
+    job = sdk.CustomJob(display_name="sdk-bad", worker_pool_specs=sdk_pools(staged_trainer, "fail", []))
     with pytest.raises(RuntimeError, match="workerpool0-0 exited with a non-zero status of 3"):
         job.run(sync=True)
     assert job.state.name == "JOB_STATE_FAILED"
@@ -78,12 +50,12 @@ def test_sdk_cancels_and_lists_by_label(sdk: Any, staged_trainer: StagedTrainer)
     label = uuid.uuid4().hex[:8]
     job = sdk.CustomJob(
         display_name="sdk-sleep",
-        worker_pool_specs=pools(staged_trainer, "sleep", []),
+        worker_pool_specs=sdk_pools(staged_trainer, "sleep", []),
         labels={"run": label},
     )
     job.submit()
     other = sdk.CustomJob(
-        display_name="sdk-other", worker_pool_specs=pools(staged_trainer, "fail", []), labels={"run": "x"}
+        display_name="sdk-other", worker_pool_specs=sdk_pools(staged_trainer, "fail", []), labels={"run": "x"}
     )
     other.submit()
     listed = sdk.CustomJob.list(filter=f'labels.run="{label}"')
@@ -100,7 +72,7 @@ def test_sdk_runs_a_tuning_job_with_trials(sdk: Any, staged_trainer: StagedTrain
     base = f"gs://{staged_trainer.bucket}/sdk-hpt/{uuid.uuid4().hex[:8]}"
     trial_job = sdk.CustomJob(
         display_name="sdk-trial",
-        worker_pool_specs=pools(staged_trainer, "tune", ["--metric-tag=score"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "tune", ["--metric-tag=score"]),
         base_output_dir=base,
     )
     tuning = sdk.HyperparameterTuningJob(

@@ -16,10 +16,11 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
+from tests.fixtures.tools import need_module
 from tests.fixtures.vertex import vertex_sdk
 
 pytestmark = [pytest.mark.integration, pytest.mark.soak]
-pytest.importorskip("google.cloud.aiplatform")
+need_module("google.cloud.aiplatform")
 
 TF_IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest"
 tf_service = own_service("tf_service", ["--allow-python-mismatch"])

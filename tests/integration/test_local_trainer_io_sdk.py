@@ -23,12 +23,11 @@ import pytest
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service, serving
-from tests.fixtures.vertex import vertex_sdk
-from tests.integration.test_local_service_vertex_sdk import pools, sdk
+from tests.fixtures.tools import GCS_MOUNT, GCS_MOUNT_INSTALL, missing, need_module
+from tests.fixtures.vertex import sdk_pools, vertex_sdk
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
-__all__ = ["sdk"]  # the fixture, used by name
+aiplatform = need_module("google.cloud.aiplatform")
 
 # The host runtime runs a package on the service's own Python, where Google's Vertex AI SDK is
 # installed: a trainer there can call it (in the isolated runtime only an image that ships it could).
@@ -49,7 +48,7 @@ def _run_probe(client: Any, trainer: StagedTrainer, **job: Any) -> tuple[Any, di
     base = f"gs://{trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
     custom = client.CustomJob(
         display_name="adc-probe",
-        worker_pool_specs=pools(trainer, "adc_probe", [f"--job-dir={base}"]),
+        worker_pool_specs=sdk_pools(trainer, "adc_probe", [f"--job-dir={base}"]),
         base_output_dir=base,
         **job,
     )
@@ -78,7 +77,7 @@ def test_a_jobs_service_account_is_the_trainers(sdk: Any, staged_trainer: Staged
     base = f"gs://{staged_trainer.bucket}/io/{uuid.uuid4().hex[:8]}"
     job = sdk.CustomJob(
         display_name="adc-probe-sa",
-        worker_pool_specs=pools(staged_trainer, "adc_probe", [f"--job-dir={base}"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "adc_probe", [f"--job-dir={base}"]),
         base_output_dir=base,
     )
     job.run(sync=True, service_account=account)
@@ -105,7 +104,7 @@ def test_google_storage_by_name_reaches_the_emulator_and_googles_other_hosts_are
     base = f"gs://{staged_trainer.bucket}/egress/{uuid.uuid4().hex[:8]}"
     job = sdk.CustomJob(
         display_name="egress-probe",
-        worker_pool_specs=pools(staged_trainer, "egress_probe", [f"--job-dir={base}"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "egress_probe", [f"--job-dir={base}"]),
         base_output_dir=base,
     )
     job.run(sync=True)
@@ -138,9 +137,8 @@ def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    reason = mount_unavailable()
-    if reason:
-        pytest.skip(reason)
+    if reason := mount_unavailable():
+        missing(GCS_MOUNT, GCS_MOUNT_INSTALL, reason)
     # An rclone that cannot mount, first on the service's PATH (and so on its replicas').
     tools = tmp_path / "bin"
     tools.mkdir()
@@ -159,7 +157,7 @@ def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
         vertex_sdk(service.url, "io-mount", staged_trainer.bucket, monkeypatch) as client,
     ):
         job = client.CustomJob(
-            display_name="unmounted", worker_pool_specs=pools(staged_trainer, "runtime_probe", args)
+            display_name="unmounted", worker_pool_specs=sdk_pools(staged_trainer, "runtime_probe", args)
         )
         with pytest.raises(RuntimeError, match="Cloud Storage could not be mounted at /gcs/"):
             job.run(sync=True)

@@ -10,35 +10,19 @@ executor like any other; the model directory ``{base_output_dir}/model/`` holds 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import sdk_with_objects, wait_for_sdk_state
-from tests.integration.test_local_service_vertex import IMAGE
+from tests.fixtures.local_service import storage_client
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import IMAGE, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SKLEARN = "us-docker.pkg.dev/vertex-ai/prediction/sklearn-cpu.1-6:latest"
-
-
-@pytest.fixture
-def world(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[SimpleNamespace]:
-    """The SDK on a fresh project, its pipeline polls shortened, and an output dir with a model file."""
-    from google.cloud.aiplatform import training_jobs
-
-    monkeypatch.setattr(training_jobs, "_JOB_WAIT_TIME", 0.2)
-    monkeypatch.setattr(training_jobs, "_LOG_WAIT_TIME", 0.2)
-    monkeypatch.setenv("STORAGE_EMULATOR_HOST", staged_trainer.gcs_url)
-    objects = {"model/model.joblib": b"model bytes"}
-    with sdk_with_objects(local_service.url, staged_trainer, monkeypatch, "sdk-pipe", objects) as (sdk, base):
-        yield SimpleNamespace(sdk=sdk, trainer=staged_trainer, base=base)
 
 
 def _job(world: SimpleNamespace, **serving: Any) -> Any:

@@ -14,32 +14,20 @@ reproduced since, with a cancel 0, 1.5 and 4 s after the create).
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
-from tests.integration.test_local_service_vertex_sdk import pools
+from tests.fixtures.local_service import StagedTrainer
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
-
-
-@pytest.fixture
-def sdk(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
-    with vertex_sdk(
-        local_service.url, f"valid-{uuid.uuid4().hex[:8]}", staged_trainer.bucket, monkeypatch
-    ) as client:
-        yield client
+aiplatform = need_module("google.cloud.aiplatform")
 
 
 def _tuning(sdk: Any, trainer: StagedTrainer, parameters: dict[str, Any], **counts: int) -> Any:
-    trial = sdk.CustomJob(display_name="trial", worker_pool_specs=pools(trainer, "sleep", []))
+    trial = sdk.CustomJob(display_name="trial", worker_pool_specs=sdk_pools(trainer, "sleep", []))
     return sdk.HyperparameterTuningJob(
         display_name="rules",
         custom_job=trial,
@@ -105,7 +93,7 @@ def test_a_disk_google_does_not_offer_is_a_400(
 ) -> None:
     from google.api_core import exceptions
 
-    specs = [pools(staged_trainer, "succeed", [])[0] | {"disk_spec": disk}]
+    specs = [sdk_pools(staged_trainer, "succeed", [])[0] | {"disk_spec": disk}]
     with pytest.raises(exceptions.BadRequest, match=f"worker_pool_specs\\[0\\].{field}"):
         sdk.CustomJob(display_name="disk", worker_pool_specs=specs).submit()
     assert list(sdk.CustomJob.list()) == []
@@ -113,7 +101,7 @@ def test_a_disk_google_does_not_offer_is_a_400(
 
 def test_the_sdk_s_default_disk_is_taken(sdk: Any, staged_trainer: StagedTrainer) -> None:
     specs = [
-        pools(staged_trainer, "sleep", [])[0]
+        sdk_pools(staged_trainer, "sleep", [])[0]
         | {"disk_spec": {"boot_disk_type": "pd-ssd", "boot_disk_size_gb": 100}}
     ]
     job = sdk.CustomJob(display_name="disk", worker_pool_specs=specs)

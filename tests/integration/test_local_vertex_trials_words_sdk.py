@@ -9,7 +9,6 @@ only its traceback and a link to its logs, and 501 UNIMPLEMENTED for a method we
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -17,22 +16,19 @@ import pytest
 
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, vertex_sdk, wait_for_sdk_state
+from tests.fixtures.tools import MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, missing, need_module
+from tests.fixtures.vertex import IMAGE, LOCATION, VERTEX_TERMINAL, sdk_pools, wait_for_sdk_state
 from tests.fixtures.waiting import wait_until
-from tests.integration.test_local_service_vertex import IMAGE
-from tests.integration.test_local_service_vertex_sdk import pools
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 
 
 @pytest.fixture
-def sdk(
-    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[Any]:
-    project = f"proj-{uuid.uuid4().hex[:10]}"
-    with vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as client:
-        yield client
+def private_tmp() -> None:
+    """The test needs each replica's private /tmp (a mount namespace)."""
+    if reason := private_tmp_unavailable():
+        missing(MOUNT_NAMESPACE, MOUNT_NAMESPACE_INSTALL, reason)
 
 
 def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) -> tuple[Any, str]:
@@ -40,7 +36,9 @@ def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) ->
 
     base = f"gs://{trainer.bucket}/trials/{uuid.uuid4().hex[:8]}"
     trial_job = sdk.CustomJob(
-        display_name="trial", worker_pool_specs=pools(trainer, "direct_metric", args), base_output_dir=base
+        display_name="trial",
+        worker_pool_specs=sdk_pools(trainer, "direct_metric", args),
+        base_output_dir=base,
     )
     tuning = sdk.HyperparameterTuningJob(
         display_name="hpt",
@@ -53,7 +51,7 @@ def _tuning(sdk: Any, trainer: StagedTrainer, args: list[str], **counts: int) ->
     return tuning, base
 
 
-@pytest.mark.skipif(private_tmp_unavailable() is not None, reason="no mount namespace on this machine")
+@pytest.mark.usefixtures("private_tmp")
 def test_trials_have_their_own_job_id_and_a_private_default_metric_file(
     sdk: Any, staged_trainer: StagedTrainer
 ) -> None:
@@ -135,7 +133,7 @@ def test_a_failed_jobs_message_has_its_traceback_and_a_link_to_its_logs(
 ) -> None:
     job = sdk.CustomJob(
         display_name="words-fail",
-        worker_pool_specs=pools(staged_trainer, "direct_metric", ["--fail-trial=always"]),
+        worker_pool_specs=sdk_pools(staged_trainer, "direct_metric", ["--fail-trial=always"]),
     )
     with pytest.raises(RuntimeError):
         job.run(sync=True)
@@ -163,7 +161,7 @@ def test_a_400_is_in_googles_words(
 
     job = sdk.CustomJob(
         display_name="words-400",
-        worker_pool_specs=pools(staged_trainer, "succeed", [], machine="n1-standrad-4"),
+        worker_pool_specs=sdk_pools(staged_trainer, "succeed", [], machine="n1-standrad-4"),
     )
     with pytest.raises(exceptions.BadRequest) as caught:  # REST: by the HTTP status, as from Google
         job.submit()

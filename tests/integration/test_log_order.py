@@ -13,7 +13,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from tests.fixtures.local_service import LocalService, StagedTrainer
-from tests.integration.test_log_streaming import CHATTY_ARGS, context, job_lines, operator
+from tests.fixtures.log_streaming import CHATTY_ARGS, context, job_lines, operator
 
 pytestmark = pytest.mark.integration
 

@@ -13,42 +13,28 @@ import asyncio
 import re
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from airflow.sdk.exceptions import TaskDeferred
 from structlog.testing import capture_logs
 
-from airflow_aip.operators.training import SubmitTrainingJobOperator
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state
-from tests.fixtures.operators import FakeTI, task_context
+from tests.fixtures.log_streaming import CHATTY_ARGS, JOB_LINE, PROJECT, context, job_lines, operator
 
 pytestmark = pytest.mark.integration
-PROJECT = "logs-project"
 BACKENDS = pytest.mark.parametrize("backend", ["vertex", "ai_platform"])
 PRIMARY_TASK = {"vertex": "workerpool0-0", "ai_platform": "master-replica-0"}
-# A relayed line: where, then the message; its one timestamp and level are the logger's own.
-JOB_LINE = re.compile(r"^\[(?P<where>[^\]]+)\] (?P<message>.*)$", re.DOTALL)
 DROPPED = re.compile(r"^\.\.\. (\d+) lines dropped \(rate limit")
-CHATTY_ARGS = ["--lines", "20", "--seconds", "2", "--last-burst", "10"]
-
-
-def context() -> Any:
-    return task_context(FakeTI("logs_dag", run_id="manual__1"))
 
 
 @pytest.fixture(autouse=True)
 def no_logging_override(monkeypatch: pytest.MonkeyPatch) -> None:
     """Logs come from the ml endpoint (an emulator) unless a test says otherwise."""
     monkeypatch.delenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_LOGGING", raising=False)
-
-
-def job_lines(captured: Sequence[Mapping[str, Any]]) -> list[str]:
-    """The job's log lines among everything logged, in the order logged."""
-    return [str(e["event"]) for e in captured if JOB_LINE.match(str(e.get("event")))]
 
 
 def messages(lines: list[str], prefix: str) -> list[str]:
@@ -59,20 +45,6 @@ def messages(lines: list[str], prefix: str) -> list[str]:
 def log_id(summary: Mapping[str, Any]) -> str:
     """The ID the job's log entries carry: the last segment of its resource name."""
     return str(summary["name"]).rsplit("/", 1)[-1]
-
-
-def operator(
-    trainer: StagedTrainer, module: str, args: list[str], **kwargs: Any
-) -> SubmitTrainingJobOperator:
-    return SubmitTrainingJobOperator(
-        task_id="train",
-        project_id=PROJECT,
-        job_id=f"{module}_{uuid.uuid4().hex[:10]}",
-        training_input=trainer.training_input(module, args),
-        poll_interval=1,
-        gcp_conn_id="aip_missing_conn",
-        **kwargs,
-    )
 
 
 def sensor_on_new_job(

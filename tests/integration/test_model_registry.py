@@ -11,8 +11,6 @@ import asyncio
 import json
 import threading
 import urllib.request
-import uuid
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,30 +20,13 @@ from airflow.sdk.exceptions import TaskDeferred
 from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.operators import RegisterModelOperator, RollbackChampionOperator
 from airflow_aip.triggers.model_operation import ModelOperationTrigger
-from tests.fixtures.local_service import LocalService, StagedTrainer, storage_client
-from tests.fixtures.vertex import LOCATION, vertex_sdk
-from tests.unit.test_champion_gate import CASES, PROMOTE, REFUSE, GateCase, Side
+from tests.fixtures.champion_gate import CASES, PROMOTE, REFUSE, GateCase, Side
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import LOCATION
 
 pytestmark = pytest.mark.integration
-aiplatform = pytest.importorskip("google.cloud.aiplatform")
+aiplatform = need_module("google.cloud.aiplatform")
 SHA = "c" * 64
-
-
-@pytest.fixture
-def world(
-    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[SimpleNamespace]:
-    """A fresh project and model ID, the bucket, and the SDK pointed at the local service."""
-    project = f"reg-{uuid.uuid4().hex[:8]}"
-    with vertex_sdk(local_env.url, project, staged_trainer.bucket, monkeypatch) as sdk:
-        yield SimpleNamespace(
-            project=project,
-            model_id=f"iris-{uuid.uuid4().hex[:6]}",
-            bucket=staged_trainer.bucket,
-            gcs=storage_client(staged_trainer.gcs_url).bucket(staged_trainer.bucket),
-            sdk=sdk,
-            folder=f"registry/{uuid.uuid4().hex[:8]}",
-        )
 
 
 def _export(

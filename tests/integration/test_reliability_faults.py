@@ -18,7 +18,6 @@ import signal
 import subprocess
 import sys
 import uuid
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +25,7 @@ import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
 from tests.fixtures.operators import FakeTI, task_context
+from tests.fixtures.reliability import RUN_ID, WHEN
 from tests.fixtures.soak import soak_beyond
 from tests.fixtures.vertex import LOCATION, aiplatform
 from tests.fixtures.waiting import wait_until
@@ -33,8 +33,6 @@ from tests.fixtures.waiting import wait_until
 pytestmark = pytest.mark.integration
 CREATE = {"vertex": "customJobs.create", "ai_platform": "jobs.create"}
 PROJECT = "reliability-project"
-WHEN = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
-RUN_ID = "manual__2026-03-09T07:05:01+00:00"
 
 
 @pytest.fixture(params=["vertex", "ai_platform"])
@@ -149,7 +147,7 @@ import json, sys
 from datetime import datetime, timezone
 from types import SimpleNamespace
 from tests.fixtures.operators import FakeTI, task_context
-from tests.integration.test_reliability_faults import RUN_ID, WHEN
+from tests.fixtures.reliability import RUN_ID, WHEN
 from airflow_aip.operators.training import SubmitTrainingJobOperator
 
 endpoint, project, dag_id, training_input, backend, xcom_file = sys.argv[1:]
@@ -303,7 +301,7 @@ def test_faults_reach_the_vertex_routes(faulty_service: LocalService, staged_tra
     """--fault-admin aims at aiplatform v1 methods too; the discovery client's retries ride them out."""
     from googleapiclient.errors import HttpError
 
-    from tests.integration.test_local_service_vertex import worker_pool
+    from tests.fixtures.vertex import worker_pool
 
     jobs = aiplatform(faulty_service.url).projects().locations().customJobs()
     parent = f"projects/{PROJECT}/locations/{LOCATION}"

@@ -19,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -30,6 +29,7 @@ from typing import Any
 import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries
+from tests.fixtures.reliability import collect_lines, start_dag_process
 from tests.fixtures.vertex import vertex_jobs
 from tests.fixtures.waiting import wait_until
 
@@ -58,32 +58,6 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
             mode="poke", poke_interval={poll}, cancel_on_kill=True, retries=0,
         )
 """
-RUN_DAG = """
-import importlib.util, sys
-spec = importlib.util.spec_from_file_location("killed_dag", sys.argv[1])
-module = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(module)
-print("RUN STATE:", module.dag.test().state, flush=True)
-"""
-
-
-def start_dag_process(bundle: Path, name: str, env: dict[str, str]) -> subprocess.Popen[bytes]:
-    config = [
-        {
-            "name": f"kill-{name}",
-            "classpath": "airflow.dag_processing.bundles.local.LocalDagBundle",
-            "kwargs": {"path": str(bundle)},
-        }
-    ]
-    env = {**env, "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": json.dumps(config)}
-    argv = [sys.executable, "-c", RUN_DAG, str(bundle / f"{name}.py")]
-    return subprocess.Popen(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-
-
-def collect_lines(process: subprocess.Popen[bytes], lines: list[str]) -> None:
-    assert process.stdout is not None
-    for line in process.stdout:
-        lines.append(line.decode(errors="replace"))
 
 
 def job_of(service: LocalService, prefix: str) -> dict[str, Any] | None:

@@ -26,8 +26,8 @@ from airflow_aip.jobs.vertex.view import job_state
 from tests.fixtures.ladder import A100_RUNG, CPU_RUNG
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service
 from tests.fixtures.operators import each_run, repeated, task_instance, write_report
+from tests.fixtures.reliability import through_faults
 from tests.fixtures.vertex import aiplatform
-from tests.integration.test_reliability_pipeline import through_faults
 
 # A fault rate, many runs. make test: one job per rung after each kind of fault on a create
 # (test_reliability_faults.py) and every rung rule (test_capacity_ladder.py).

@@ -36,8 +36,8 @@ import pytest
 
 from tests.fixtures.local_service import LocalService, StagedTrainer, ml_client, own_service
 from tests.fixtures.operators import write_report
+from tests.fixtures.reliability import collect_lines, start_dag_process
 from tests.fixtures.waiting import wait_until
-from tests.integration.test_reliability_kill import collect_lines, start_dag_process
 
 # A 60 s outage beside five Airflow processes. make test: the wait step's outage rules
 # (tests/unit/test_jobs_waiting.py) and the e2e waits in every mode (tests/e2e/test_standalone.py).

@@ -17,7 +17,6 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +26,7 @@ from airflow_aip.jobs.vertex.view import job_state
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, own_service, storage_client
 from tests.fixtures.operators import each_run, repeated, write_report
+from tests.fixtures.reliability import through_faults
 from tests.fixtures.vertex import aiplatform
 
 # A fault rate, many runs. make test: each kind of fault on a create, a staging and an export
@@ -44,19 +44,6 @@ faulty_service = own_service("faulty_service", ["--fault-rate", str(FAULT_RATE),
 def storage_faults(stats: dict[str, Any]) -> int:
     faults: dict[str, dict[str, int]] = stats["faults"]
     return sum(sum(kinds.values()) for method, kinds in faults.items() if method.startswith("storage."))
-
-
-def through_faults(request: Callable[[], Any], attempts: int = 20) -> Any:
-    """The test's own reads meet the injected faults too: retry them (googleapiclient's retries
-    cover 5xx and 429 but not every dropped connection)."""
-    for attempt in range(attempts):
-        try:
-            return request().execute(num_retries=5)
-        except Exception:
-            if attempt == attempts - 1:
-                raise
-            time.sleep(0.2)
-    raise AssertionError("unreachable")
 
 
 def one_run(dag: Any, service: LocalService) -> dict[str, Any]:

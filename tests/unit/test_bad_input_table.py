@@ -31,26 +31,14 @@ from airflow_aip.operators import (
     SubmitTrainingJobOperator,
 )
 from tests.fixtures.operators import FakeTI, task_context
+from tests.fixtures.submit import submit_args
 from tests.unit.ml_fake import FakeMlApi, serve_hook
 
 WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
 TI = "trainingInput"
 TI_ARG = "training_input"
 HP = "trainingInput.hyperparameters"
-SUBMIT: dict[str, Any] = {
-    "task_id": "train",
-    "backend": "ai_platform",
-    "project_id": "proj",
-    "region": "us-central1",
-    "training_input": {
-        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task",
-        "jobDir": "gs://bucket/out",
-    },
-    "api_endpoint": "http://127.0.0.1:8089/",
-    "gcp_conn_id": "aip_missing_conn",
-    "wait_for_completion": False,
-}
+SUBMIT = submit_args("ai_platform", wait_for_completion=False)
 PARAM = {"parameterName": "lr", "type": "DOUBLE", "minValue": 0.01, "maxValue": 1.0}
 Case = Callable[[Path], Any]
 

@@ -1,6 +1,6 @@
 """One champion gate, one table: the pure rule, then each champion store's own path through it.
 
-:data:`GATE_CASES` is the table. It is run here three ways: through
+:data:`tests.fixtures.champion_gate.GATE_CASES` is the table. It is run here three ways: through
 :func:`airflow_aip.registry.gate.judge` itself; through the Cloud Storage store (a job summary
 read by ``export_source``, a champion manifest written by ``build_manifest``, decided by
 ``plan_export``); and through the Model Registry store's rule (export manifests read by
@@ -10,105 +10,21 @@ the same table through ``RegisterModelOperator`` against the local service.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from airflow_aip.export import ExportSource, build_manifest, export_source
+from airflow_aip.export import export_source
 from airflow_aip.export_plan import plan_export
 from airflow_aip.hooks.storage import ObjectInfo
 from airflow_aip.jobs.trials import Goal
 from airflow_aip.registry.champion import Contender, judge_version
-from airflow_aip.registry.gate import Decision, Standing, judge
+from airflow_aip.registry.gate import Standing, judge
 from airflow_aip.registry.upload import version_source
 from airflow_aip.stored_manifest import StoredManifest
 from airflow_aip.uris import parse_gcs_uri
+from tests.fixtures.champion_gate import CASES, PROMOTE, REFUSE, GateCase, Side
 from tests.fixtures.views import ml_summary
-
-PROMOTE, KEEP, REFUSE = Decision.PROMOTE, Decision.KEEP, Decision.REFUSE
-
-
-@dataclass(frozen=True)
-class Side:
-    """A model as its export records it: the metric, its tag and the goal (None: not recorded)."""
-
-    metric: float | None
-    tag: str | None = "accuracy"
-    goal: str | None = "MAXIMIZE"
-
-    def manifest(self, model_uri: str, job_id: str) -> dict[str, Any]:
-        """The export manifest such a model has (what the export operator writes)."""
-        source = ExportSource(
-            job_id=job_id,
-            prefix=parse_gcs_uri(f"gs://out/{job_id}"),
-            metric_tag=self.tag,
-            metric=self.metric,
-        )
-        manifest = build_manifest(source, parse_gcs_uri(model_uri), [], [], {"dag_id": "d"}, "2026-01-01")
-        manifest["metric"]["goal"] = self.goal  # as recorded, unspecified included
-        return manifest
-
-
-@dataclass(frozen=True)
-class GateCase:
-    id: str
-    candidate: Side
-    champion: Side | None  # None: nothing holds the champion's place
-    decision: Decision
-    says: str  # what the reason says, in part
-
-
-GATE_CASES = [
-    GateCase("no champion", Side(0.5), None, PROMOTE, "there is no champion yet"),
-    GateCase(
-        "better",
-        Side(0.95),
-        Side(0.9),
-        PROMOTE,
-        "accuracy 0.95 on this run's data against the champion's 0.9",
-    ),
-    GateCase(
-        "worse", Side(0.85), Side(0.9), KEEP, "accuracy 0.85 on this run's data against the champion's 0.9"
-    ),
-    GateCase("tie", Side(0.9), Side(0.9), KEEP, ": kept the champion"),
-    GateCase("champion without metric", Side(0.95), Side(None), REFUSE, "has no manifest with a metric"),
-    GateCase("candidate without metric", Side(None, None, None), Side(0.9), REFUSE, "records no metric"),
-    GateCase("other metric tag", Side(0.95, "auc"), Side(0.9), REFUSE, "cannot be compared"),
-    GateCase("other goal", Side(0.95, "loss", "MINIMIZE"), Side(0.9, "loss"), REFUSE, "cannot be compared"),
-    GateCase(
-        "minimize, lower",
-        Side(0.1, "loss", "MINIMIZE"),
-        Side(0.2, "loss", "MINIMIZE"),
-        PROMOTE,
-        ": promoted (lower is better)",
-    ),
-    GateCase(
-        "minimize, higher",
-        Side(0.3, "loss", "MINIMIZE"),
-        Side(0.2, "loss", "MINIMIZE"),
-        KEEP,
-        ": kept the champion (lower is better)",
-    ),
-    GateCase(
-        "unspecified goal is maximize",
-        Side(0.95, "accuracy", "GOAL_TYPE_UNSPECIFIED"),
-        Side(0.9),
-        PROMOTE,
-        "the champion's 0.9 (",  # then how each store names it: "(the champion)", "(v1)", a job ID
-    ),
-    GateCase(
-        "unrecorded goal is maximize", Side(0.85), Side(0.9, "accuracy", None), KEEP, "kept the champion"
-    ),
-    GateCase(
-        "unspecified goal is not minimize",
-        Side(0.1, "loss", "GOAL_TYPE_UNSPECIFIED"),
-        Side(0.2, "loss", "MINIMIZE"),
-        REFUSE,
-        "cannot be compared",
-    ),
-]
-CASES = [pytest.param(case, id=case.id) for case in GATE_CASES]
 
 
 def _standing(name: str, side: Side) -> Standing:

@@ -16,9 +16,9 @@ from airflow.sdk.execution_time import task_runner
 from airflow.sdk.execution_time.supervisor import InProcessSupervisorComms
 
 from airflow_aip.triggers.hold import release_at, runs_in_process
+from tests.fixtures.logging_api import RecordingLog
+from tests.fixtures.trigger import events_of, make_trigger
 from tests.unit.ml_fake import FakeMlApi
-from tests.unit.test_log_stream_hook import RecordingLog
-from tests.unit.test_training_trigger import api, events_of, make_trigger  # noqa: F401
 
 NOW = 1_800_000_000.0
 
@@ -43,7 +43,7 @@ def test_a_task_run_in_process_by_dag_test_never_holds(monkeypatch: pytest.Monke
 
 @pytest.mark.parametrize(("state", "status"), [("SUCCEEDED", "success"), ("FAILED", "failed")])
 async def test_an_early_ending_is_held_until_release_and_said_once(
-    api: FakeMlApi,  # noqa: F811
+    api: FakeMlApi,
     state: str,
     status: str,
 ) -> None:
@@ -60,7 +60,7 @@ async def test_an_early_ending_is_held_until_release_and_said_once(
     assert "apache/airflow#67287" in held[0]
 
 
-async def test_an_ending_after_the_release_is_not_held(api: FakeMlApi) -> None:  # noqa: F811
+async def test_an_ending_after_the_release_is_not_held(api: FakeMlApi) -> None:
     api.add_job("proj", "j1", "SUCCEEDED")
     trigger = make_trigger(api, release_at=time.time() - 1)
     trigger.__dict__["_log"] = log = RecordingLog()  # LoggingMixin.log reads _log

@@ -9,19 +9,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from fastapi.testclient import TestClient
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.local.api import create_app
 from airflow_aip.local.faults import (
     ConnectionDropped,
     Fault,
-    FaultInjection,
     FaultPlan,
     api_method,
     parse_rule,
 )
 from airflow_aip.local.service import TrainingService
+from tests.fixtures.faults import fault_client
 
 JOBS = "/v1/projects/proj/jobs"
 
@@ -35,10 +33,6 @@ def _body(job_id: str) -> dict[str, Any]:
             "pythonModule": "trainer.task",
         },
     }
-
-
-def _client(service: TrainingService, plan: FaultPlan, admin: bool = True) -> TestClient:
-    return TestClient(FaultInjection(create_app(service), plan, admin=admin))
 
 
 @pytest.mark.parametrize(
@@ -195,7 +189,7 @@ def test_rate_outside_zero_one_is_refused() -> None:
 def test_fault_before_never_reaches_the_service(service: TrainingService) -> None:
     plan = FaultPlan()
     plan.add([parse_rule({"method": "jobs.create", "when": "before", "kind": 503})])
-    client = _client(service, plan)
+    client = fault_client(service, plan)
     answer = client.post(JOBS, json=_body("j_before"))
     assert answer.status_code == 503
     assert answer.json()["error"]["status"] == "UNAVAILABLE"
@@ -207,7 +201,7 @@ def test_fault_before_never_reaches_the_service(service: TrainingService) -> Non
 def test_fault_after_applies_the_create_but_answers_an_error(service: TrainingService, kind: int) -> None:
     plan = FaultPlan()
     plan.add([parse_rule({"method": "jobs.create", "when": "after", "kind": kind})])
-    client = _client(service, plan)
+    client = fault_client(service, plan)
     answer = client.post(JOBS, json=_body("j_after"))
     assert answer.status_code == kind
     assert client.get(f"{JOBS}/j_after").json()["state"] == "QUEUED"
@@ -221,7 +215,7 @@ def test_fault_after_applies_the_create_but_answers_an_error(service: TrainingSe
 def test_drop_without_a_server_transport_raises(service: TrainingService) -> None:
     plan = FaultPlan()
     plan.add([parse_rule({"method": "jobs.create", "when": "after", "kind": "drop"})])
-    client = _client(service, plan)
+    client = fault_client(service, plan)
     with pytest.raises(ConnectionDropped):
         client.post(JOBS, json=_body("j_drop"))
     assert client.get(f"{JOBS}/j_drop").status_code == 200
@@ -230,18 +224,18 @@ def test_drop_without_a_server_transport_raises(service: TrainingService) -> Non
 def test_delay_after_still_answers(service: TrainingService) -> None:
     plan = FaultPlan()
     plan.add([parse_rule({"method": "jobs.get", "when": "after", "kind": "delay", "seconds": 0.01})])
-    client = _client(service, plan)
+    client = fault_client(service, plan)
     assert client.post(JOBS, json=_body("j_delay")).status_code == 200
     assert client.get(f"{JOBS}/j_delay").json()["jobId"] == "j_delay"
 
 
 def test_admin_routes(service: TrainingService) -> None:
-    closed = _client(service, FaultPlan(), admin=False)
+    closed = fault_client(service, FaultPlan(), admin=False)
     assert closed.post("/_faults", json={"kind": 503}).status_code == 403
     assert closed.get("/_faults").json() == {"rules": []}
     assert closed.get("/_stats").status_code == 200
 
-    client = _client(service, FaultPlan())
+    client = fault_client(service, FaultPlan())
     listed = client.post("/_faults", json={"rules": [{"kind": 503}, {"kind": "reset", "when": "after"}]})
     assert [r["kind"] for r in listed.json()["rules"]] == [503, "reset"]
     bad = client.post("/_faults", json={"kind": 404})
@@ -250,7 +244,7 @@ def test_admin_routes(service: TrainingService) -> None:
     assert client.delete("/_faults").json() == {"rules": []}
     assert client.put("/_faults").status_code == 405
     # Paths outside the API (the health check) never fail.
-    always = _client(service, FaultPlan(1.0))
+    always = fault_client(service, FaultPlan(1.0))
     assert always.get("/").status_code == 200
 
 

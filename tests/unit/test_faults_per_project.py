@@ -6,13 +6,13 @@ from __future__ import annotations
 from airflow_aip.local.faults import FaultPlan
 from airflow_aip.local.service import TrainingService
 from airflow_aip.local.store import project_number
-from tests.unit.test_faults import _client
+from tests.fixtures.faults import fault_client
 
 
 def test_requests_are_counted_per_project_from_the_path_and_the_logging_body(
     service: TrainingService,
 ) -> None:
-    client = _client(service, FaultPlan())
+    client = fault_client(service, FaultPlan())
     for project in ("mine", project_number("mine"), "theirs"):  # Vertex AI names it by its number
         client.get(f"/v1/projects/{project}/locations/us-central1/customJobs")
     client.get("/v1/projects/mine/jobs")

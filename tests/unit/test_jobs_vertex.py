@@ -15,11 +15,12 @@ from airflow_aip.jobs.vertex.body import check_executor_image, validate_tuning_j
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
 from airflow_aip.jobs.vertex.study import search_spec, trial_parameter_value
 from airflow_aip.local.executor.tuning import HyperparameterSearch
+from tests.fixtures.tools import need_module
 
 
 def _sdk_enums() -> dict[frozenset[str], dict[str, int]]:
-    proto = pytest.importorskip("proto")
-    types = pytest.importorskip("google.cloud.aiplatform_v1.types")
+    proto = need_module("proto")
+    types = need_module("google.cloud.aiplatform_v1.types")
     found: dict[frozenset[str], dict[str, int]] = {}
     seen: set[type] = set()
 

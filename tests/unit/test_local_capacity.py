@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -21,44 +20,18 @@ from airflow_aip.local.capacity_admin import apply_update, parse_create_429, par
 from airflow_aip.local.capacity_needs import needs_of
 from airflow_aip.local.service import ServiceConfig, TrainingService
 from airflow_aip.local.vertex.render import render
+from tests.fixtures.capacity import T4, job_record, machine_pool
 from tests.unit.clock import Clock
 
-T4 = "custom_model_training_nvidia_t4_gpus"
 CPUS = "custom_model_training_cpus"
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
-
-
-def _pool(machine: str = "n1-standard-4", gpu: str = "", count: int = 1, replicas: int = 1) -> dict[str, Any]:
-    spec: dict[str, Any] = {"machineType": machine}
-    if gpu:
-        spec.update(acceleratorType=gpu, acceleratorCount=count)
-    package = {
-        "executorImageUri": IMAGE,
-        "packageUris": ["gs://bucket/t-0.1.tar.gz"],
-        "pythonModule": "t.task",
-    }
-    return {"machineSpec": spec, "replicaCount": str(replicas), "pythonPackageSpec": package}
-
-
-def _record(
-    *pools: dict[str, Any], kind: str = "customJobs", job_id: str = "1", **scheduling: Any
-) -> dict[str, Any]:
-    spec: dict[str, Any] = {"workerPoolSpecs": list(pools)}
-    if scheduling:
-        spec["scheduling"] = scheduling
-    key = "jobSpec" if kind == "customJobs" else "trialJobSpec"
-    resource: dict[str, Any] = {
-        key: spec,
-        "displayName": "j",
-        "name": f"projects/1/locations/us-central1/{kind}/{job_id}",
-    }
-    if kind != "customJobs":
-        resource["parallelTrialCount"] = 3
-    return {"jobId": job_id, "kind": kind, "location": "us-central1", "resource": resource, "state": "QUEUED"}
 
 
 def test_needs_count_vcpus_and_accelerators_per_replica() -> None:
-    needs = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4"), _pool("n1-standard-8", "NVIDIA_TESLA_T4", 2, 3)))
+    needs = needs_of(
+        job_record(
+            machine_pool(gpu="NVIDIA_TESLA_T4"), machine_pool("n1-standard-8", "NVIDIA_TESLA_T4", 2, 3)
+        )
+    )
     assert dict(needs.amounts) == {CPUS: 4 + 3 * 8, T4: 1 + 3 * 2}
     assert needs.region == "us-central1"
     assert needs.hardware == {"n1-standard-4", "n1-standard-8", "NVIDIA_TESLA_T4"}
@@ -66,17 +39,21 @@ def test_needs_count_vcpus_and_accelerators_per_replica() -> None:
 
 
 def test_spot_and_flex_start_draw_on_preemptible_quota_and_tuning_multiplies() -> None:
-    spot = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4"), strategy="SPOT", restartJobOnWorkerRestart=True))
+    spot = needs_of(
+        job_record(machine_pool(gpu="NVIDIA_TESLA_T4"), strategy="SPOT", restartJobOnWorkerRestart=True)
+    )
     assert set(spot.amounts) == {
         "custom_model_training_preemptible_cpus",
         "custom_model_training_preemptible_nvidia_t4_gpus",
     }
     assert spot.spot
     assert spot.restart_job
-    flex = needs_of(_record(_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0s"))
+    flex = needs_of(
+        job_record(machine_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0s")
+    )
     assert flex.flex_start
     assert flex.max_wait == 0
-    tuning = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4"), kind="hyperparameterTuningJobs"))
+    tuning = needs_of(job_record(machine_pool(gpu="NVIDIA_TESLA_T4"), kind="hyperparameterTuningJobs"))
     assert tuning.amounts[T4] == 3
     assert not tuning.custom_job
 
@@ -92,7 +69,7 @@ def test_ml_v1_needs_name_hardware_only() -> None:
 
 def test_quota_is_per_project_and_region_and_says_what_is_short() -> None:
     capacity = RegionCapacity(CapacitySettings(quotas=(("us-central1", T4, 1),)))
-    one = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4")))
+    one = needs_of(job_record(machine_pool(gpu="NVIDIA_TESLA_T4")))
     assert capacity.acquire(("p", "1"), one) is None
     assert capacity.acquire(("p", "2"), one) == f"quota {T4} in us-central1: needs 1, 0 of 1 free"
     assert capacity.acquire(("other", "3"), one) is None  # each project has its own quota
@@ -106,19 +83,19 @@ def test_quota_is_per_project_and_region_and_says_what_is_short() -> None:
 
 def test_a_job_past_the_limit_queues_or_is_refused_at_create() -> None:
     capacity = RegionCapacity(CapacitySettings(quotas=(("us-central1", T4, 0),)))
-    needs = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4")))
+    needs = needs_of(job_record(machine_pool(gpu="NVIDIA_TESLA_T4")))
     capacity.check_create("p", needs)  # queue mode: accepted, it waits
     assert capacity.acquire(("p", "1"), needs) == f"quota {T4} in us-central1: needs 1, 0 of 0 free"
     capacity.quota_mode = "reject"
     with pytest.raises(ResourceExhaustedError, match=f"exceed quota limits: aiplatform.googleapis.com/{T4}$"):
         capacity.check_create("p", needs)
-    capacity.check_create("p", needs_of(_record(_pool())))  # CPUs only: within every limit
+    capacity.check_create("p", needs_of(job_record(machine_pool())))  # CPUs only: within every limit
 
 
 def test_create_429_rules_are_consumed_in_order() -> None:
     capacity = RegionCapacity(CapacitySettings(create_429=(("quota", 1), ("rate", 2))))
     ml_v1 = needs_of({"jobId": "j", "trainingInput": {"region": "us-central1"}})
-    vertex = needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4")))
+    vertex = needs_of(job_record(machine_pool(gpu="NVIDIA_TESLA_T4")))
     with pytest.raises(
         ResourceExhaustedError, match=r"'Resource management \(CRUD\) requests'.*'ml.googleapis.com'"
     ):
@@ -135,8 +112,10 @@ def test_stockout_flex_start_and_spot_timing() -> None:
     clock = Clock(100.0)
     settings = CapacitySettings(stockouts=(("us-central1", "NVIDIA_TESLA_T4"),), flex_start_after=5.0)
     capacity = RegionCapacity(settings, clock=clock)
-    assert capacity.stocked_out(needs_of(_record(_pool(gpu="NVIDIA_TESLA_T4")))) == "NVIDIA_TESLA_T4"
-    assert capacity.stocked_out(needs_of(_record(_pool()))) is None
+    assert (
+        capacity.stocked_out(needs_of(job_record(machine_pool(gpu="NVIDIA_TESLA_T4")))) == "NVIDIA_TESLA_T4"
+    )
+    assert capacity.stocked_out(needs_of(job_record(machine_pool()))) is None
     assert not capacity.flex_start_ready(100.0)
     clock.now = 105.0
     assert capacity.flex_start_ready(100.0)
@@ -156,7 +135,7 @@ def test_preempt_now_only_a_running_spot_custom_job() -> None:
     capacity = RegionCapacity()
     with pytest.raises(ValidationError, match="not a running SPOT CustomJob"):
         capacity.preempt("1")
-    capacity.acquire(("p", "1"), needs_of(_record(_pool(), strategy="SPOT")))
+    capacity.acquire(("p", "1"), needs_of(job_record(machine_pool(), strategy="SPOT")))
     capacity.preempt("1")
     assert capacity.preemption_due("1", capacity.clock(), first_attempt=False)
     assert not capacity.preemption_due("1", capacity.clock(), first_attempt=False)
@@ -197,7 +176,11 @@ def test_flags_and_bodies_are_checked_whole() -> None:
 
 
 def test_a_failed_job_renders_its_error_code() -> None:
-    record = _record(_pool()) | {"state": "FAILED", "createTime": "2026-01-01T00:00:00Z", "errorMessage": "x"}
+    record = job_record(machine_pool()) | {
+        "state": "FAILED",
+        "createTime": "2026-01-01T00:00:00Z",
+        "errorMessage": "x",
+    }
     assert render(record)["error"] == {"code": 3, "message": "x"}
     assert render(record | {"errorCode": 8})["error"] == {"code": 8, "message": "x"}
 
@@ -212,7 +195,7 @@ def client(tmp_path: Path) -> Iterator[TestClient]:
 
 
 def test_capacity_endpoint_and_429_over_http(client: TestClient, tmp_path: Path) -> None:
-    body = {"displayName": "j", "jobSpec": {"workerPoolSpecs": [_pool(gpu="NVIDIA_TESLA_T4")]}}
+    body = {"displayName": "j", "jobSpec": {"workerPoolSpecs": [machine_pool(gpu="NVIDIA_TESLA_T4")]}}
     url = "/v1/projects/proj/locations/us-central1/customJobs"
     refused = client.post(url, json=body)
     assert refused.status_code == 429

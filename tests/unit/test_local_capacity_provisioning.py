@@ -12,7 +12,7 @@ from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.executor.provisioning import Provisioning
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
-from tests.unit.test_local_capacity import T4, _pool, _record
+from tests.fixtures.capacity import T4, job_record, machine_pool
 
 
 def test_the_queue_skips_a_job_over_quota_and_logs_why_once(tmp_path: Path) -> None:
@@ -21,7 +21,7 @@ def test_the_queue_skips_a_job_over_quota_and_logs_why_once(tmp_path: Path) -> N
     gate = QuotaGate(capacity, store)
     queue = []
     for seq, record in enumerate(
-        (_record(_pool(gpu="NVIDIA_TESLA_T4"), job_id="1"), _record(_pool(), job_id="2"))
+        (job_record(machine_pool(gpu="NVIDIA_TESLA_T4"), job_id="1"), job_record(machine_pool(), job_id="2"))
     ):
         store.create("p", record)
         gate.queued(("p", record["jobId"]), needs_of(record))
@@ -46,7 +46,7 @@ def _provisioning(tmp_path: Path, record: dict[str, Any], capacity: RegionCapaci
 
 
 def test_spot_restarts_six_times_then_fails_with_code_8(tmp_path: Path) -> None:
-    gate = _provisioning(tmp_path, _record(_pool(), strategy="SPOT"), RegionCapacity())
+    gate = _provisioning(tmp_path, job_record(machine_pool(), strategy="SPOT"), RegionCapacity())
     watch = gate.spot_watch("1")
     assert watch is not None
     assert [watch.preempted("workerpool0-0", 2) for _ in range(6)] == [None] * 6
@@ -60,7 +60,7 @@ def test_spot_restarts_six_times_then_fails_with_code_8(tmp_path: Path) -> None:
         "locally all 2 replicas restart with it"
     )
     assert gate.store.get("p", "1")["spotPreemptions"] == 7
-    on_demand = _provisioning(tmp_path / "b", _record(_pool()), RegionCapacity())
+    on_demand = _provisioning(tmp_path / "b", job_record(machine_pool()), RegionCapacity())
     assert on_demand.spot_watch("1") is None
 
 
@@ -70,20 +70,27 @@ def test_stockouts_fail_before_start_and_ml_v1_gets_no_error_code(tmp_path: Path
            "masterConfig": {"acceleratorConfig": {"type": "NVIDIA_TESLA_V100", "count": "1"}}}}  # fmt: skip
     failure = _provisioning(tmp_path, job, capacity).before_start(lambda: False)
     assert failure == (STOCKOUT_MESSAGE.format(region="us-central1"), {})
-    vertex = _record(_pool("n1-standard-8", "NVIDIA_TESLA_V100"))
+    vertex = job_record(machine_pool("n1-standard-8", "NVIDIA_TESLA_V100"))
     assert _provisioning(tmp_path / "v", vertex, capacity).before_start(lambda: False) is not None
-    assert _provisioning(tmp_path / "c", _record(_pool()), capacity).before_start(lambda: False) is None
+    assert (
+        _provisioning(tmp_path / "c", job_record(machine_pool()), capacity).before_start(lambda: False)
+        is None
+    )
 
 
 def test_a_flex_start_job_waits_until_its_max_wait_or_until_stopped(tmp_path: Path) -> None:
     capacity = RegionCapacity(CapacitySettings(flex_start_after=None))
-    record = _record(_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0.05s")
+    record = job_record(
+        machine_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0.05s"
+    )
     gate = _provisioning(tmp_path, record, capacity)
     failure = gate.before_start(lambda: False)
     assert failure is not None
     assert "scheduling.maxWaitDuration (0.05s)" in failure[0]
     assert "waitingFor" not in gate.store.get("p", "1")
-    forever = _record(_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0s")
+    forever = job_record(
+        machine_pool("g2-standard-4", "NVIDIA_L4"), strategy="FLEX_START", maxWaitDuration="0s"
+    )
     assert _provisioning(tmp_path / "f", forever, capacity).before_start(lambda: True) is None  # cancelled
     capacity.flex_start_after = 0.0
     assert _provisioning(tmp_path / "g", forever, capacity).before_start(lambda: False) is None

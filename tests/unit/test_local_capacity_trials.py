@@ -20,7 +20,7 @@ from airflow_aip.local.executor.runner import AttemptOutcome
 from airflow_aip.local.executor.trials import TuningRun
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
-from tests.unit.test_local_capacity import _pool, _record
+from tests.fixtures.capacity import job_record, machine_pool
 
 TAG = "training/hptuning/metric"
 SPEC = {
@@ -71,7 +71,7 @@ def _run(
 
 def test_a_stockout_stops_the_next_trial_and_fails_the_job_keeping_the_ended_trials(tmp_path: Path) -> None:
     capacity = RegionCapacity()
-    record = _record(_pool(), kind="hyperparameterTuningJobs")
+    record = job_record(machine_pool(), kind="hyperparameterTuningJobs")
 
     def start(trial: str, hp: dict[str, str]) -> FakeTrial:
         # Trial 1 ends at its first poll, and the region runs out of its machine then; trial 2 runs on.
@@ -94,7 +94,7 @@ def test_a_stockout_stops_the_next_trial_and_fails_the_job_keeping_the_ended_tri
 
 def test_a_spot_trial_restarts_and_past_the_limit_fails_the_job_with_code_8(tmp_path: Path) -> None:
     capacity = RegionCapacity(CapacitySettings(preempt_spot_after=0.0))  # each trial's first attempt
-    record = _record(_pool(), kind="hyperparameterTuningJobs", strategy="SPOT")
+    record = job_record(machine_pool(), kind="hyperparameterTuningJobs", strategy="SPOT")
 
     def start(trial: str, hp: dict[str, str]) -> FakeTrial:
         return FakeTrial(tmp_path / trial, hp["x"], 2)
@@ -118,13 +118,13 @@ def test_a_spot_trial_restarts_and_past_the_limit_fails_the_job_with_code_8(tmp_
 
 def test_a_specific_reservation_is_a_stockout_key_and_any_reservation_is_not(tmp_path: Path) -> None:
     def on(kind: str, *values: str) -> dict[str, Any]:
-        pool = _pool()
+        pool = machine_pool()
         pool["machineSpec"]["reservationAffinity"] = {
             "reservationAffinityType": kind,
             "key": "compute.googleapis.com/reservation-name",
             "values": list(values),
         }
-        return _record(pool)
+        return job_record(pool)
 
     specific = needs_of(on("SPECIFIC_RESERVATION", "projects/p/zones/us-central1-a/reservations/res-a"))
     assert specific.reservations == {"res-a"}

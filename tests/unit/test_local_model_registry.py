@@ -29,6 +29,7 @@ from airflow_aip.local.vertex.models_query import (
     page,
 )
 from airflow_aip.local.vertex.models_store import MODEL_ENUM_NUMBERS, ModelStore
+from tests.fixtures.tools import need_module
 
 PARENT = "/v1/projects/proj/locations/us-central1"
 NUMBER = project_number("proj")
@@ -38,7 +39,7 @@ MODEL = {"displayName": "m", "containerSpec": {"imageUri": CUSTOM_IMAGE}, "artif
 
 
 def test_model_enum_numbers_are_the_sdks() -> None:
-    types = pytest.importorskip("google.cloud.aiplatform_v1.types.model")
+    types = need_module("google.cloud.aiplatform_v1.types.model")
     sdk = {
         "supportedDeploymentResourcesTypes": types.Model.DeploymentResourcesType,
         "modelSourceInfo.sourceType": types.ModelSourceInfo.ModelSourceType,

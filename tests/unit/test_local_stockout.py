@@ -16,18 +16,20 @@ from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_admin import parse_stockout
 from airflow_aip.local.capacity_needs import needs_of
 from airflow_aip.local.service import ServiceConfig, TrainingService
-from tests.unit.test_local_capacity import _pool, _record
+from tests.fixtures.capacity import job_record, machine_pool
 
 
 def test_a_strategy_stockout_stops_that_strategys_jobs_only() -> None:
     """us-central1:SPOT: no Spot VMs to give; a STANDARD job (or one naming none) still runs."""
     assert parse_stockout("us-central1:SPOT") == ("us-central1", "SPOT")
     capacity = RegionCapacity(CapacitySettings(stockouts=(("us-central1", "SPOT"),)))
-    assert capacity.stocked_out(needs_of(_record(_pool(), strategy="SPOT"))) == "SPOT"
-    assert capacity.stocked_out(needs_of(_record(_pool(), strategy="STANDARD"))) is None
-    assert capacity.stocked_out(needs_of(_record(_pool()))) is None
+    assert capacity.stocked_out(needs_of(job_record(machine_pool(), strategy="SPOT"))) == "SPOT"
+    assert capacity.stocked_out(needs_of(job_record(machine_pool(), strategy="STANDARD"))) is None
+    assert capacity.stocked_out(needs_of(job_record(machine_pool()))) is None
     standard = RegionCapacity(CapacitySettings(stockouts=(("us-central1", "STANDARD"),)))
-    assert standard.stocked_out(needs_of(_record(_pool()))) == "STANDARD"  # Vertex AI's default strategy
+    assert (
+        standard.stocked_out(needs_of(job_record(machine_pool()))) == "STANDARD"
+    )  # Vertex AI's default strategy
     with pytest.raises(ValidationError, match="no machine or accelerator type"):
         parse_stockout("us-central1:SPOTS")
 

@@ -11,38 +11,21 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from airflow_aip.local.vertex.pipelines import CUSTOM_TASK
-
-PIPELINES = "/v1/projects/proj/locations/us-central1/trainingPipelines"
-IMAGE = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
-POOL = {
-    "machine_spec": {"machine_type": "n1-standard-4"},
-    "replica_count": 1.0,
-    "python_package_spec": {
-        "executor_image_uri": IMAGE,
-        "package_uris": ["gs://bucket/t.tar.gz"],
-        "python_module": "t",
-    },
-}
-
-
-def _body(**extra: Any) -> dict[str, Any]:
-    inputs = {"worker_pool_specs": [POOL], "base_output_directory": {"output_uri_prefix": "gs://bucket/out"}}
-    return {"displayName": "p", "trainingTaskDefinition": CUSTOM_TASK, "trainingTaskInputs": inputs, **extra}
+from tests.fixtures.pipelines import PIPELINES, pipeline_body
 
 
 @pytest.mark.parametrize(
     ("body", "says"),
     [
         (
-            _body(
+            pipeline_body(
                 trainingTaskDefinition="gs://google-cloud-aiplatform/schema/trainingjob/definition/automl_tables_1.0.0.yaml"
             ),
             "only custom training",
         ),
-        (_body(inputDataConfig={"datasetId": "1"}), "managed datasets"),
-        (_body(modelToUpload={"displayName": "m"}), "model.container_spec.image_uri"),
-        (_body(trainingTaskInputs={"worker_pool_specs": []}), "job_spec.worker_pool_specs"),
+        (pipeline_body(inputDataConfig={"datasetId": "1"}), "managed datasets"),
+        (pipeline_body(modelToUpload={"displayName": "m"}), "model.container_spec.image_uri"),
+        (pipeline_body(trainingTaskInputs={"worker_pool_specs": []}), "job_spec.worker_pool_specs"),
     ],
 )
 def test_what_cannot_run_is_a_400_before_any_job(client: TestClient, body: dict[str, Any], says: str) -> None:
@@ -53,7 +36,7 @@ def test_what_cannot_run_is_a_400_before_any_job(client: TestClient, body: dict[
 
 
 def test_a_created_pipeline_names_its_backing_custom_job(client: TestClient) -> None:
-    created = client.post(PIPELINES, json=_body()).json()
+    created = client.post(PIPELINES, json=pipeline_body()).json()
     assert created["state"] == "PIPELINE_STATE_QUEUED"
     backing = created["trainingTaskMetadata"]["backingCustomJob"]
     assert client.get(f"/v1/{backing}").json()["jobSpec"]["workerPoolSpecs"][0]["replicaCount"] in ("1", 1)

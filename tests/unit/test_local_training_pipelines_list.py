@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.unit.test_local_training_pipelines import PIPELINES, _body
+from tests.fixtures.pipelines import PIPELINES, pipeline_body
 
 
 def _create(client: TestClient, name: str, **labels: str) -> dict[str, Any]:
-    response = client.post(PIPELINES, json=_body(displayName=name, labels=labels))
+    response = client.post(PIPELINES, json=pipeline_body(displayName=name, labels=labels))
     assert response.status_code == 200, response.text
     created: dict[str, Any] = response.json()
     return created

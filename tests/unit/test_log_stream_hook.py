@@ -7,13 +7,9 @@ as on the server; it adds what no server produces on demand: errors, page caps, 
 from __future__ import annotations
 
 import json
-from collections import deque
-from collections.abc import Callable, Iterator
-from contextlib import nullcontext
+from collections.abc import Iterator
 from typing import Any
-from urllib.parse import urlsplit
 
-import httpx
 import pytest
 
 from airflow_aip.exceptions import ApiError, ValidationError
@@ -21,73 +17,10 @@ from airflow_aip.hooks.http_shared import clear_shared_auth
 from airflow_aip.hooks.logs import LOGGING_ENDPOINT_ENV, JobLogsHook
 from airflow_aip.hooks.training import ENDPOINT_ENV
 from airflow_aip.jobs.logs import LogStream
-from airflow_aip.local.logs.filters import parse_filter
+from tests.fixtures.logging_api import FakeLoggingApi, RecordingLog, async_hook
 from tests.unit.ml_fake import sync_client
 
 LOCAL = "http://127.0.0.1:8089/"
-
-
-class FakeLoggingApi:
-    """``POST /v2/entries:list`` over ``entries``; ``errors`` are answered first, in order."""
-
-    def __init__(self, job_id: str = "j1") -> None:
-        self.job_id = job_id  # whose entries add() writes
-        self.entries: list[dict[str, Any]] = []
-        self.errors: deque[int] = deque()
-        self.bodies: list[dict[str, Any]] = []
-        self.on_request: Callable[[int], None] | None = None
-
-    def add(self, count: int, start: int = 0, task: str = "master-replica-0") -> None:
-        for n in range(start, start + count):
-            self.entries.append(
-                {
-                    "insertId": f"id{n:04d}",
-                    "timestamp": f"2024-05-01T12:{n // 60:02d}:{n % 60:02d}.000000Z",
-                    "severity": "INFO",
-                    "textPayload": f"line {n}",
-                    "resource": {"type": "ml_job", "labels": {"job_id": self.job_id, "task_name": task}},
-                }
-            )
-
-    def handle(self, method: str, url: str, body: Any) -> tuple[int, Any]:
-        self.bodies.append(body)
-        if self.on_request is not None:
-            self.on_request(len(self.bodies))
-        if self.errors:
-            status = self.errors.popleft()
-            return status, {"error": {"code": status, "message": f"injected {status}"}}
-        if method != "POST" or urlsplit(url).path != "/v2/entries:list":
-            return 404, {"error": {"code": 404, "message": f"no route {url}"}}
-        node = parse_filter(body.get("filter"))
-        found = sorted(
-            (e for e in self.entries if node is None or node.matches(e)),
-            key=lambda e: (e["timestamp"], e["insertId"]),
-        )
-        offset, size = int(body.get("pageToken") or 0), int(body["pageSize"])
-        page: dict[str, Any] = {"entries": found[offset : offset + size]}
-        if offset + size < len(found):
-            page["nextPageToken"] = str(offset + size)
-        return 200, page
-
-
-class RecordingLog:
-    def __init__(self) -> None:
-        self.records: list[tuple[str, str]] = []
-
-    def info(self, msg: Any, /, *args: Any) -> None:
-        self.records.append(("info", str(msg) % args))
-
-    def warning(self, msg: Any, /, *args: Any) -> None:
-        self.records.append(("warning", str(msg) % args))
-
-    def error(self, msg: Any, /, *args: Any) -> None:
-        self.records.append(("error", str(msg) % args))
-
-    def lines(self) -> list[str]:
-        return [text.rsplit(" ", 1)[-1] for level, text in self.records if "[master-replica-0]" in text]
-
-    def warnings(self) -> list[str]:
-        return [text for level, text in self.records if level == "warning"]
 
 
 @pytest.fixture(autouse=True)
@@ -104,19 +37,6 @@ def sync_hook(api: FakeLoggingApi, **kwargs: Any) -> JobLogsHook:
     hook = JobLogsHook("aip_missing_conn", **args)
     client = sync_client(api)
     hook._sync_client = lambda: client  # type: ignore[method-assign]
-    return hook
-
-
-def async_hook(api: FakeLoggingApi, **kwargs: Any) -> JobLogsHook:
-    args: dict[str, Any] = {"project_id": "proj", "api_endpoint": LOCAL, "retry_max_wait": 0.001, **kwargs}
-    hook = JobLogsHook("aip_missing_conn", **args)
-
-    def handler(request: httpx.Request) -> httpx.Response:
-        status, payload = api.handle(request.method, str(request.url), json.loads(request.content))
-        return httpx.Response(status, json=payload)
-
-    client = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
     return hook
 
 

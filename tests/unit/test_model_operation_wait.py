@@ -21,7 +21,7 @@ from airflow_aip.jobs import waiting
 from airflow_aip.jobs.watch import Listed, WatchBatch
 from airflow_aip.operators import RegisterModelOperator
 from airflow_aip.triggers.model_operation import ModelOperationTrigger
-from tests.unit.test_log_stream_hook import RecordingLog
+from tests.fixtures.logging_api import RecordingLog
 
 NAME = "projects/proj/locations/us-central1/models/m/operations/7"
 RUNNING: dict[str, Any] = {"name": NAME}

@@ -21,27 +21,12 @@ from airflow_aip.packaging import (
     build_sdist,
     sha256_file,
 )
+from tests.fixtures.packaging import make_package, write
 
 SETUP_PY = """\
 from setuptools import find_packages, setup
 setup(name="my-trainer", version="1.2.3", packages=find_packages(), include_package_data=True)
 """
-
-
-def write(path: Path, text: str = "") -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text)
-    return path
-
-
-def make_package(root: Path, name: str = "trainer") -> Path:
-    package = root / name
-    write(package / "__init__.py")
-    write(package / "task.py", "print('training')\n")
-    write(package / "util" / "__init__.py")
-    write(package / "util" / "io.py", "X = 1\n")
-    write(package / "config.yaml", "lr: 0.1\n")
-    return package
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, float]]:

@@ -15,7 +15,7 @@ import pytest
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.packaging import build_sdist, sha256_file
 from airflow_aip.staging_plan import plan_staging
-from tests.unit.test_packaging import make_package, write
+from tests.fixtures.packaging import make_package, write
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ from airflow_aip.jobs.vertex.ladder import ladder_requests, parse_ladder
 from airflow_aip.operators import SubmitTrainingJobOperator
 from airflow_aip.operators import training_args as training_args_module
 from tests.fixtures.operators import RUN_ID
-from tests.unit.test_training_operator import make_context
+from tests.fixtures.submit import make_context
 
 PACKAGE = "gs://bucket/trainer-0.1.tar.gz"
 TENSORBOARD = "projects/proj/locations/us-central1/tensorboards/1"

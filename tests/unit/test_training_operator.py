@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from airflow.sdk import Context
 from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
 from airflow_aip.exceptions import (
@@ -29,59 +27,15 @@ from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_ID_XCOM_KEY, TrainingJobConsoleLink
-from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOperator
+from airflow_aip.operators import CancelTrainingJobOperator
 from airflow_aip.operators import training as training_module
 from airflow_aip.sensors import training as sensor_module
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event
-from tests.fixtures.operators import FakeTI, task_context
+from tests.fixtures.logging_api import FakeLoggingApi
+from tests.fixtures.operators import FakeTI
+from tests.fixtures.submit import JOB_ID, LOCAL, FakeClock, make_context, operator
 from tests.unit.ml_fake import FakeMlApi, serve_hook
-from tests.unit.test_log_stream_hook import FakeLoggingApi
-
-LOCAL = "http://127.0.0.1:8089/"
-WHEN = datetime(2024, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
-# {dag_id}_{task_id}_{logical date}_{hash of the task instance}: a literal, because a retry after
-# an upgrade must still compute the ID its first try used.
-JOB_ID = "train_dag_train_20240309_070501_22bef8fcfc06"
-ARGS: dict[str, Any] = {
-    "task_id": "train",
-    "backend": "ai_platform",  # ml v1, faked at the HTTP boundary (Vertex AI: test_vertex_adapters)
-    "project_id": "proj",
-    "region": "us-central1",
-    "training_input": {
-        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task",
-        "args": ["--epochs", "2"],
-        "jobDir": "gs://bucket/out",
-    },
-    "api_endpoint": LOCAL,
-    "gcp_conn_id": "aip_missing_conn",
-    "poll_interval": 30,
-    "deferrable": False,
-    "stream_logs": False,  # the log-streaming tests below turn it on
-}
-
-
-def make_context(ti: FakeTI | None = None, logical_date: datetime | None = WHEN) -> Context:
-    return cast(Context, {**task_context(ti, WHEN), "logical_date": logical_date})
-
-
-class FakeClock:
-    """time.time/time.sleep for the operator module: waiting costs no real time."""
-
-    def __init__(self) -> None:
-        self.now = 1_700_000_000.0
-        self.sleeps: list[float] = []
-
-    def time(self) -> float:
-        return self.now
-
-    def monotonic(self) -> float:
-        return self.now
-
-    def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        self.now += seconds
 
 
 @pytest.fixture
@@ -95,13 +49,6 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> FakeClock:
     monkeypatch.setattr(training_module, "time", fake)
     monkeypatch.setattr(waiting_module, "time", fake)  # the runner of the wait step
     return fake
-
-
-def operator(training_input: dict[str, Any] | None = None, **kwargs: Any) -> SubmitTrainingJobOperator:
-    """The ARGS task; ``training_input``'s fields go over ARGS' (a None value removes the field)."""
-    fields = {**ARGS["training_input"], **(training_input or {})}
-    fields = {key: value for key, value in fields.items() if value is not None}
-    return SubmitTrainingJobOperator(**{**ARGS, "training_input": fields, **kwargs})
 
 
 def sent_bodies(api: FakeMlApi) -> list[dict[str, Any]]:

@@ -5,56 +5,19 @@ from __future__ import annotations
 import asyncio
 import importlib
 import time
-from contextlib import nullcontext
 from typing import Any
 
 import httpx
 import pytest
 
 from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
-from airflow_aip.hooks.http_shared import clear_shared_auth
-from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.jobs.mlv1.view import view_from_ml
 from airflow_aip.triggers.training import TrainingJobTrigger, job_event, summary_from_event
+from tests.fixtures.logging_api import FakeLoggingApi, RecordingLog, async_hook
+from tests.fixtures.trigger import events_of, make_trigger
 from tests.unit.ml_fake import FakeMlApi
-from tests.unit.test_log_stream_hook import FakeLoggingApi, RecordingLog, async_hook
 
 LOCAL = "http://127.0.0.1:8089/"
-
-
-def make_trigger(api: FakeMlApi, **kwargs: Any) -> TrainingJobTrigger:
-    args: dict[str, Any] = {
-        "job_id": "j1",
-        "project_id": "proj",
-        "gcp_conn_id": "aip_missing_conn",
-        "api_endpoint": LOCAL,
-        "poll_interval": 0,
-        "stream_logs": False,  # the log-streaming tests below turn it on
-        **kwargs,
-    }
-    trigger = TrainingJobTrigger(**args)
-    client = httpx.AsyncClient(transport=api.httpx_transport())
-    for name, attempts in (("hook", 2), ("wait_hook", 1)):  # as JobHooksMixin builds them
-        hook = TrainingJobHook(
-            args["gcp_conn_id"],
-            project_id="proj",
-            api_endpoint=LOCAL,
-            retry_attempts=attempts,
-            retry_max_wait=0.001,
-        )
-        hook._client_slot = lambda: nullcontext(client)  # type: ignore[method-assign]
-        trigger.__dict__[name] = hook
-    return trigger
-
-
-async def events_of(trigger: TrainingJobTrigger) -> list[dict[str, Any]]:
-    return [event.payload async for event in trigger.run()]
-
-
-@pytest.fixture
-def api() -> FakeMlApi:
-    clear_shared_auth()
-    return FakeMlApi()
 
 
 def test_serialize_round_trip() -> None:

@@ -558,7 +558,7 @@ def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it
     from airflow_aip.hooks.training import TrainingJobHook
     from airflow_aip.operators import training as training_module
     from airflow_aip.ui.live import build_hook
-    from tests.unit import test_training_operator as submit
+    from tests.fixtures import submit
     from tests.unit.ml_fake import FakeMlApi, serve_hook
 
     fake = serve_hook(monkeypatch, TrainingJobHook, FakeMlApi())

@@ -28,30 +28,18 @@ from airflow_aip.operators import CancelTrainingJobOperator, SubmitTrainingJobOp
 from airflow_aip.sensors import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger
 from tests.fixtures.operators import FakeTI
+from tests.fixtures.submit import JOB_ID, LOCAL, make_context, submit_args
 from tests.fixtures.vertex import WORKER_POOL
-from tests.unit.test_training_operator import JOB_ID, make_context
 
-LOCAL = "http://127.0.0.1:8089/"
 PARENT = "/v1/projects/proj/locations/us-central1"
-ARGS: dict[str, Any] = {
-    "task_id": "train",
-    "backend": "vertex",
-    "project_id": "proj",
-    "region": "us-central1",
-    "training_input": {
-        "packageUris": ["gs://bucket/trainer-0.1.tar.gz"],
-        "pythonModule": "trainer.task",
-        "jobDir": "gs://bucket/out",
-        "runtimeVersion": "2.11",
-        "pythonVersion": "3.7",
-    },
-    "api_endpoint": LOCAL,
-    "gcp_conn_id": "aip_missing_conn",
-    "poll_interval": 30,
-    "deferrable": False,
-    "wait_for_completion": False,
-    "stream_logs": False,
-}
+ARGS = submit_args(
+    "vertex",
+    {"runtimeVersion": "2.11", "pythonVersion": "3.7"},
+    poll_interval=30,
+    deferrable=False,
+    wait_for_completion=False,
+    stream_logs=False,
+)
 API: dict[str, Any] = {"api_endpoint": LOCAL, "gcp_conn_id": "aip_missing_conn", "project_id": "proj"}
 WAIT: dict[str, Any] = {**API, "stream_logs": False}
 

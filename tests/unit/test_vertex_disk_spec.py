@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.vertex.body import validate_custom_job
-from tests.unit.test_vertex_hardware import body
+from tests.fixtures.translate import body
 
 POOL = "jobSpec.workerPoolSpecs[0]"
 
@@ -66,7 +66,7 @@ def test_the_local_service_answers_google_s_400(client: TestClient) -> None:
 
 
 def test_an_ml_v1_disk_config_is_refused_naming_its_own_field() -> None:
-    from tests.unit.test_vertex_translate import error_of, make_ti
+    from tests.fixtures.translate import error_of, make_ti
 
     disk = {"diskConfig": {"bootDiskSizeGb": 50}}
     error = error_of(make_ti(scaleTier="CUSTOM", masterType="n1-standard-4", masterConfig=disk))

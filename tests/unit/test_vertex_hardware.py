@@ -24,21 +24,10 @@ from airflow_aip.jobs.vertex.hardware import (
     vcpus,
 )
 from airflow_aip.jobs.vertex.machines import LEGACY_MACHINES
-from tests.unit.test_vertex_translate import error_of, make_ti
+from tests.fixtures.translate import body, error_of, make_ti, spec
 
 POOL = "jobSpec.workerPoolSpecs[0]"
 IMAGE = "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest"
-
-
-def spec(
-    machine_type: str, accelerator: str | None = None, count: int | None = None, **more: Any
-) -> dict[str, Any]:
-    out: dict[str, Any] = {"machineType": machine_type, **more}
-    if accelerator is not None:
-        out["acceleratorType"] = accelerator
-    if count is not None:
-        out["acceleratorCount"] = count
-    return out
 
 
 def refused(machine_spec: dict[str, Any], region: str | None = None) -> ValidationError:
@@ -199,19 +188,6 @@ def test_documented_scheduling_is_accepted(given: dict[str, Any]) -> None:
 
 
 # --- whole bodies: form checks, TPU pools, the emulator -----------------------------------------
-
-
-def body(pools: list[dict[str, Any]] | None = None, **job_spec_fields: Any) -> dict[str, Any]:
-    pool = {
-        "machineSpec": spec("n1-standard-4", "NVIDIA_TESLA_T4", 1),
-        "replicaCount": "1",
-        "pythonPackageSpec": {
-            "executorImageUri": IMAGE,
-            "packageUris": ["gs://bkt/t.tar.gz"],
-            "pythonModule": "t",
-        },
-    }
-    return {"displayName": "j", "jobSpec": {"workerPoolSpecs": pools or [pool], **job_spec_fields}}
 
 
 SA = "trainer@my-project.iam.gserviceaccount.com"

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import pytest
 import yaml
@@ -14,45 +13,12 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.schema import TRAINING_INPUT_SCHEMA, schema
 from airflow_aip.jobs.training_input import build_training_input
 from airflow_aip.jobs.vertex.body import validate_custom_job, validate_tuning_job
-from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
+from airflow_aip.jobs.vertex.translate import TUNING_JOBS, to_vertex
+from tests.fixtures.tools import need_module
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = ROOT / "tests" / "fixtures" / "golden"
 CASES = sorted(p.name.removesuffix(".input.yaml") for p in GOLDEN.glob("*.input.yaml"))
-PACKAGE = "gs://bkt-x/staging/trainer-0.1.tar.gz"
-TF_CPU = "us-docker.pkg.dev/vertex-ai/training/tf-cpu.2-15.py310:latest"
-TF_GPU = "us-docker.pkg.dev/vertex-ai/training/tf-gpu.2-15.py310:latest"
-
-
-def make_ti(**fields: Any) -> dict[str, Any]:
-    """A validated trainingInput: a Python package on runtime 2.11 unless overridden."""
-    base: dict[str, Any] = {
-        "region": "us-central1",
-        "packageUris": [PACKAGE],
-        "pythonModule": "trainer.task",
-        "runtimeVersion": "2.11",
-    }
-    if "masterConfig" in fields and "imageUri" in fields["masterConfig"]:
-        base = {"region": "us-central1"}
-    return build_training_input(None, **{**base, **fields})
-
-
-def vertex(ti: dict[str, Any] | None, **kwargs: Any) -> VertexRequest:
-    return to_vertex(
-        ti, display_name=kwargs.pop("display_name", "job"), labels=kwargs.pop("labels", {}), **kwargs
-    )
-
-
-def pools_of(request: VertexRequest) -> list[dict[str, Any]]:
-    spec = request.body["jobSpec" if request.kind == CUSTOM_JOBS else "trialJobSpec"]
-    pools: list[dict[str, Any]] = spec["workerPoolSpecs"]
-    return pools
-
-
-def error_of(ti: dict[str, Any] | None, **kwargs: Any) -> ValidationError:
-    with pytest.raises(ValidationError) as caught:
-        vertex(ti, **kwargs)
-    return caught.value
 
 
 # --- golden translations ------------------------------------------------------------------------
@@ -91,7 +57,7 @@ def test_the_dag_golden_input_is_the_example_dags_spec() -> None:
     dags = ROOT / "dags"
     sys.path.insert(0, str(dags))
     try:
-        examples = pytest.importorskip("aip_examples")
+        examples = need_module("aip_examples")
     finally:
         sys.path.remove(str(dags))
     given = yaml.safe_load((GOLDEN / "dag_aip_training_pipeline.input.yaml").read_text(encoding="utf-8"))

@@ -10,7 +10,7 @@ import pytest
 
 from airflow_aip.jobs.vertex.body import validate_custom_job
 from airflow_aip.jobs.vertex.translate import CUSTOM_JOBS, TUNING_JOBS, VertexRequest, to_vertex
-from tests.unit.test_vertex_translate import TF_CPU, error_of, make_ti, pools_of, vertex
+from tests.fixtures.translate import TF_CPU, error_of, make_ti, pools_of, vertex
 
 # --- job-level fields ---------------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tests.unit.test_vertex_translate import TF_CPU, TF_GPU, error_of, make_ti, pools_of, vertex
+from tests.fixtures.translate import TF_CPU, TF_GPU, error_of, make_ti, pools_of, vertex
 
 PACKAGE = "gs://bkt-x/staging/trainer-0.1.tar.gz"
 
