@@ -42,12 +42,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
 from airflow_aip import config
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs import (
     Tries,
     airflow_labels,
@@ -60,6 +58,7 @@ from airflow_aip.jobs import (
 from airflow_aip.jobs.backends import build_requests
 from airflow_aip.jobs.vertex.placement import Placement
 from airflow_aip.links import TrainingJobConsoleLink
+from airflow_aip.operators.connected import JobOperator
 from airflow_aip.operators.laddered import Ladder, LadderPlan
 from airflow_aip.operators.training_args import TrainingInput, fold_deprecated
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
@@ -67,7 +66,7 @@ from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 __all__ = ["Placement", "SubmitTrainingJobOperator", "TrainingInput"]
 
 
-class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
+class SubmitTrainingJobOperator(JobOperator):
     """Submit a training job and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
@@ -163,12 +162,6 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         cancel_on_kill: bool = True,
         stream_logs: bool = True,
         max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
-        project_id: str | None = None,
-        region: str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
-        backend: str = config.backend(),
         **kwargs: Any,
     ) -> None:
         training_input, placement = fold_deprecated(kwargs, training_input, placement)
@@ -190,13 +183,11 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
-        self.project_id = project_id
-        self.region = region
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
-        self.backend = backend
         self._watch: TaskWatch | None = None  # this try's watch over its job, once it runs (on_kill)
+
+    def default_region(self) -> str | None:
+        """None: the region is the trainingInput's, then ``[aip] region``, decided when the task runs."""
+        return None
 
     # -- building the requests (pure; every check before any side effect) --------------------
 

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import ValidationError
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
     from airflow_aip.hooks.job_client import JobClient
     from airflow_aip.hooks.job_reference import JobApi
@@ -69,6 +71,32 @@ class WaitPolicy:
                 raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
         check_lines_per_minute(self.max_log_lines_per_minute)
         return self
+
+
+def defer_wait(
+    task: Any,
+    trigger: Callable[..., BaseTrigger],
+    *,
+    wait_timeout: float | None,
+    clock: Callable[[], float] = time.time,
+    **arguments: Any,
+) -> None:
+    """Hand a task's wait to ``trigger(**arguments)`` (raises TaskDeferred); resumed in ``execute_complete``.
+
+    The one defer of a wait, a job's or an operation's: the trigger's deadline (``end_time``) is
+    the wait's, ``wait_timeout`` from now; Airflow's own deferral timeout trails it by
+    ``DEFERRAL_TIMEOUT_MARGIN``, so the trigger's timeout event wins the race; and the trigger holds
+    an early event until ``release_at`` (:mod:`airflow_aip.triggers.hold`).
+    """
+    task.defer(
+        trigger=trigger(
+            end_time=clock() + wait_timeout if wait_timeout else None,
+            release_at=release_at(clock),
+            **arguments,
+        ),
+        method_name="execute_complete",
+        timeout=timedelta(seconds=wait_timeout + DEFERRAL_TIMEOUT_MARGIN) if wait_timeout else None,
+    )
 
 
 class TaskWatch:
@@ -134,23 +162,19 @@ class TaskWatch:
         log_cursor: dict[str, Any] | None = None,
     ) -> None:
         """Hand the wait to the trigger (raises TaskDeferred); the task resumes in ``execute_complete``."""
-        timeout = self.policy.wait_timeout
-        self.task.defer(
-            trigger=TrainingJobTrigger.for_task(
-                self.task,
-                job_id=job_id,
-                job_name=job_name,
-                project_id=project_id,
-                poll_interval=self.policy.poll_interval,
-                end_time=self.deadline(),
-                masked_values=masked_values,
-                log_cursor=log_cursor,
-                region=region,
-                queued_limit=queued_limit,
-                release_at=release_at(self.clock),
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=timeout + DEFERRAL_TIMEOUT_MARGIN) if timeout else None,
+        defer_wait(
+            self.task,
+            partial(TrainingJobTrigger.for_task, self.task),
+            wait_timeout=self.policy.wait_timeout,
+            clock=self.clock,
+            job_id=job_id,
+            job_name=job_name,
+            project_id=project_id,
+            poll_interval=self.policy.poll_interval,
+            masked_values=masked_values,
+            log_cursor=log_cursor,
+            region=region,
+            queued_limit=queued_limit,
         )
 
     def wait(
