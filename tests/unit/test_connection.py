@@ -91,6 +91,7 @@ def test_an_argument_given_to_the_task_wins_over_default_args(cls: type[Any]) ->
 
 
 def test_the_connection_fields_stay_templated_where_they_were() -> None:
+    cls: type[Any]
     for cls in (
         CancelTrainingJobOperator,
         TrainingJobSensor,
