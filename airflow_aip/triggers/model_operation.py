@@ -21,14 +21,14 @@ from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.registry import ModelRegistryHook
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.vertex.models import operation_error
 from airflow_aip.jobs.view import VERTEX
 from airflow_aip.jobs.waiting import Step
+from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
 from airflow_aip.triggers.job_polling import job_poller
 from airflow_aip.triggers.watching import TriggerWait
@@ -56,7 +56,7 @@ def _event(name: str, status: str, message: str, operation: dict[str, Any] | Non
     return {"status": status, "message": message, "operation_name": name, "operation": operation}
 
 
-class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
+class ModelOperationTrigger(ConnectedTrigger):
     """Poll one ``models.upload`` operation until it is done, the deadline passes, or it cannot be read.
 
     :param operation_name: ``projects/P/locations/L/models/M/operations/O``.
@@ -71,6 +71,7 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
     """
 
     project_id: str  # always resolved: the task resolves it before deferring
+    serialized_fields = ("operation_name", "poll_interval", "end_time", "release_at")
 
     def __init__(
         self,
@@ -90,18 +91,6 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
     def default_backend(self) -> str:
         """The Model Registry is Vertex AI's alone (a trigger serialized before it named none)."""
         return VERTEX
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            CLASSPATH,
-            {
-                "operation_name": self.operation_name,
-                **self.connection.to_json(),
-                "poll_interval": self.poll_interval,
-                "end_time": self.end_time,
-                "release_at": self.release_at,
-            },
-        )
 
     @cached_property
     def registry(self) -> ModelRegistryHook:

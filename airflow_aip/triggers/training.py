@@ -41,14 +41,14 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
+from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
 from airflow_aip.triggers.job_polling import job_poller
 from airflow_aip.triggers.watching import TriggerWait
@@ -63,7 +63,7 @@ def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
     return TriggerEvent(payload)  # type: ignore[no-untyped-call]
 
 
-class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
+class TrainingJobTrigger(ConnectedTrigger):
     """Poll one training job until it ends, the deadline passes, or it cannot be read (not transiently).
 
     :param job_id: the job to watch (our ID: messages and events name it).
@@ -87,6 +87,19 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
     """
 
     project_id: str  # always resolved: the task resolves it before deferring
+    serialized_fields = (
+        "job_id",
+        "job_name",
+        "poll_interval",
+        "end_time",
+        "cancel_on_kill",
+        "stream_logs",
+        "log_cursor",
+        "max_log_lines_per_minute",
+        "masked_values",
+        "queued_limit",
+        "release_at",
+    )
 
     def __init__(
         self,
@@ -158,25 +171,6 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             max_log_lines_per_minute=task.max_log_lines_per_minute,
             masked_values=masked_values,
             release_at=release_at,
-        )
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            CLASSPATH,
-            {
-                "job_id": self.job_id,
-                "job_name": self.job_name,
-                **self.connection.to_json(),
-                "poll_interval": self.poll_interval,
-                "end_time": self.end_time,
-                "cancel_on_kill": self.cancel_on_kill,
-                "stream_logs": self.stream_logs,
-                "log_cursor": self.log_cursor,
-                "max_log_lines_per_minute": self.max_log_lines_per_minute,
-                "masked_values": self.masked_values,
-                "queued_limit": self.queued_limit,
-                "release_at": self.release_at,
-            },
         )
 
     def __repr__(self) -> str:
