@@ -32,8 +32,8 @@ What the removed MLEngineStartTrainingJobOperator got wrong, and what this does 
   each, in order, at most ``max_log_lines_per_minute``, and drains the last ones after the job
   ends; in deferrable mode the trigger does it (see TrainingJobTrigger).
 
-How it runs: :mod:`.laddered` (one path: a job is a ladder of one rung) and :mod:`.watching`
-(announce, defer, wait, end). The arguments this replaced: :mod:`.training_args`.
+How it runs: :mod:`.submit_run` (one path: a plain job, or a capacity ladder's rungs) and
+:mod:`.watching` (announce, defer, wait, end). The arguments this replaced: :mod:`.training_args`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ from airflow_aip.jobs.backends import build_requests
 from airflow_aip.jobs.vertex.placement import Placement
 from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.operators.connected import JobOperator
-from airflow_aip.operators.laddered import Ladder, LadderPlan
+from airflow_aip.operators.submit_run import SubmitPlan, SubmitRun
 from airflow_aip.operators.training_args import TrainingInput, fold_deprecated
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
@@ -201,10 +201,9 @@ class SubmitTrainingJobOperator(JobOperator):
             cancel_on_kill=self.cancel_on_kill,
             stream_logs=self.stream_logs,
             max_log_lines_per_minute=self.max_log_lines_per_minute,
-            if_exists=self.if_exists,
         ).checked()
 
-    def build_job(self, context: Context) -> LadderPlan:
+    def build_job(self, context: Context) -> SubmitPlan:
         """Every request this task may send (the job's, or each rung's of a ladder), validated."""
         loaded = load_job_config(self.config)
         if self.training_input is not None and not isinstance(self.training_input, Mapping):
@@ -236,7 +235,7 @@ class SubmitTrainingJobOperator(JobOperator):
         if self.if_exists != "always_adopt":
             max_tries = getattr(ti, "max_tries", None)
             tries = Tries.of(try_number, retries if max_tries is None else int(max_tries), retries)
-        return LadderPlan(planned.rungs, planned.requests, base_id, tries=tries)
+        return SubmitPlan(planned.rungs, planned.requests, base_id, tries=tries, if_exists=self.if_exists)
 
     def _base_id(self, context: Context) -> str:
         """Attempt 1's job ID: every try of this task instance computes the same (see jobs.ids)."""
@@ -256,17 +255,17 @@ class SubmitTrainingJobOperator(JobOperator):
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._kept(self._ladder(context).run(context))
+        return self._kept(self._run(context).run(context))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event says which job and how it ended (a ladder may climb on)."""
-        return self._ladder(context).complete(event, context)
+        return self._run(context).complete(event, context)
 
-    def _ladder(self, context: Context) -> Ladder:
+    def _run(self, context: Context) -> SubmitRun:
         watch = self._watching()
-        ladder = Ladder(self.build_job(context), watch.hook, watch.policy, watch)
-        ladder.resume()  # a tuning job resuming an earlier one: find it, count its trials
-        return ladder
+        run = SubmitRun(self.build_job(context), watch.hook, watch.policy, watch)
+        run.resume()  # a tuning job resuming an earlier one: find it, count its trials
+        return run
 
     def _watching(self) -> TaskWatch:
         self._watch = TaskWatch(self, self.job_api, self.wait_policy(), clock=time.time)

@@ -30,7 +30,6 @@ from typing import TYPE_CHECKING, Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
-from airflow_aip.jobs import check_if_exists
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
@@ -49,6 +48,10 @@ if TYPE_CHECKING:
     from airflow_aip.hooks.logs import JobLogsHook
 
 
+CANCEL_POLL_SECONDS = 2.0  # how often a job being cancelled is read, at most
+CANCEL_READS = 30  # how many such reads' time a task waits for a cancel to show
+
+
 @dataclass(frozen=True)
 class WaitPolicy:
     """How a task waits for its job: the submit operator's waiting arguments, as one value."""
@@ -60,11 +63,9 @@ class WaitPolicy:
     cancel_on_kill: bool = True
     stream_logs: bool = True
     max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE
-    if_exists: str = "adopt"
 
     def checked(self) -> WaitPolicy:
         """This policy, every value checked (ValidationError naming the argument) before anything is sent."""
-        check_if_exists(self.if_exists)
         for name in ("poll_interval", "wait_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
@@ -235,6 +236,27 @@ class TaskWatch:
         """Cancel through the job's own region (a ladder's rung may have moved it); never raises."""
         api = self.api.addressing(name).arguments
         cancel_quietly(name, project_id=project, reason=reason, log=self.log, **api)
+
+    def cancel_and_wait(self, job_id: str, name: str, project: str, *, region: str | None) -> None:
+        """Cancel a job this task gives up (a ladder's rung QUEUED too long) and wait until it ended.
+
+        The wait is the one wait step's (:class:`~airflow_aip.hooks.waiting.SyncWait`), reading
+        every ``CANCEL_POLL_SECONDS`` at most, for ``CANCEL_READS`` reads' time at most: the
+        rescan of the next climb must not adopt the job still QUEUED. A wait that timed out or
+        could not read the job is not an error: the cancel was asked, and the rescan reads it anew.
+        """
+        self.hook(region).cancel(name)
+        poll = min(self.policy.poll_interval, CANCEL_POLL_SECONDS)
+        SyncWait(
+            self.hook(region, retry_attempts=1),
+            None,
+            job_id,
+            project,
+            job_name=name,
+            poll_interval=poll,
+            deadline=self.clock() + CANCEL_READS * poll,
+            log=self.log,
+        ).run()
 
     def kill(self) -> None:
         """The task is being killed while it waits in the worker: cancel the job, with ``cancel_on_kill``."""
