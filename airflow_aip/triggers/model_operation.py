@@ -30,8 +30,6 @@ from airflow_aip.jobs.view import VERTEX
 from airflow_aip.jobs.waiting import Step
 from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
-from airflow_aip.triggers.job_polling import job_poller
-from airflow_aip.triggers.watching import TriggerWait
 
 CLASSPATH = "airflow_aip.triggers.model_operation.ModelOperationTrigger"
 WHAT = "model upload"  # how the wait's lines name the operation
@@ -70,7 +68,6 @@ class ModelOperationTrigger(ConnectedTrigger):
     the task before deferring.
     """
 
-    project_id: str  # always resolved: the task resolves it before deferring
     serialized_fields = ("operation_name", "poll_interval", "end_time", "release_at")
 
     def __init__(
@@ -103,19 +100,8 @@ class ModelOperationTrigger(ConnectedTrigger):
         return ("models", *self.job_api.poller_key[1:])
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        wait = TriggerWait(
-            None,
-            None,
-            self.operation_name,
-            self.project_id,
-            job_name=self.operation_name,
-            poll_interval=self.poll_interval,
-            deadline=self.end_time,
-            log=self.log,
-            poller=job_poller(self.poller_key, lambda: self.registry),
-            what=WHAT,
-            event_of=operation_event,
-        )
+        name = self.operation_name
+        wait = self.waiting(name, name, lambda: self.registry, what=WHAT, event_of=operation_event)
         try:
             event = await wait.run()
         except Exception as err:  # a bug of ours fails the task with its reason

@@ -50,8 +50,6 @@ from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
 from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
-from airflow_aip.triggers.job_polling import job_poller
-from airflow_aip.triggers.watching import TriggerWait
 
 __all__ = ["CLASSPATH", "TrainingJobTrigger", "job_event", "summary_from_event", "trigger_event"]
 
@@ -86,7 +84,6 @@ class TrainingJobTrigger(ConnectedTrigger):
     triggers serialized before Vertex AI was served (they always watched ml v1 jobs).
     """
 
-    project_id: str  # always resolved: the task resolves it before deferring
     serialized_fields = (
         "job_id",
         "job_name",
@@ -179,17 +176,12 @@ class TrainingJobTrigger(ConnectedTrigger):
         return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        wait = TriggerWait(
-            None,
-            self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
+        wait = self.waiting(
             self.job_id,
-            self.project_id,
-            job_name=self.job_name,
-            poll_interval=self.poll_interval,
-            deadline=self.end_time,
-            log=self.log,
+            self.job_name,
+            lambda: self.wait_hook,
+            logs_hook=self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
             stream_for=self._log_stream if self.stream_logs else None,
-            poller=job_poller(self.poller_key, lambda: self.wait_hook),
             queued_limit=self.queued_limit,
         )
         try:
