@@ -1,11 +1,21 @@
-"""How a task reaches its job's API, as one immutable value, and the hooks built from it.
+"""How a task reaches its job's API: the connection's arguments, once; one immutable value; its hooks.
 
-The operators, the sensor and the trigger address a job by the same arguments (connection,
-endpoint, identity, backend, project, region). :class:`JobApi` holds them once per task process
-or trigger instance, read when the task runs (never at DAG parse), with the region the job
-really lives in: a Vertex AI resource name carries its location, and a submit's request its
-region. The hooks are built from that value, lazily and once; the task's template fields are
-never rewritten.
+The operators, the sensor and the triggers address a job by the same six arguments (connection,
+identity, endpoint, backend, project, region), and the packaging operators reach Google as the
+same identity. Those arguments, their defaults and their serialisation are defined here once:
+
+- :class:`GoogleIdentity`: ``gcp_conn_id`` and ``impersonation_chain``, as whom a task reaches Google;
+- :class:`JobConnection`: those and ``project_id``, ``backend``, ``region``, ``api_endpoint``, where
+  its job's API is; :meth:`JobConnection.connection` is the six as one :class:`JobApi`, which a
+  trigger serialises with :meth:`JobApi.to_json`;
+- :class:`JobHooksMixin`: a job connection's hooks.
+
+They are cooperative ``__init__`` mixins, shared by the operators (through
+:mod:`airflow_aip.operators.connected`, which makes Airflow apply a DAG's ``default_args`` to
+them) and the triggers. :class:`JobApi` holds the arguments once per task process or trigger
+instance, read when the task runs (never at DAG parse), with the region the job really lives in:
+a Vertex AI resource name carries its location, and a submit's request its region. The hooks
+are built from that value, lazily and once; the task's template fields are never rewritten.
 """
 
 from __future__ import annotations
@@ -15,13 +25,15 @@ from dataclasses import dataclass, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
+from airflow_aip import config
 from airflow_aip.exceptions import ValidationError
+from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.logs import JobLogsHook
 from airflow_aip.hooks.training import TrainingJobHook
 from airflow_aip.hooks.vertex import VertexJobHook
 from airflow_aip.jobs.backends import backend_named
 from airflow_aip.jobs.summary import google_console_url
-from airflow_aip.jobs.view import AI_PLATFORM, VERTEX
+from airflow_aip.jobs.view import AI_PLATFORM
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
@@ -127,15 +139,73 @@ class JobApi:
         )
 
 
-class JobHooksMixin:
-    """``job_api`` and its hooks, for a task (or trigger) that addresses one job."""
+class GoogleIdentity:
+    """As whom a task reaches Google: the one signature of ``gcp_conn_id`` and ``impersonation_chain``.
 
-    gcp_conn_id: str
-    project_id: str | None
-    api_endpoint: str | None
-    impersonation_chain: str | list[str] | None = None
-    backend: str = VERTEX
-    region: str | None = None
+    :param gcp_conn_id: the Airflow connection to Google Cloud (missing: Application Default
+        Credentials; the image operator takes None for the engine's own credentials).
+    :param impersonation_chain: a service account to impersonate, or a chain of them; wins over
+        the connection's.
+    """
+
+    def __init__(
+        self,
+        *,
+        gcp_conn_id: str | None = DEFAULT_CONN_ID,
+        impersonation_chain: str | list[str] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.gcp_conn_id = gcp_conn_id
+        self.impersonation_chain = impersonation_chain
+
+
+class JobConnection(GoogleIdentity):
+    """Where a task's (or trigger's) job API is, and as whom: the one signature of the job arguments.
+
+    :param project_id: the Google Cloud project (default: the connection's).
+    :param backend: "vertex" (Vertex AI custom training) or "ai_platform" (the ml v1 API); default
+        :meth:`default_backend`, ``[aip] backend``, read when the task is created.
+    :param region: the job's location on Vertex AI; default :meth:`default_region`, ``[aip]
+        region``, read when the task is created (a resource name carries its own).
+    :param api_endpoint: the job API's root URL, e.g. the local training service's (None: the
+        connection's extra, the environment, then Google's).
+    """
+
+    gcp_conn_id: str  # a job API is always reached through a connection (or ADC when it is missing)
+
+    def __init__(
+        self,
+        *,
+        project_id: str | None = None,
+        backend: str | None = None,
+        region: str | None = None,
+        api_endpoint: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.backend = self.default_backend() if backend is None else backend
+        self.region = self.default_region() if region is None else region
+        self.api_endpoint = api_endpoint
+
+    def default_backend(self) -> str:
+        """The backend of a task given none: ``[aip] backend``."""
+        return config.backend()
+
+    def default_region(self) -> str | None:
+        """The region of a task given none: ``[aip] region``."""
+        return config.region()
+
+    @property
+    def connection(self) -> JobApi:
+        """The six arguments as given (templates rendered), as one value: what a trigger serialises."""
+        fields: dict[str, Any] = {field: getattr(self, field) for field in API_FIELDS}
+        return JobApi(**fields)
+
+
+class JobHooksMixin(JobConnection):
+    """``job_api`` and its hooks, for a task (or trigger) that addresses one job."""
 
     def job_region(self) -> str | None:
         """The region the task's job API is in: its ``region``, unless the job says otherwise."""
@@ -144,14 +214,7 @@ class JobHooksMixin:
     @cached_property
     def job_api(self) -> JobApi:
         """This task's job API, read once when it runs (a resource name's location included)."""
-        api = JobApi(
-            self.backend,
-            self.gcp_conn_id,
-            self.api_endpoint,
-            self.impersonation_chain,
-            self.project_id,
-            self.job_region(),
-        )
+        api = replace(self.connection, region=self.job_region())
         return api.addressing(getattr(self, "job_id", None))
 
     @property

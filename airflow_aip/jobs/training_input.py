@@ -178,11 +178,11 @@ def _camel(name: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
-def _camel_keys(value: Any) -> Any:
+def camel_keys(value: Any) -> Any:
     if isinstance(value, Mapping):
-        return {_camel(str(k)): _camel_keys(v) for k, v in value.items()}
+        return {_camel(str(k)): camel_keys(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
-        return [_camel_keys(v) for v in value]
+        return [camel_keys(v) for v in value]
     return value
 
 
@@ -256,5 +256,5 @@ def build_training_input(
     ``None`` means "not given". As with gcloud's flags, an argument beats the file.
     """
     base = load_job_config(config).get(TI) or {}
-    given = _camel_keys({k: v for k, v in overrides.items() if v is not None})
+    given = camel_keys({k: v for k, v in overrides.items() if v is not None})
     return validate_training_input(deep_merge(base, given))

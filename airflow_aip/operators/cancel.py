@@ -5,14 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_aip import config
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import API_FIELDS, JobHooksMixin
+from airflow_aip.hooks.job_reference import API_FIELDS
+from airflow_aip.operators.connected import JobOperator
 
 
-class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
+class CancelTrainingJobOperator(JobOperator):
     """Cancel a training job; a job that already ended is a no-op success (the API answers 400).
 
     As a teardown (``.as_teardown(setups=submit)``) it runs once the tasks between it and the
@@ -22,31 +21,16 @@ class CancelTrainingJobOperator(JobHooksMixin, BaseOperator):
     :param job_id: our job ID or the job's resource name (as the sensor's).
     :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
     :param region: the job's location on Vertex AI (default ``[aip] region``).
+
+    The connection's arguments: :class:`~airflow_aip.hooks.job_reference.JobConnection`.
     """
 
     template_fields: Sequence[str] = ("job_id", *API_FIELDS)
     ui_color = "#fce8e6"
 
-    def __init__(
-        self,
-        *,
-        job_id: str,
-        project_id: str | None = None,
-        backend: str = config.backend(),
-        region: str | None = config.region(),
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, job_id: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.job_id = job_id
-        self.project_id = project_id
-        self.backend = backend
-        self.region = region
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Context) -> dict[str, Any]:
         name = self.job_name_for(self.job_id)

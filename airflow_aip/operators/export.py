@@ -19,9 +19,8 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_aip import config
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.export import (
     MANIFEST_NAME,
@@ -34,17 +33,16 @@ from airflow_aip.export import (
     package_uris,
 )
 from airflow_aip.export_plan import export_destination, plan_export
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.jobs import summarize_job
 from airflow_aip.jobs.vertex.ladder import RUNG_LABEL
 from airflow_aip.jobs.vertex.ladder_trials import with_ladder
+from airflow_aip.operators.connected import JobOperator
 from airflow_aip.registry.gate import Measurement
 from airflow_aip.uris import GcsUri, parse_gcs_uri, validate_object_name
 
 
-class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
+class ExportArtifactsOperator(JobOperator):
     """Copy a SUCCEEDED job's model to a versioned URI and write its manifest.
 
     :param job_id: our job ID (the submit task's XCom ``job_id``) or the job's resource name.
@@ -71,6 +69,8 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         Google provider's operators.
     :param backend: "vertex" (default ``[aip] backend``) or "ai_platform".
     :param region: the job's location on Vertex AI (default ``[aip] region``).
+
+    The connection's arguments: :class:`~airflow_aip.hooks.job_reference.JobConnection`.
     """
 
     template_fields: Sequence[str] = (
@@ -96,7 +96,6 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         *,
         job_id: str,
         destination_uri: str,
-        project_id: str | None = None,
         source_subdir: str | None = None,
         metrics_file: str | None = None,
         metric_key: str = "metric",
@@ -104,19 +103,11 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         champion_evaluation: str | None = None,
         require_same_eval_data: bool = False,
         earlier_jobs: list[str] | str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
-        backend: str = config.backend(),
-        region: str | None = config.region(),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.backend = backend
-        self.region = region
         self.job_id = job_id
         self.destination_uri = destination_uri
-        self.project_id = project_id
         self.source_subdir = source_subdir
         self.metrics_file = metrics_file
         self.metric_key = metric_key
@@ -124,9 +115,6 @@ class ExportArtifactsOperator(JobHooksMixin, BaseOperator):
         self.champion_evaluation = champion_evaluation
         self.require_same_eval_data = require_same_eval_data
         self.earlier_jobs = earlier_jobs
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
 
     @cached_property
     def storage(self) -> StorageHook:

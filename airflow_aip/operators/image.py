@@ -1,7 +1,8 @@
 """Build a custom container's trainer image inside a DAG, name it by its content, push it once.
 
-Seed 003's workflow (a Dockerfile, ``docker build``, ``docker push``, a job with
-``masterConfig.imageUri``) as one task whose XCom is the image URI, ready for the submit operator::
+The custom-container workflow by hand (write a Dockerfile, ``docker build``, ``docker push``, then
+submit a job with ``masterConfig.imageUri``) as one task whose XCom is the image URI, ready for
+the submit operator::
 
     image = BuildTrainerImageOperator(
         task_id="build_image",
@@ -26,13 +27,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.image_plan import PLATFORMS, plan_image
+from airflow_aip.operators.connected import GoogleOperator
 
 
-class BuildTrainerImageOperator(BaseOperator):
+class BuildTrainerImageOperator(GoogleOperator):
     """Build ``context_path`` as ``repository:ctx-<hash>``, push it unless it is there; return its URI.
 
     :param context_path: the build context: a directory holding the Dockerfile and what it copies.
@@ -75,8 +76,6 @@ class BuildTrainerImageOperator(BaseOperator):
         platform: str = PLATFORMS[0],
         push: bool = True,
         engine: str = "auto",
-        gcp_conn_id: str | None = DEFAULT_CONN_ID,
-        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -88,8 +87,6 @@ class BuildTrainerImageOperator(BaseOperator):
         self.platform = platform
         self.push = push
         self.engine = engine
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
         self._hook: Any = None
 
     def execute(self, context: Context) -> str:

@@ -14,16 +14,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.storage import StorageHook
+from airflow_aip.operators.connected import GoogleOperator
 from airflow_aip.packaging import build_sdist
 from airflow_aip.staging_plan import plan_staging
 from airflow_aip.uris import parse_gcs_uri
 
 
-class BuildTrainerPackageOperator(BaseOperator):
+class BuildTrainerPackageOperator(GoogleOperator):
     """Build ``package_path``'s sdist; return ``{path, sha256, name, version, size, source, ...}``.
 
     :param staging_uri: also stage it (content-addressed, as ``StagePackagesOperator`` does) and
@@ -38,6 +38,7 @@ class BuildTrainerPackageOperator(BaseOperator):
         "impersonation_chain",
     )
     ui_color = "#e8f0fe"
+    gcp_conn_id: str  # Cloud Storage is reached through a connection (ADC when it is missing)
 
     def __init__(
         self,
@@ -45,16 +46,12 @@ class BuildTrainerPackageOperator(BaseOperator):
         package_path: str,
         output_dir: str | None = None,
         staging_uri: str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.package_path = package_path
         self.output_dir = output_dir
         self.staging_uri = staging_uri
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
 
     def execute(self, context: Context) -> dict[str, Any]:
         if self.staging_uri is not None:

@@ -18,27 +18,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from datetime import datetime, timedelta, timezone
+from dataclasses import replace
+from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import Asset, BaseOperator, Context
+from airflow.sdk import Asset, Context
 
 from airflow_aip import config
 from airflow_aip.exceptions import AipError, ValidationError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import API_FIELDS, JobHooksMixin
+from airflow_aip.hooks.job_reference import API_FIELDS
 from airflow_aip.hooks.registry import ModelRegistryHook, operation_view
 from airflow_aip.hooks.storage import StorageHook
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.vertex.models import ModelRef
-from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
+from airflow_aip.jobs.view import VERTEX
+from airflow_aip.operators.connected import JobOperator
 from airflow_aip.operators.export import read_measurement
 from airflow_aip.operators.promotion import ChampionKeeper, Outcome
 from airflow_aip.operators.registry_args import RegistryArguments, model_page, promotions_alias, serving_image
+from airflow_aip.operators.watching import defer_wait
 from airflow_aip.registry.champion import Contender
 from airflow_aip.registry.upload import VersionSource, source_key, upload_request, version_source
-from airflow_aip.triggers.hold import release_at
 from airflow_aip.triggers.model_operation import WHAT, ModelOperationTrigger, operation_event
 
 # How a registry task reaches the API, as its template fields: a job API's, less the backend
@@ -46,37 +47,28 @@ from airflow_aip.triggers.model_operation import WHAT, ModelOperationTrigger, op
 API_TEMPLATE_FIELDS = tuple(field for field in API_FIELDS if field != "backend")
 
 
-class _RegistryTask(RegistryArguments, JobHooksMixin, BaseOperator):
+class _RegistryTask(RegistryArguments, JobOperator):
     """What both operators share: where the registry is, as whom, the ledger and the Asset.
 
     Their hooks are built from the task's job API (``job_api``), as every task's are: its
-    connection, endpoint, identity, project, and the model's region.
+    connection, endpoint, identity, project, and the model's region. The backend is Vertex AI's,
+    always: the Model Registry is Vertex AI's alone (it is no argument of theirs).
     """
 
     def __init__(
         self,
         *,
-        project_id: str | None = None,
-        region: str | None = config.region(),
         champion_alias: str | None = "champion",
         ledger_uri: str | None = None,
         champion_asset: Asset | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         if champion_asset is not None:  # the event is emitted only when the champion changes
             kwargs["outlets"] = [*(kwargs.get("outlets") or []), promotions_alias(champion_asset)]
-        super().__init__(**kwargs)
-        self.project_id = project_id
-        self.region = region
+        super().__init__(backend=VERTEX, **kwargs)
         self.champion_alias = champion_alias
         self.ledger_uri = ledger_uri
         self.champion_asset = champion_asset
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
 
     def job_region(self) -> str:
         return self.model_region()
@@ -222,20 +214,14 @@ class RegisterModelOperator(_RegistryTask):
             return self._finish(context, model, source, started["version"], uploaded=True)
         operation = started["operation"]
         if not operation.get("done") and self.deferrable:
-            self.defer(
-                trigger=ModelOperationTrigger(
-                    operation_name=str(operation["name"]),
-                    region=model.location,
-                    project_id=self.registry.project_id,
-                    gcp_conn_id=self.gcp_conn_id,
-                    api_endpoint=self.api_endpoint,
-                    impersonation_chain=self.impersonation_chain,
-                    poll_interval=self.poll_interval,
-                    end_time=time.time() + self.upload_timeout,
-                    release_at=release_at(),
-                ),
-                method_name="execute_complete",
-                timeout=timedelta(seconds=self.upload_timeout + DEFERRAL_TIMEOUT_MARGIN),
+            api = replace(self.job_api, region=model.location, project_id=self.registry.project_id)
+            defer_wait(
+                self,
+                ModelOperationTrigger,
+                wait_timeout=self.upload_timeout,
+                operation_name=str(operation["name"]),
+                poll_interval=self.poll_interval,
+                **api.to_json(),
             )
         return self._uploaded(context, model, source, self._wait(operation))
 

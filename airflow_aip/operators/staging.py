@@ -18,14 +18,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
 from airflow_aip.hooks.storage import StorageHook
+from airflow_aip.operators.connected import GoogleOperator
 from airflow_aip.staging_plan import PlannedUpload, plan_staging
 
 
-class StagePackagesOperator(BaseOperator):
+class StagePackagesOperator(GoogleOperator):
     """Upload ``packages`` (paths, gs:// URIs, or BuildTrainerPackageOperator results); return gs:// URIs.
 
     Every input is validated (URIs, bucket name, files, duplicate basenames, the 100-package API
@@ -33,22 +33,13 @@ class StagePackagesOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("packages", "staging_uri", "gcp_conn_id", "impersonation_chain")
+    gcp_conn_id: str  # Cloud Storage is reached through a connection (ADC when it is missing)
     ui_color = "#e8f0fe"
 
-    def __init__(
-        self,
-        *,
-        packages: Any,
-        staging_uri: str,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        impersonation_chain: str | list[str] | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, packages: Any, staging_uri: str, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.packages = packages
         self.staging_uri = staging_uri
-        self.gcp_conn_id = gcp_conn_id
-        self.impersonation_chain = impersonation_chain
 
     @cached_property
     def hook(self) -> StorageHook:

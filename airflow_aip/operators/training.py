@@ -32,8 +32,8 @@ What the removed MLEngineStartTrainingJobOperator got wrong, and what this does 
   each, in order, at most ``max_log_lines_per_minute``, and drains the last ones after the job
   ends; in deferrable mode the trigger does it (see TrainingJobTrigger).
 
-How it runs: :mod:`.laddered` (one path: a job is a ladder of one rung) and :mod:`.watching`
-(announce, defer, wait, end). The arguments this replaced: :mod:`.training_args`.
+How it runs: :mod:`.submit_run` (one path: a plain job, or a capacity ladder's rungs) and
+:mod:`.watching` (announce, defer, wait, end). The arguments this replaced: :mod:`.training_args`.
 """
 
 from __future__ import annotations
@@ -42,12 +42,10 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from airflow.sdk import BaseOperator, Context
+from airflow.sdk import Context
 
 from airflow_aip import config
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs import (
     Tries,
     airflow_labels,
@@ -60,14 +58,15 @@ from airflow_aip.jobs import (
 from airflow_aip.jobs.backends import build_requests
 from airflow_aip.jobs.vertex.placement import Placement
 from airflow_aip.links import TrainingJobConsoleLink
-from airflow_aip.operators.laddered import Ladder, LadderPlan
+from airflow_aip.operators.connected import JobOperator
+from airflow_aip.operators.submit_run import SubmitPlan, SubmitRun
 from airflow_aip.operators.training_args import TrainingInput, fold_deprecated
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 __all__ = ["Placement", "SubmitTrainingJobOperator", "TrainingInput"]
 
 
-class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
+class SubmitTrainingJobOperator(JobOperator):
     """Submit a training job and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
@@ -163,12 +162,6 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         cancel_on_kill: bool = True,
         stream_logs: bool = True,
         max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
-        project_id: str | None = None,
-        region: str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
-        backend: str = config.backend(),
         **kwargs: Any,
     ) -> None:
         training_input, placement = fold_deprecated(kwargs, training_input, placement)
@@ -190,13 +183,11 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         self.cancel_on_kill = cancel_on_kill
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
-        self.project_id = project_id
-        self.region = region
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
-        self.backend = backend
         self._watch: TaskWatch | None = None  # this try's watch over its job, once it runs (on_kill)
+
+    def default_region(self) -> str | None:
+        """None: the region is the trainingInput's, then ``[aip] region``, decided when the task runs."""
+        return None
 
     # -- building the requests (pure; every check before any side effect) --------------------
 
@@ -210,10 +201,9 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
             cancel_on_kill=self.cancel_on_kill,
             stream_logs=self.stream_logs,
             max_log_lines_per_minute=self.max_log_lines_per_minute,
-            if_exists=self.if_exists,
         ).checked()
 
-    def build_job(self, context: Context) -> LadderPlan:
+    def build_job(self, context: Context) -> SubmitPlan:
         """Every request this task may send (the job's, or each rung's of a ladder), validated."""
         loaded = load_job_config(self.config)
         if self.training_input is not None and not isinstance(self.training_input, Mapping):
@@ -245,7 +235,7 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
         if self.if_exists != "always_adopt":
             max_tries = getattr(ti, "max_tries", None)
             tries = Tries.of(try_number, retries if max_tries is None else int(max_tries), retries)
-        return LadderPlan(planned.rungs, planned.requests, base_id, tries=tries)
+        return SubmitPlan(planned.rungs, planned.requests, base_id, tries=tries, if_exists=self.if_exists)
 
     def _base_id(self, context: Context) -> str:
         """Attempt 1's job ID: every try of this task instance computes the same (see jobs.ids)."""
@@ -265,17 +255,17 @@ class SubmitTrainingJobOperator(JobHooksMixin, BaseOperator):
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._kept(self._ladder(context).run(context))
+        return self._kept(self._run(context).run(context))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event says which job and how it ended (a ladder may climb on)."""
-        return self._ladder(context).complete(event, context)
+        return self._run(context).complete(event, context)
 
-    def _ladder(self, context: Context) -> Ladder:
+    def _run(self, context: Context) -> SubmitRun:
         watch = self._watching()
-        ladder = Ladder(self.build_job(context), watch.hook, watch.policy, watch)
-        ladder.resume()  # a tuning job resuming an earlier one: find it, count its trials
-        return ladder
+        run = SubmitRun(self.build_job(context), watch.hook, watch.policy, watch)
+        run.resume()  # a tuning job resuming an earlier one: find it, count its trials
+        return run
 
     def _watching(self) -> TaskWatch:
         self._watch = TaskWatch(self, self.job_api, self.wait_policy(), clock=time.time)

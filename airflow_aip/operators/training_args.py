@@ -25,7 +25,7 @@ from airflow.exceptions import AirflowProviderDeprecationWarning
 from airflow.sdk import XComArg
 
 from airflow_aip.exceptions import ValidationError
-from airflow_aip.jobs.training_input import _camel_keys
+from airflow_aip.jobs.training_input import camel_keys
 from airflow_aip.jobs.vertex.ladder import default_label
 from airflow_aip.jobs.vertex.placement import placement_given
 
@@ -168,7 +168,7 @@ def _fold_input(training_input: Any, old: dict[str, Any]) -> Any:
                 f"training_input.{key}",
                 f"is given twice: as training_input['{key}'] and as {name}= (deprecated)",
             )
-        folded[key] = _camel_keys(value)  # as the named argument was: nested snake_case keys allowed
+        folded[key] = camel_keys(value)  # as the named argument was: nested snake_case keys allowed
     return folded
 
 

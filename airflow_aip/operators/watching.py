@@ -24,12 +24,12 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
-from airflow_aip.jobs import check_if_exists
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
@@ -41,10 +41,15 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from airflow.sdk import Context
+    from airflow.triggers.base import BaseTrigger
 
     from airflow_aip.hooks.job_client import JobClient
     from airflow_aip.hooks.job_reference import JobApi
     from airflow_aip.hooks.logs import JobLogsHook
+
+
+CANCEL_POLL_SECONDS = 2.0  # how often a job being cancelled is read, at most
+CANCEL_READS = 30  # how many such reads' time a task waits for a cancel to show
 
 
 @dataclass(frozen=True)
@@ -58,17 +63,41 @@ class WaitPolicy:
     cancel_on_kill: bool = True
     stream_logs: bool = True
     max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE
-    if_exists: str = "adopt"
 
     def checked(self) -> WaitPolicy:
         """This policy, every value checked (ValidationError naming the argument) before anything is sent."""
-        check_if_exists(self.if_exists)
         for name in ("poll_interval", "wait_timeout"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
         check_lines_per_minute(self.max_log_lines_per_minute)
         return self
+
+
+def defer_wait(
+    task: Any,
+    trigger: Callable[..., BaseTrigger],
+    *,
+    wait_timeout: float | None,
+    clock: Callable[[], float] = time.time,
+    **arguments: Any,
+) -> None:
+    """Hand a task's wait to ``trigger(**arguments)`` (raises TaskDeferred); resumed in ``execute_complete``.
+
+    The one defer of a wait, a job's or an operation's: the trigger's deadline (``end_time``) is
+    the wait's, ``wait_timeout`` from now; Airflow's own deferral timeout trails it by
+    ``DEFERRAL_TIMEOUT_MARGIN``, so the trigger's timeout event wins the race; and the trigger holds
+    an early event until ``release_at`` (:mod:`airflow_aip.triggers.hold`).
+    """
+    task.defer(
+        trigger=trigger(
+            end_time=clock() + wait_timeout if wait_timeout else None,
+            release_at=release_at(clock),
+            **arguments,
+        ),
+        method_name="execute_complete",
+        timeout=timedelta(seconds=wait_timeout + DEFERRAL_TIMEOUT_MARGIN) if wait_timeout else None,
+    )
 
 
 class TaskWatch:
@@ -134,23 +163,19 @@ class TaskWatch:
         log_cursor: dict[str, Any] | None = None,
     ) -> None:
         """Hand the wait to the trigger (raises TaskDeferred); the task resumes in ``execute_complete``."""
-        timeout = self.policy.wait_timeout
-        self.task.defer(
-            trigger=TrainingJobTrigger.for_task(
-                self.task,
-                job_id=job_id,
-                job_name=job_name,
-                project_id=project_id,
-                poll_interval=self.policy.poll_interval,
-                end_time=self.deadline(),
-                masked_values=masked_values,
-                log_cursor=log_cursor,
-                region=region,
-                queued_limit=queued_limit,
-                release_at=release_at(self.clock),
-            ),
-            method_name="execute_complete",
-            timeout=timedelta(seconds=timeout + DEFERRAL_TIMEOUT_MARGIN) if timeout else None,
+        defer_wait(
+            self.task,
+            partial(TrainingJobTrigger.for_task, self.task),
+            wait_timeout=self.policy.wait_timeout,
+            clock=self.clock,
+            job_id=job_id,
+            job_name=job_name,
+            project_id=project_id,
+            poll_interval=self.policy.poll_interval,
+            masked_values=masked_values,
+            log_cursor=log_cursor,
+            region=region,
+            queued_limit=queued_limit,
         )
 
     def wait(
@@ -211,6 +236,27 @@ class TaskWatch:
         """Cancel through the job's own region (a ladder's rung may have moved it); never raises."""
         api = self.api.addressing(name).arguments
         cancel_quietly(name, project_id=project, reason=reason, log=self.log, **api)
+
+    def cancel_and_wait(self, job_id: str, name: str, project: str, *, region: str | None) -> None:
+        """Cancel a job this task gives up (a ladder's rung QUEUED too long) and wait until it ended.
+
+        The wait is the one wait step's (:class:`~airflow_aip.hooks.waiting.SyncWait`), reading
+        every ``CANCEL_POLL_SECONDS`` at most, for ``CANCEL_READS`` reads' time at most: the
+        rescan of the next climb must not adopt the job still QUEUED. A wait that timed out or
+        could not read the job is not an error: the cancel was asked, and the rescan reads it anew.
+        """
+        self.hook(region).cancel(name)
+        poll = min(self.policy.poll_interval, CANCEL_POLL_SECONDS)
+        SyncWait(
+            self.hook(region, retry_attempts=1),
+            None,
+            job_id,
+            project,
+            job_name=name,
+            poll_interval=poll,
+            deadline=self.clock() + CANCEL_READS * poll,
+            log=self.log,
+        ).run()
 
     def kill(self) -> None:
         """The task is being killed while it waits in the worker: cancel the job, with ``cancel_on_kill``."""

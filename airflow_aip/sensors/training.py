@@ -47,16 +47,15 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip import config
 from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import check_lines_per_minute
 from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
+from airflow_aip.operators.connected import JobOperator
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 
-class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
+class TrainingJobSensor(JobOperator, BaseSensorOperator):
     """Succeeds when the job is SUCCEEDED and returns its summary; fails when it ends otherwise.
 
     :param job_id: our job ID (on Vertex AI: looked up by its label and displayName) or the
@@ -68,6 +67,8 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     :param stream_logs: copy the job's log lines (Cloud Logging) into the task log while waiting.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     :param cancel_on_kill: cancel the job when a user kills this task (see the module docstring).
+
+    The connection's arguments: :class:`~airflow_aip.hooks.job_reference.JobConnection`.
     """
 
     template_fields: Sequence[str] = (
@@ -86,12 +87,6 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
         self,
         *,
         job_id: str,
-        project_id: str | None = None,
-        backend: str = config.backend(),
-        region: str | None = config.region(),
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
         deferrable: bool = config.default_deferrable(),
         poke_interval: float = config.poll_interval(),
         stream_logs: bool = True,
@@ -101,12 +96,6 @@ class TrainingJobSensor(JobHooksMixin, BaseSensorOperator):
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
         self.job_id = job_id
-        self.project_id = project_id
-        self.backend = backend
-        self.region = region
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
         self.deferrable = deferrable
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute

@@ -21,17 +21,15 @@ from collections.abc import AsyncIterator
 from functools import cached_property
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.hooks.registry import ModelRegistryHook
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.vertex.models import operation_error
+from airflow_aip.jobs.view import VERTEX
 from airflow_aip.jobs.waiting import Step
+from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
-from airflow_aip.triggers.job_polling import job_poller
-from airflow_aip.triggers.watching import TriggerWait
 
 CLASSPATH = "airflow_aip.triggers.model_operation.ModelOperationTrigger"
 WHAT = "model upload"  # how the wait's lines name the operation
@@ -56,60 +54,40 @@ def _event(name: str, status: str, message: str, operation: dict[str, Any] | Non
     return {"status": status, "message": message, "operation_name": name, "operation": operation}
 
 
-class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
+class ModelOperationTrigger(ConnectedTrigger):
     """Poll one ``models.upload`` operation until it is done, the deadline passes, or it cannot be read.
 
     :param operation_name: ``projects/P/locations/L/models/M/operations/O``.
-    :param region: the model's location (the endpoint is regional).
-    :param project_id: the project (resolved by the task before deferring).
-    :param gcp_conn_id: the Airflow connection for credentials.
-    :param api_endpoint: root URL override (None: connection extra, env, then Google).
-    :param impersonation_chain: account (or chain) the task acts as.
     :param poll_interval: seconds between reads.
     :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
     :param release_at: UNIX time before which the event is held (None: at once); see
         :mod:`airflow_aip.triggers.hold`.
+
+    The registry's API, as the task's (:class:`~airflow_aip.hooks.job_reference.JobConnection`):
+    its ``region`` is the model's (the endpoint is regional) and its ``project_id`` is resolved by
+    the task before deferring.
     """
+
+    serialized_fields = ("operation_name", "poll_interval", "end_time", "release_at")
 
     def __init__(
         self,
         *,
         operation_name: str,
-        region: str,
-        project_id: str,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
         poll_interval: float = 10.0,
         end_time: float | None = None,
         release_at: float | None = None,
+        **connection: Any,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
+        super().__init__(**connection)
         self.operation_name = operation_name
-        self.region = region
-        self.project_id = project_id
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
         self.poll_interval = poll_interval
         self.end_time = end_time
         self.release_at = release_at
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            CLASSPATH,
-            {
-                "operation_name": self.operation_name,
-                "region": self.region,
-                "project_id": self.project_id,
-                "gcp_conn_id": self.gcp_conn_id,
-                "api_endpoint": self.api_endpoint,
-                "impersonation_chain": self.impersonation_chain,
-                "poll_interval": self.poll_interval,
-                "end_time": self.end_time,
-                "release_at": self.release_at,
-            },
-        )
+    def default_backend(self) -> str:
+        """The Model Registry is Vertex AI's alone (a trigger serialized before it named none)."""
+        return VERTEX
 
     @cached_property
     def registry(self) -> ModelRegistryHook:
@@ -122,19 +100,8 @@ class ModelOperationTrigger(JobHooksMixin, BaseTrigger):
         return ("models", *self.job_api.poller_key[1:])
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        wait = TriggerWait(
-            None,
-            None,
-            self.operation_name,
-            self.project_id,
-            job_name=self.operation_name,
-            poll_interval=self.poll_interval,
-            deadline=self.end_time,
-            log=self.log,
-            poller=job_poller(self.poller_key, lambda: self.registry),
-            what=WHAT,
-            event_of=operation_event,
-        )
+        name = self.operation_name
+        wait = self.waiting(name, name, lambda: self.registry, what=WHAT, event_of=operation_event)
         try:
             event = await wait.run()
         except Exception as err:  # a bug of ours fails the task with its reason

@@ -41,18 +41,15 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from airflow.triggers.base import TriggerEvent
 
-from airflow_aip.hooks.base import DEFAULT_CONN_ID
-from airflow_aip.hooks.job_reference import JobHooksMixin
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
+from airflow_aip.triggers.connected import ConnectedTrigger
 from airflow_aip.triggers.hold import hold_event
-from airflow_aip.triggers.job_polling import job_poller
-from airflow_aip.triggers.watching import TriggerWait
 
 __all__ = ["CLASSPATH", "TrainingJobTrigger", "job_event", "summary_from_event", "trigger_event"]
 
@@ -64,18 +61,11 @@ def trigger_event(payload: dict[str, Any]) -> TriggerEvent:
     return TriggerEvent(payload)  # type: ignore[no-untyped-call]
 
 
-class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
+class TrainingJobTrigger(ConnectedTrigger):
     """Poll one training job until it ends, the deadline passes, or it cannot be read (not transiently).
 
     :param job_id: the job to watch (our ID: messages and events name it).
-    :param project_id: its project (resolved by the task before deferring).
     :param job_name: its resource name, which the backend reads it by.
-    :param backend: "vertex" or "ai_platform" (the default, for triggers serialized before
-        Vertex AI was served: they always watched ml v1 jobs).
-    :param region: the job's location (Vertex AI's endpoints are regional).
-    :param gcp_conn_id: the Airflow connection for credentials.
-    :param api_endpoint: root URL override (None: connection extra, env, then Google).
-    :param impersonation_chain: account (or chain) the task acts as; wins over the connection's.
     :param poll_interval: seconds between polls.
     :param end_time: UNIX time after which a ``timeout`` event is yielded (None: no deadline).
     :param cancel_on_kill: cancel the job when a user kills the deferred task.
@@ -87,21 +77,32 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         ladder's rung: the task then cancels it and tries the next rung); None: no limit.
     :param release_at: UNIX time before which the event is held (None: at once); see
         :mod:`airflow_aip.triggers.hold`.
+
+    The job's API, as the task's (:class:`~airflow_aip.hooks.job_reference.JobConnection`): its
+    ``project_id`` is resolved by the task before deferring; its ``region`` is the job's (Vertex
+    AI's endpoints are regional), None by default; its ``backend`` is "ai_platform" by default, for
+    triggers serialized before Vertex AI was served (they always watched ml v1 jobs).
     """
 
-    project_id: str  # always resolved: the task resolves it before deferring
+    serialized_fields = (
+        "job_id",
+        "job_name",
+        "poll_interval",
+        "end_time",
+        "cancel_on_kill",
+        "stream_logs",
+        "log_cursor",
+        "max_log_lines_per_minute",
+        "masked_values",
+        "queued_limit",
+        "release_at",
+    )
 
     def __init__(
         self,
         *,
         job_id: str,
-        project_id: str,
         job_name: str | None = None,
-        backend: str = AI_PLATFORM,
-        region: str | None = None,
-        gcp_conn_id: str = DEFAULT_CONN_ID,
-        api_endpoint: str | None = None,
-        impersonation_chain: str | list[str] | None = None,
         poll_interval: float = 30.0,
         end_time: float | None = None,
         cancel_on_kill: bool = True,
@@ -111,16 +112,11 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         masked_values: Sequence[str] = (),
         queued_limit: float | None = None,
         release_at: float | None = None,
+        **connection: Any,
     ) -> None:
-        super().__init__()  # type: ignore[no-untyped-call]  # airflow.triggers.base is untyped
+        super().__init__(**connection)
         self.job_id = job_id
-        self.project_id = project_id
-        self.job_name = job_name or ml_job_name(project_id, job_id)
-        self.backend = backend
-        self.region = region
-        self.gcp_conn_id = gcp_conn_id
-        self.api_endpoint = api_endpoint
-        self.impersonation_chain = impersonation_chain
+        self.job_name = job_name or ml_job_name(self.project_id, job_id)
         self.poll_interval = poll_interval
         self.end_time = end_time
         self.cancel_on_kill = cancel_on_kill
@@ -130,6 +126,12 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
         self.masked_values = list(masked_values)
         self.queued_limit = queued_limit
         self.release_at = release_at
+
+    def default_backend(self) -> str:
+        return AI_PLATFORM
+
+    def default_region(self) -> str | None:
+        return None
 
     @classmethod
     def for_task(
@@ -168,47 +170,18 @@ class TrainingJobTrigger(JobHooksMixin, BaseTrigger):
             release_at=release_at,
         )
 
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        return (
-            CLASSPATH,
-            {
-                "job_id": self.job_id,
-                "project_id": self.project_id,
-                "job_name": self.job_name,
-                "backend": self.backend,
-                "region": self.region,
-                "gcp_conn_id": self.gcp_conn_id,
-                "api_endpoint": self.api_endpoint,
-                "impersonation_chain": self.impersonation_chain,
-                "poll_interval": self.poll_interval,
-                "end_time": self.end_time,
-                "cancel_on_kill": self.cancel_on_kill,
-                "stream_logs": self.stream_logs,
-                "log_cursor": self.log_cursor,
-                "max_log_lines_per_minute": self.max_log_lines_per_minute,
-                "masked_values": self.masked_values,
-                "queued_limit": self.queued_limit,
-                "release_at": self.release_at,
-            },
-        )
-
     def __repr__(self) -> str:
         """BaseTrigger's repr shows every kwarg: the masked values are shown as what they are."""
         classpath, kwargs = self.serialize()
         return str(self.repr(classpath, {**kwargs, "masked_values": ["***"] * len(self.masked_values)}))
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
-        wait = TriggerWait(
-            None,
-            self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
+        wait = self.waiting(
             self.job_id,
-            self.project_id,
-            job_name=self.job_name,
-            poll_interval=self.poll_interval,
-            deadline=self.end_time,
-            log=self.log,
+            self.job_name,
+            lambda: self.wait_hook,
+            logs_hook=self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
             stream_for=self._log_stream if self.stream_logs else None,
-            poller=job_poller(self.poller_key, lambda: self.wait_hook),
             queued_limit=self.queued_limit,
         )
         try:

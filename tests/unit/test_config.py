@@ -29,15 +29,22 @@ def test_the_provider_info_declares_every_option_with_its_one_default() -> None:
 
 @pytest.mark.parametrize("cls", [TrainingJobSensor, CancelTrainingJobOperator, ExportArtifactsOperator])
 def test_every_task_that_addresses_a_job_defaults_to_the_declared_region_and_backend(cls: type) -> None:
-    assert _default(cls, "region") == DECLARED["region"]["default"] == config.region()
-    assert _default(cls, "backend") == DECLARED["backend"]["default"] == config.backend()
+    # The connection's one signature (hooks/job_reference.py) reads them when the task is made.
+    task = (
+        cls(task_id="t", job_id="j", destination_uri="gs://b/m")
+        if cls is ExportArtifactsOperator
+        else cls(task_id="t", job_id="j")
+    )
+    assert task.region == DECLARED["region"]["default"] == config.region()
+    assert task.backend == DECLARED["backend"]["default"] == config.backend()
 
 
 def test_the_submit_operator_takes_the_same_defaults() -> None:
     # Its region argument stays None so that a config file's trainingInput.region can win; the
     # request falls back to config.region() after both (see jobs.backends.build_request).
-    assert _default(SubmitTrainingJobOperator, "region") is None
-    assert _default(SubmitTrainingJobOperator, "backend") == config.backend()
+    submit = SubmitTrainingJobOperator(task_id="t", training_input={})
+    assert submit.region is None
+    assert submit.backend == config.backend()
     assert _default(SubmitTrainingJobOperator, "poll_interval") == int(DECLARED["poll_interval"]["default"])
     assert _default(TrainingJobSensor, "poke_interval") == int(DECLARED["poll_interval"]["default"])
     lines = int(DECLARED["max_log_lines_per_minute"]["default"])

@@ -67,14 +67,14 @@ def test_a_ladder_whose_every_rung_ran_out_lists_them_all_as_such() -> None:
     from typing import Any, cast
 
     from airflow_aip.operators.climbing import Position
-    from airflow_aip.operators.laddered import Ladder, LadderPlan
+    from airflow_aip.operators.submit_run import SubmitPlan, SubmitRun
 
     passed = [
         rung_record(i, rung, {"job_id": f"j{i}"}, Ending("stockout", ""), 0.0)
         for i, rung in enumerate((SPOT, STANDARD))
     ]
-    plan = LadderPlan(rungs=(SPOT, STANDARD), requests=cast(Any, (None, None)), base_id="iris")
-    ladder = Ladder(plan, cast(Any, None), cast(Any, None), cast(Any, SimpleNamespace(log=None)))
+    plan = SubmitPlan(rungs=(SPOT, STANDARD), requests=cast(Any, (None, None)), base_id="iris")
+    ladder = SubmitRun(plan, cast(Any, None), cast(Any, None), cast(Any, SimpleNamespace(log=None)))
     out = ladder._summary({"job_id": "j1", "trials": []}, Position(2, None, records=passed))
     assert [(r["label"], r["status"]) for r in out["ladder"]] == [
         ("spot", "out of capacity"),

@@ -1,12 +1,14 @@
-"""The submit operator's one execution path: a job is a ladder of one rung; climb on capacity only.
+"""The submit operator's one execution path: a :class:`SubmitPlan`, run by a :class:`SubmitRun`.
 
-Every submit runs a :class:`LadderPlan`: the job's request alone, or one per rung of a capacity
-ladder (``placement=[...]``), or a tuning job resuming an earlier one (``resumePreviousJobId``).
-Each pass: climb (:mod:`.climbing`: find the rung reached, create its job once), announce the
-job and wait on it in the worker or deferred (:class:`~.watching.TaskWatch`; the trigger carries
-the rung's region and ``queued_limit``), then decide on what ended the wait:
+Every submit runs a :class:`SubmitPlan`: the job's request alone (a plain job: no rungs), or one
+per rung of a capacity ladder (``placement=[...]``), or a tuning job resuming an earlier one
+(``resumePreviousJobId``). Each pass: create the job once (a plain job as any job is, a ladder's
+by climbing, :mod:`.climbing`: find the rung reached, create its job once), announce the job and
+wait on it in the worker or deferred (:class:`~.watching.TaskWatch`; the trigger carries the
+rung's region and ``queued_limit``), then, on a ladder, decide on what ended the wait:
 
-- QUEUED past the rung's ``queued_limit``: cancel the job (the ladder gives the rung up) and climb;
+- QUEUED past the rung's ``queued_limit``: give the rung up (cancel its job and wait until the
+  cancel shows, :meth:`~.watching.TaskWatch.cancel_and_wait`) and climb;
 - FAILED for capacity (:func:`airflow_aip.jobs.vertex.capacity.rung_ending`): climb;
 - anything else ends the task as it would without a ladder: a trainer's failure fails it.
 
@@ -22,7 +24,7 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
-from airflow_aip.jobs import JobState, Tries, summarize_job
+from airflow_aip.jobs import JobState, Tries, check_if_exists, summarize_job
 from airflow_aip.jobs.ids import with_attempt
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.capacity import rung_ending
@@ -47,17 +49,17 @@ if TYPE_CHECKING:
     from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 RESUMED = "previous"  # what ran an earlier job's trials, in the summary: not one of this task's rungs
-JOB = Rung(label="job")  # the one rung of a job without a ladder
 
 
 @dataclass(frozen=True)
-class LadderPlan:
+class SubmitPlan:
     """Everything a submit runs, validated before any side effect.
 
-    ``rungs``: a capacity ladder's (empty for one job); ``requests``: each rung's request, or the
-    job's alone; ``base_id``: attempt 1's job ID; ``earlier``: jobs before this task whose trials
-    count (a resumed study); ``tries``: this try in Airflow's record (a retry adopts, a clear
-    trains anew: :class:`~airflow_aip.jobs.adoption.Tries`), None to adopt as a retry always.
+    ``rungs``: a capacity ladder's (empty for a plain job); ``requests``: each rung's request, or
+    the job's alone; ``base_id``: attempt 1's job ID; ``earlier``: jobs before this task whose
+    trials count (a resumed study). Adoption, when the job ID is taken: ``if_exists`` (checked
+    here), and ``tries``, this try in Airflow's record (a retry adopts, a clear trains anew:
+    :class:`~airflow_aip.jobs.adoption.Tries`), None to adopt as a retry always.
     """
 
     rungs: tuple[Rung, ...]
@@ -65,21 +67,26 @@ class LadderPlan:
     base_id: str
     earlier: tuple[Earlier, ...] = ()
     tries: Tries | None = None
+    if_exists: str = "adopt"
+
+    def __post_init__(self) -> None:
+        check_if_exists(self.if_exists)
 
     @property
     def plain(self) -> bool:
         """One job, resuming nothing: its summary is the job's own."""
         return not self.rungs and not self.earlier
 
-    def rung(self, index: int) -> Rung:
-        return self.rungs[index] if self.rungs else JOB
+    def rung(self, index: int) -> Rung | None:
+        """The ladder's rung ``index``; None for a plain job, which has no ladder."""
+        return self.rungs[index] if self.rungs else None
 
 
-class Ladder:
+class SubmitRun:
     """Runs a plan: ``hook_for`` builds the job hook of a region, ``policy`` says how to wait,
-    ``watch`` announces, defers, waits and ends each rung's wait."""
+    ``watch`` announces, defers, waits and ends each job's wait."""
 
-    def __init__(self, plan: LadderPlan, hook_for: HookFor, policy: WaitPolicy, watch: TaskWatch) -> None:
+    def __init__(self, plan: SubmitPlan, hook_for: HookFor, policy: WaitPolicy, watch: TaskWatch) -> None:
         self.plan = plan
         self.hook_for = hook_for
         self.policy = policy
@@ -130,17 +137,17 @@ class Ladder:
                 self.watch.watched = None
                 return self._summary(summarize_job(job), position)
             event = self._wait(job, rung, request)
-            if not self._climbs(event, rung, request.region):
+            if not self._rung_given_up(event, rung, request.region):
                 return self._summary(self.watch.finish(event), position)
 
-    def _wait(self, job: JobView, rung: Rung, request: JobRequest) -> dict[str, Any]:
+    def _wait(self, job: JobView, rung: Rung | None, request: JobRequest) -> dict[str, Any]:
         """Wait on a rung's job: deferred unless it has ended already (raises TaskDeferred), else here.
 
         The job is read once more just before deferring: one that ended since its create (a
         stockout, a quota, a trainer crashing at import) ends here, through the same steps as
         ``execute_complete``, and never waits out the trigger's ``[aip] deferral_hold``.
         """
-        queued_limit = rung.queued_limit if self.plan.rungs else None
+        queued_limit = rung.queued_limit if rung is not None else None
         job_id, name, project = str(job["job_id"]), str(job["name"]), str(job["project_id"])
         if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
             job = self.hook_for(request.region).read(name)
@@ -164,7 +171,7 @@ class Ladder:
         if self.plan.rungs:
             name = str(event.get("job_name") or "")
             region = self.watch.api.addressing(name).region if name else None
-            if self._climbs(event, None, region):
+            if self._rung_given_up(event, None, region):
                 return self.run(context)
         position = Position(0, None) if self.plan.plain else self._climb(create=False)
         return self._summary(self.watch.finish(event), position)
@@ -179,7 +186,7 @@ class Ladder:
             job: JobView | None
             if create:
                 ids = lambda n: with_attempt(plan.base_id, n)  # noqa: E731
-                job = submit_job(hook, request, ids, self.policy.if_exists, self.log, plan.tries)
+                job = submit_job(hook, request, ids, plan.if_exists, self.log, plan.tries)
             else:
                 job = hook.find_job(plan.base_id, request.kind)
             return Position(0, job, earlier=list(plan.earlier))
@@ -188,44 +195,43 @@ class Ladder:
             plan.requests,
             plan.rungs,
             plan.base_id,
-            if_exists=self.policy.if_exists,
+            if_exists=plan.if_exists,
             log=self.log,
             create=create,
             earlier=plan.earlier,
             tries=plan.tries,
         )
 
-    def _announce(self, context: Context, job: JobView, rung: Rung, position: Position) -> None:
+    def _announce(self, context: Context, job: JobView, rung: Rung | None, position: Position) -> None:
         """Push the job's address and, on a ladder, every rung's part so far: the UI shows the rung a
         running job is on ("rung 1 of 2 · SPOT") before the task has a summary."""
         summary = summarize_job(job)
         name, project = str(job["name"]), str(job["project_id"])
         self.watch.announce(context, str(summary["job_id"]), name, project, summary["console_url"])
-        if self.plan.rungs:
+        if rung is not None:
             current = rung_record(position.index, rung, summary, None, time.time())
             ladder = every_rung(self.plan.rungs, position.records, current, ended=False)
             context["ti"].xcom_push(key=LADDER_XCOM_KEY, value=ladder)
-        where = f"on rung {rung.describe()}" if self.plan.rungs else f"({name})"
+        where = f"on rung {rung.describe()}" if rung is not None else f"({name})"
         self.log.info("Training job %s %s: %s", summary["job_id"], where, summary["console_url"])
 
-    def _climbs(self, event: dict[str, Any], rung: Rung | None, region: str | None) -> bool:
-        """Whether the wait ended for capacity (the ladder's next rung), cancelling a job QUEUED too long.
+    def _rung_given_up(self, event: dict[str, Any], rung: Rung | None, region: str | None) -> bool:
+        """Whether the wait ended the ladder's rung, so the run climbs to the next: a job QUEUED past
+        the rung's limit (given up here: cancelled, and waited for until the cancel shows, so the
+        rescan of the next climb does not adopt it still QUEUED), or one that FAILED for capacity.
 
         ``rung``: the job's, or None to read it off the job's ``aip_rung`` label (after a deferral).
         """
         rungs = self.plan.rungs
         if not rungs or event.get("status") not in ("queued", "failed", "cancelled"):
             return False
-        hook, name = self.hook_for(region), str(event.get("job_name"))
+        name = str(event.get("job_name"))
         if event.get("status") == "queued":
             self.log.warning("%s: cancelling it and trying the next rung", event.get("message"))
-            hook.cancel(name)
-            for _ in range(30):  # until the cancel shows: a rescan must not adopt it still QUEUED
-                if JobState.parse(hook.read(name).get("state")) is not JobState.QUEUED:
-                    break
-                time.sleep(min(self.policy.poll_interval, 2.0))
+            job_id, project = str(event.get("job_id")), str(event.get("project_id"))
+            self.watch.cancel_and_wait(job_id, name, project, region=region)
             return True
-        job = hook.read(name)
+        job = self.hook_for(region).read(name)
         if rung is None:
             label = (job.get("labels") or {}).get(RUNG_LABEL)
             rung = next((each for each in rungs if each.label == label), rungs[0])
@@ -242,7 +248,5 @@ class Ladder:
             if position.index < len(plan.rungs):
                 current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
             records = every_rung(plan.rungs, position.records, current, ended=True)
-        label = (
-            plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
-        )  # no rung: ""
+        label = plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
         return with_ladder(summary, records, position.earlier, label)
