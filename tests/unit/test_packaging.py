@@ -10,6 +10,8 @@ import os
 import subprocess
 import sys
 import tarfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -110,15 +112,33 @@ def test_leaves_nothing_in_the_users_tree(tmp_path: Path, with_setup: bool) -> N
     assert snapshot(tmp_path / "app") == before
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through read-only permissions")
 def test_read_only_tree_builds(tmp_path: Path) -> None:
+    """A trainer on a read-only tree (a DAGs folder synced read-only) still builds. Root writes
+    through permission bits, so as root the directories are made immutable instead (chattr +i)."""
     write(tmp_path / "app" / "setup.py", SETUP_PY)
     package = make_package(tmp_path / "app")
     dirs = [tmp_path / "app", *[p for p in (tmp_path / "app").rglob("*") if p.is_dir()]]
+    with read_only(dirs):
+        with pytest.raises(PermissionError, match=r"Errno (1|13)\]"):
+            (tmp_path / "app" / "probe").touch()  # the tree really is read-only
+        assert build_sdist(package, tmp_path / "out").name == "my-trainer"
+
+
+@contextmanager
+def read_only(dirs: list[Path]) -> Iterator[None]:
+    """``dirs`` unwritable for this user, root included, until the block ends."""
+    if os.geteuid() == 0:
+        names = [str(d) for d in dirs]
+        subprocess.run(["chattr", "+i", *names], check=True)
+        try:
+            yield
+        finally:
+            subprocess.run(["chattr", "-i", *names], check=True)
+        return
     for d in dirs:
         d.chmod(0o555)
     try:
-        assert build_sdist(package, tmp_path / "out").name == "my-trainer"
+        yield
     finally:
         for d in dirs:
             d.chmod(0o755)
