@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install lint docs deps base-image prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install google-env lint docs deps base-image prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -26,6 +26,20 @@ $(STAMP): pyproject.toml constraints.txt
 # each task compiled ~1,300 modules from source: seconds per task on 2 cores. Compile them once.
 $(BYTECODE): $(STAMP)
 	$(BIN)/python -m compileall -q -j 0 $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') >/dev/null || true
+	touch $@
+
+# The Google provider's own environment (about 1.8 GB, so never in .venv: it is not a dependency, and
+# it would add seconds to every DAG parse): apache-airflow-providers-google 22.8.0 beside this
+# package, pinned by constraints-google.txt (`make lock`). `make test-soak` runs the provider's
+# Vertex AI operators against the local service there.
+GOOGLE_VENV := .venv-google
+GOOGLE_STAMP := $(GOOGLE_VENV)/.installed-stamp
+
+google-env: $(GOOGLE_STAMP)
+
+$(GOOGLE_STAMP): $(STAMP) constraints-google.txt
+	$(BIN)/uv venv --quiet --allow-existing --python $(BIN)/python $(GOOGLE_VENV)
+	$(BIN)/uv pip install --quiet --python $(GOOGLE_VENV)/bin/python --constraint constraints-google.txt -e ".[local,dev]" apache-airflow-providers-google
 	touch $@
 
 # The docs site (docs/, MyST Markdown and autodoc) into build/docs/html. Warnings are errors and
@@ -77,19 +91,23 @@ screenshot: install browser
 # workers. Each run prints and keeps its CPU-seconds per module (.pytest_cache/v/aip/cpu-seconds).
 TEST_WORKERS ?= 4
 TESTS := tests/e2e tests/dags tests/integration tests/celery tests/unit
-PYTEST := $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=20
+# runs only in the Google provider's environment (google-env)
+GOOGLE_PROVIDER_TESTS := tests/integration/test_google_provider_operators.py
+PYTEST = $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorder --durations=20 --ignore $(GOOGLE_PROVIDER_TESTS)
 
-# install beside the Debian packages and then the base image (network beside CPU), then lint,
-# then the tests
+# install beside the Debian packages and then the base image (network beside CPU)
 prepare:
 	@$(MAKE) --no-print-directory -j2 install base-image
 
-test: prepare
-	@$(MAKE) --no-print-directory lint
+# lint (CPU, once installed) beside the Debian packages and the base image (network and disk),
+# then the tests
+test:
+	@$(MAKE) --no-print-directory -j2 lint base-image
 	$(PYTEST) -m "not soak" $(TESTS)
 
-test-soak: prepare
+test-soak: prepare google-env
 	$(PYTEST) -m soak $(TESTS)
+	$(GOOGLE_VENV)/bin/pytest -m soak $(GOOGLE_PROVIDER_TESTS)
 
 test-e2e: prepare
 	$(PYTEST) -m "not soak" tests/e2e
@@ -98,7 +116,7 @@ test-unit: install
 	$(BIN)/pytest tests/unit
 
 test-integration: install
-	$(BIN)/pytest -m "not soak" tests/integration
+	$(BIN)/pytest -m "not soak" tests/integration --ignore $(GOOGLE_PROVIDER_TESTS)
 
 test-dags: install
 	$(BIN)/pytest -m "not soak" tests/dags
@@ -124,6 +142,7 @@ reliability: install
 
 lock:
 	$(BIN)/uv pip freeze --python $(BIN)/python --exclude-editable | grep -v -E '^(uv|pip)==' > constraints.txt
+	$(BIN)/uv pip freeze --python $(GOOGLE_VENV)/bin/python --exclude-editable | grep -v -E '^(uv|pip)==' > constraints-google.txt
 
 clean:
-	rm -rf $(VENV) .airflow .airflow-ui .aip-local build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(GOOGLE_VENV) .airflow .airflow-ui .aip-local build *.egg-info .pytest_cache .mypy_cache .ruff_cache
