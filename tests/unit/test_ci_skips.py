@@ -50,7 +50,7 @@ def _pytest(tmp_path: Path, source: str, ci: str | None) -> subprocess.Completed
         **({"CI": ci} if ci is not None else {}),
     }
     argv = [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "test_tiny.py"]
-    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    return subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
 
 
 def test_under_ci_a_container_test_without_podman_fails_naming_it(tmp_path: Path) -> None:
