@@ -55,6 +55,7 @@ class Start:
     errors: list[str] = field(default_factory=list)  # the 5xx bodies
     leftovers: list[str] = field(default_factory=list)  # processes still running after the stop
     stop_seconds: float | None = None
+    metadata_db: str = ""  # what the stack ran on: its home has a PostgreSQL cluster, or not
 
     @property
     def failed(self) -> bool:
@@ -78,6 +79,7 @@ class UiStart:
     def __init__(self, number: int, repo: Path) -> None:
         self.result = Start(number)
         self.root = Path(tempfile.mkdtemp(prefix="aip-ui-bench-"))
+        self.root.chmod(0o755)  # as root, the home's PostgreSQL runs as nobody: it must enter
         self.home, port = self.root / "home", free_port()
         self.out = self.root / "ui.out"
         self.started = time.monotonic()
@@ -169,6 +171,8 @@ class UiStart:
         except subprocess.TimeoutExpired:
             self.result.errors.append("the UI script did not exit within 180 s of SIGTERM")
         self.result.stop_seconds = round(time.monotonic() - stopping, 2)
+        cluster = (self.home / "postgres" / "PG_VERSION").exists()  # scripts/postgres.py's
+        self.result.metadata_db = "PostgreSQL" if cluster else "SQLite"
         for p in self.seen.values():
             if _alive(p):
                 self.result.leftovers.append(_describe(p))
@@ -217,6 +221,7 @@ def summary(starts: list[Start]) -> dict[str, object]:
 
     return {
         "starts": len(starts),
+        "metadata DB": ", ".join(sorted({s.metadata_db for s in starts})),
         "failed starts": sum(s.failed for s in starts),
         "first trigger refused (5xx)": sum((s.first_status or 0) >= 500 for s in starts),
         "triggers sent (404s aside)": sum(len(s.statuses) for s in starts),

@@ -32,6 +32,7 @@ from subprocess import Popen
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.demo import BUCKET, _create_bucket
+from scripts.postgres import metadata_db
 from scripts.registry import LOCAL_BASE_IMAGE, image_registry
 from scripts.stack import (
     BIN,
@@ -39,11 +40,12 @@ from scripts.stack import (
     STOP_SIGNALS,
     airflow_env,
     exit_on_sigterm,
+    finish_migration,
     local_service,
-    migrate,
     port_is_free,
     running,
     start,
+    start_migration,
     stop_all,
 )
 
@@ -80,24 +82,30 @@ def _serve() -> int:
     print(f"Starting the local training service and Airflow (about 30 s; Airflow's output: {log}) ...")
     greeting = ""
     try:
-        # the same ports at every start: the jobs' stored links (the local job pages) keep working
-        with (
-            local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env,
-            image_registry(home / "registry", REGISTRY_PORT) as registry,
-        ):
-            service_env = {**service_env, **example_images(registry)}
-            os.environ.update(service_env)
-            _create_bucket()
-            migrate(_env(home, service_env), log)
-            with log.open("ab") as out:
-                proc = start(["airflow", "standalone"], env=_env(home, service_env), stdout=out, stderr=out)
-            greeting = _wait_until_ready(proc, passwords, service_env, log)
-            print(greeting, flush=True)
-            while running(proc):  # not Popen.wait: the group's ID stays reserved until the stop
-                time.sleep(1)
-            stop_all()
-            print(f"airflow standalone exited with {proc.returncode}: see {log}", file=sys.stderr)
-            return 1
+        # The metadata DB is the home's own PostgreSQL (scripts/postgres.py: on SQLite a trigger
+        # waited on the lock the example chain's first tasks held); it is migrated while the
+        # service starts. The same service ports at every start: the jobs' stored links (the
+        # local job pages) keep working.
+        with metadata_db(home, log) as db_url:
+            migration = start_migration(airflow_env(home, db_url), log)
+            with (
+                local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env,
+                image_registry(home / "registry", REGISTRY_PORT) as registry,
+            ):
+                service_env = {**service_env, **example_images(registry)}
+                os.environ.update(service_env)
+                _create_bucket()
+                finish_migration(migration)
+                env = _env(home, db_url, service_env)
+                with log.open("ab") as out:
+                    proc = start(["airflow", "standalone"], env=env, stdout=out, stderr=out)
+                greeting = _wait_until_ready(proc, passwords, service_env, log)
+                print(greeting, flush=True)
+                while running(proc):  # not Popen.wait: the group's ID stays reserved until the stop
+                    time.sleep(1)
+                stop_all()
+                print(f"airflow standalone exited with {proc.returncode}: see {log}", file=sys.stderr)
+                return 1
     except KeyboardInterrupt:  # Ctrl-C: the handler has stopped everything already
         if greeting:
             print(f"\nStopped. The next `make ui` has the same login:\n{login(passwords)}", flush=True)
@@ -115,8 +123,8 @@ def example_images(registry: str | None) -> dict[str, str]:
     return {"AIP_EXAMPLE_IMAGE_REPOSITORY": repository, "AIP_EXAMPLE_BASE_IMAGE": LOCAL_BASE_IMAGE}
 
 
-def _env(home: Path, service_env: dict[str, str]) -> dict[str, str]:
-    env = {**airflow_env(home), **service_env, "AIRFLOW__API__PORT": str(PORT)}
+def _env(home: Path, db_url: str, service_env: dict[str, str]) -> dict[str, str]:
+    env = {**airflow_env(home, db_url), **service_env, "AIRFLOW__API__PORT": str(PORT)}
     # Tasks reach the API server at its base URL (else localhost:8080, whatever the port).
     env["AIRFLOW__API__BASE_URL"] = URL
     env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
