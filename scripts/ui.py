@@ -4,7 +4,9 @@ Runs `airflow standalone` (api-server, scheduler, dag-processor and triggerer, s
 waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters
 and created unpaused, so the aip_prepare_data -> aip_retraining chain runs as the README says.
 With ``--demo`` (``make ui DEMO=1``) it opens the last ``make demo``'s Airflow home instead,
-so that run and its trials are there.
+so that run and its trials are there. Airflow's metadata DB is the home's own PostgreSQL
+(scripts/postgres.py), started first and stopped last: on SQLite, a trigger right after the
+start waited on the lock the example chain's first tasks held, and failed (issue 47).
 
 Stop it with Ctrl-C, or SIGTERM to its process group: the first signal stops everything
 started here (each process group, every process in it and under it, awaited, SIGKILL after a
