@@ -139,8 +139,8 @@ def _env(home: Path, db_url: str, service_env: dict[str, str]) -> dict[str, str]
     # and so do the tests that share airflow_env (no scheduled run sneaks in).
     env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"
     # ... and so aip_prepare_data's first task starts while `airflow standalone` still starts its
-    # api-server: on a loaded machine its supervisor's 5 tries (~12 s) met "connection refused"
-    # and the chain's first run failed. 10 tries wait up to ~3 min (Airflow's exponential backoff).
+    # api-server: on a loaded machine its supervisor's 5 tries (~17 s of random exponential
+    # backoff) met "connection refused" and the chain's first run failed. 10 tries: ~3 min.
     env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"] = "10"
     return env
 
