@@ -121,8 +121,14 @@ def _init(data: Path, password_file: Path, log: Path) -> None:
         _owned_by_postgres_user(pwfile)
         argv = [str(bin_dir / "initdb"), "-D", str(data), "-U", USER, "--pwfile", str(pwfile)]
         argv += ["--auth=scram-sha-256", "--encoding=UTF8", "--locale=C.UTF-8"]
-        with log.open("ab") as out:
-            subprocess.run([*_as_postgres_user(), *argv], check=True, stdout=out, stderr=out)
+        with log.open("ab") as out:  # started like the rest: a stop meanwhile ends its tree
+            proc = start([*_as_postgres_user(), *argv], stdout=out, stderr=out)
+        try:
+            returncode = proc.wait()
+        finally:
+            stop_group(proc, timeout=30)
+    if returncode:
+        raise subprocess.CalledProcessError(returncode, argv)
     password_file.touch(mode=0o600)
     password_file.write_text(password)
 
