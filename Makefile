@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install google-env lint docs deps base-image prepare browser gcs-fuse screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install google-env lint docs deps base-image prepare browser gcs-fuse servers screenshot test test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -124,7 +124,12 @@ test-dags: install
 test-celery: prepare
 	$(BIN)/pytest tests/celery
 
-demo: install gcs-fuse
+# Debian's PostgreSQL (and Redis): the metadata DB of `make demo` and `make ui` is a PostgreSQL
+# cluster of their home's own (scripts/postgres.py); SQLite where it cannot be installed.
+servers:
+	@bash scripts/debian_deps.sh servers
+
+demo: install gcs-fuse servers
 	$(BIN)/python scripts/demo.py
 
 # DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.

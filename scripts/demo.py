@@ -1,11 +1,13 @@
 """`make demo`: the example pipeline end to end on the local training service.
 
 Starts `aip-local serve` (Vertex AI's and the ml v1 API, and fake-gcs-server on 127.0.0.1), runs
-`aip_training_pipeline` on the Vertex AI backend with `airflow dags test` on a SQLite
-metadata DB under `.airflow/`, with the form's `local_stockout` set to SPOT: the region has no
-Spot VMs, so the capacity ladder's Spot job fails at once for the stockout and STANDARD runs;
-shows its progress as it goes (tasks, the job's states, each trial with the best so far), prints
-what it produced and how to open the run in Airflow's UI, and stops everything it started.
+`aip_training_pipeline` on the Vertex AI backend with `airflow dags test`, its metadata DB a
+fresh database in `.airflow/`'s own PostgreSQL (scripts/postgres.py: where `make ui DEMO=1` then
+opens this run; SQLite where Debian's postgresql is missing), with the form's `local_stockout`
+set to SPOT: the region has no Spot VMs, so the capacity ladder's Spot job fails at once for the
+stockout and STANDARD runs; shows its progress as it goes (tasks, the job's states, each trial
+with the best so far), prints what it produced and how to open the run in Airflow's UI, and
+stops everything it started.
 No cloud account, no network.
 """
 
@@ -24,6 +26,7 @@ from urllib.parse import quote
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from scripts.postgres import CLUSTER, PASSWORD, metadata_db
 from scripts.progress import ProgressTracker, latest_run_id, latest_run_state, look, printer_for
 from scripts.stack import (
     REPO,
@@ -42,7 +45,8 @@ DAG_ID = "aip_training_pipeline"
 REGION = "us-central1"
 # Kept from one demo to the next: the service's job environments, a cache keyed by content (the
 # trainer's sdist is reproducible, so an unchanged trainer finds its environment ready).
-KEPT = ("aip-local/envs",)
+# And the metadata DB's PostgreSQL cluster: each demo drops its database and creates it anew.
+KEPT = ("aip-local/envs", CLUSTER, PASSWORD)
 # The operators' [aip] poll_interval (the example DAG's default is 30 s; the stack's, 2 s). The
 # service is on loopback and answers a read in a few ms: at 1 s a job's end is seen ~2 s sooner
 # (its state is read, then its logs are drained, each at the next poll).
@@ -56,12 +60,29 @@ def main() -> int:
     log = home / "demo.log"
     started = time.monotonic()
     compile_sources()
-    print(f"Starting the local training service and fake GCS (log: {log.relative_to(REPO)})")
-    print("Migrating the Airflow metadata DB (SQLite) meanwhile")
-    migration = start_migration(airflow_env(home), log)
+    with metadata_db(home, log, fresh=True) as db_url:
+        print(f"Starting the local training service and fake GCS (log: {log.relative_to(REPO)})")
+        kind = "SQLite" if db_url.startswith("sqlite") else "PostgreSQL"
+        print(f"Migrating the Airflow metadata DB ({kind}) meanwhile")
+        migration = start_migration(airflow_env(home, db_url), log)
+        returncode, run_id, stopping = _run(home, db_url, migration, log)
+    stopped = time.monotonic()
+    if returncode != 0:
+        return returncode
+    print(
+        f"Done in {stopped - started:.0f} s; everything started was stopped (in {stopped - stopping:.1f} s)."
+    )
+    _how_to_open(run_id)
+    return 0
+
+
+def _run(
+    home: Path, db_url: str, migration: subprocess.Popen[bytes], log: Path
+) -> tuple[int, str | None, float]:
+    """The run, its progress and report: its exit code, its run ID, when the stop began."""
     # the ports are kept: `make ui DEMO=1` serves this run's job pages where its links point
     with local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env:
-        env = {**airflow_env(home), **service_env, "AIRFLOW__AIP__POLL_INTERVAL": POLL_INTERVAL}
+        env = {**airflow_env(home, db_url), **service_env, "AIRFLOW__AIP__POLL_INTERVAL": POLL_INTERVAL}
         os.environ.update(service_env)
         # This process's hooks (progress, report) get a connection, so none of them says it found
         # none and falls back to Application Default Credentials (what it does either way here).
@@ -83,24 +104,19 @@ def main() -> int:
             )
         returncode = 1
         try:
-            returncode = _watch(proc, home / "airflow.db")
+            returncode = _watch(proc, db_url)
         finally:
             # Once the run is recorded, the rest is the interpreter's teardown: not worth a wait.
             stop_group(proc, timeout=1 if returncode == 0 else 30)
         if returncode != 0 or not _report():
             print(f"The pipeline failed; the last lines of {log}:", file=sys.stderr)
             print("".join(log.read_text(errors="replace").splitlines(True)[-40:]), file=sys.stderr)
-            return 1
-        stopping = time.monotonic()
-    stopped = time.monotonic()
-    print(
-        f"Done in {stopped - started:.0f} s; everything started was stopped (in {stopped - stopping:.1f} s)."
-    )
-    _how_to_open(home / "airflow.db")
-    return 0
+            return 1, None, time.monotonic()
+        run_id = latest_run_id(db_url, DAG_ID)
+        return 0, run_id, time.monotonic()
 
 
-def _watch(proc: subprocess.Popen[bytes], db: Path) -> int:
+def _watch(proc: subprocess.Popen[bytes], db: str) -> int:
     """Show the run's progress until it ends; 0 when it succeeded.
 
     The run's end is read from Airflow's DB, not from ``airflow dags test``'s exit: after the run
@@ -143,8 +159,7 @@ def _fresh(home: Path) -> None:
     home.mkdir(parents=True, exist_ok=True)
 
 
-def _how_to_open(db: Path) -> None:
-    run_id = latest_run_id(db, DAG_ID)
+def _how_to_open(run_id: str | None) -> None:
     if run_id is None:
         return
     path = f"dags/{DAG_ID}/runs/{quote(run_id, safe='')}/tasks/tune/plugin/aip-training-job"

@@ -1,7 +1,8 @@
 """`make demo`'s progress: what changed between two looks at the run, printed as it happens.
 
-Each look (a :class:`Snapshot`) is the run's task states, read from Airflow's metadata DB, and
-the project's jobs, read from the training service. :class:`ProgressTracker` turns successive
+Each look (a :class:`Snapshot`) is the run's task states, read from Airflow's metadata DB through
+SQLAlchemy (the home's PostgreSQL, or SQLite where there is none: `scripts.postgres`), and the
+project's jobs, read from the training service. :class:`ProgressTracker` turns successive
 looks into events: a task starts or ends, a job changes state, a trial finishes (with its metric
 and the best so far). The printers show them: plain lines when the output is not a terminal, the
 same lines plus a live status line redrawn in place on a terminal.
@@ -9,13 +10,16 @@ same lines plus a live status line redrawn in place on a terminal.
 
 from __future__ import annotations
 
-import sqlite3
+import functools
 import sys
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, TextIO
+
+import sqlalchemy
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.pool import NullPool
 
 from airflow_aip.jobs.trials import objective_value
 
@@ -171,39 +175,49 @@ def printer_for(out: TextIO = sys.stdout, started: float | None = None) -> Plain
     return LivePrinter(out, started) if out.isatty() else PlainPrinter(out, started)
 
 
-def look(db: Path, dag_id: str, jobs: Sequence[Mapping[str, Any]]) -> Snapshot:
-    """The Dag's latest run, read-only from Airflow's SQLite DB (nothing before it exists), and ``jobs``."""
-    if not db.exists():
-        return Snapshot({}, jobs)
+@functools.cache
+def _engine(db: str) -> sqlalchemy.Engine:
+    """One engine per metadata DB (its connections pooled between looks); a SQLite file is read-only."""
+    if db.startswith("sqlite:///"):
+        path = db.removeprefix("sqlite:///")
+        return sqlalchemy.create_engine(f"sqlite:///file:{path}?mode=ro&uri=true", poolclass=NullPool)
+    return sqlalchemy.create_engine(db, pool_size=1, pool_pre_ping=True)
+
+
+def _rows(db: str, query: str, **params: str) -> list[tuple[Any, ...]]:
+    with _engine(db).connect() as conn:
+        return [tuple(row) for row in conn.execute(sqlalchemy.text(query), params)]
+
+
+LATEST_RUN = "FROM dag_run WHERE dag_id = :dag_id ORDER BY id DESC LIMIT 1"
+
+
+def look(db: str, dag_id: str, jobs: Sequence[Mapping[str, Any]]) -> Snapshot:
+    """The Dag's latest run, read from Airflow's metadata DB (``db``: its SQLAlchemy URL; nothing
+    before it exists), and ``jobs``."""
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            rows = conn.execute(
-                "SELECT task_id, state, start_date FROM task_instance WHERE dag_id = ? AND run_id = "
-                "(SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1) "
-                "ORDER BY start_date IS NULL, start_date, task_id",
-                (dag_id, dag_id),
-            ).fetchall()
-    except sqlite3.Error:  # not migrated yet, or busy: the next look will tell
+        rows = _rows(
+            db,
+            "SELECT task_id, state, start_date FROM task_instance WHERE dag_id = :dag_id AND run_id = "
+            f"(SELECT run_id {LATEST_RUN}) "
+            "ORDER BY start_date IS NULL, start_date, task_id",
+            dag_id=dag_id,
+        )
+    except SQLAlchemyError:  # not migrated yet, or busy: the next look will tell
         return Snapshot({}, jobs)
     started = frozenset(task_id for task_id, _, start in rows if start is not None)
     return Snapshot({task_id: state for task_id, state, _ in rows}, jobs, started)
 
 
-def latest_run_state(db: Path, dag_id: str) -> str | None:
+def latest_run_state(db: str, dag_id: str) -> str | None:
     """The state of the Dag's latest run (``success``, ``failed``...), None before it exists."""
     try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-            row = conn.execute(
-                "SELECT state FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
-            ).fetchone()
-    except sqlite3.Error:  # not migrated yet, or busy: the next look will tell
+        rows = _rows(db, f"SELECT state {LATEST_RUN}", dag_id=dag_id)
+    except SQLAlchemyError:  # not migrated yet, or busy: the next look will tell
         return None
-    return str(row[0]) if row else None
+    return str(rows[0][0]) if rows else None
 
 
-def latest_run_id(db: Path, dag_id: str) -> str | None:
-    with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as conn:
-        row = conn.execute(
-            "SELECT run_id FROM dag_run WHERE dag_id = ? ORDER BY id DESC LIMIT 1", (dag_id,)
-        ).fetchone()
-    return str(row[0]) if row else None
+def latest_run_id(db: str, dag_id: str) -> str | None:
+    rows = _rows(db, f"SELECT run_id {LATEST_RUN}", dag_id=dag_id)
+    return str(rows[0][0]) if rows else None

@@ -29,15 +29,21 @@ REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
 
 
-def airflow_env(home: Path) -> dict[str, str]:
-    """An Airflow that keeps its SQLite DB, logs and config under ``home`` and parses ``dags/``."""
+def sqlite_url(home: Path) -> str:
+    """The SQLite metadata DB under ``home``: where no PostgreSQL is installed (`scripts.postgres`)."""
+    return f"sqlite:///{home / 'airflow.db'}"
+
+
+def airflow_env(home: Path, db_url: str | None = None) -> dict[str, str]:
+    """An Airflow that keeps its logs and config under ``home`` and parses ``dags/``; its
+    metadata DB is ``db_url`` (`scripts.postgres.metadata_db`), else SQLite under ``home``."""
     return {
         **os.environ,
         "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}",
         "AIRFLOW_HOME": str(home),
         "AIRFLOW__CORE__DAGS_FOLDER": str(REPO / "dags"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
-        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
+        "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url or sqlite_url(home),
         "AIRFLOW__AIP__POLL_INTERVAL": "2",
         "AIRFLOW__API__HOST": "127.0.0.1",
         "AIRFLOW__CORE__PARALLELISM": "4",
@@ -204,6 +210,8 @@ class _Started:
 
     procs: list[subprocess.Popen[Any]] = field(default_factory=list)
     stopped: list[subprocess.Popen[Any]] = field(default_factory=list)
+    # PID -> the signal its leader is asked to stop with first (PostgreSQL's fast shutdown)
+    leader_signals: dict[int, int] = field(default_factory=dict)
     shielded: int = 0  # > 0 while a stop runs or a process is being put on the list
     deferred: int | None = None  # the signal that arrived while shielded
     notice: str = ""
@@ -267,14 +275,19 @@ def _shielded() -> Iterator[None]:
         _exit_for(signum)
 
 
-def start(argv: list[str], **popen: Any) -> subprocess.Popen[Any]:
+def start(argv: list[str], *, leader_signal: int | None = None, **popen: Any) -> subprocess.Popen[Any]:
     """``Popen`` in a session (so a process group) of its own, on the list `stop_all` stops.
 
     A stop signal waits until the process is on the list, so none is started and then missed.
+    ``leader_signal``: a stop sends it to the leader alone first, and gives it the stop's timeout
+    to end its tree itself (a server that must stop its own children: PostgreSQL); only what is
+    left then gets the group's SIGTERM (and SIGKILL).
     """
     with _shielded():
         proc: subprocess.Popen[Any] = subprocess.Popen(argv, start_new_session=True, **popen)
         _STARTED.procs.append(proc)
+        if leader_signal is not None:
+            _STARTED.leader_signals[proc.pid] = leader_signal
     return proc
 
 
@@ -317,9 +330,21 @@ def stop_group(proc: subprocess.Popen[Any], timeout: float) -> None:
         # A leader reaped earlier (``Popen.poll``/``wait``) may have had its PID, the group's ID,
         # reused: then only what is left of its tree can be named, and that is nothing.
         if proc.returncode is None:
+            leader_signal = _STARTED.leader_signals.get(proc.pid)
+            if leader_signal is not None and running(proc):
+                _stop_leader(proc, leader_signal, timeout)
             _stop_tree(proc.pid, timeout)
         _STARTED.stopped.append(proc)
         proc.poll()  # reap the leader (None if the main code is inside its wait: it reaps it then)
+
+
+def _stop_leader(proc: subprocess.Popen[Any], signum: int, timeout: float) -> None:
+    """``signum`` to the leader alone; wait up to ``timeout`` for it to end (unreaped)."""
+    with suppress(ProcessLookupError):
+        os.kill(proc.pid, signum)
+    deadline = time.monotonic() + timeout
+    while running(proc) and time.monotonic() < deadline:
+        time.sleep(_POLL)
 
 
 def _stop_tree(pgid: int, timeout: float) -> None:

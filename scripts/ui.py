@@ -4,7 +4,9 @@ Runs `airflow standalone` (api-server, scheduler, dag-processor and triggerer, s
 waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters
 and created unpaused, so the aip_prepare_data -> aip_retraining chain runs as the README says.
 With ``--demo`` (``make ui DEMO=1``) it opens the last ``make demo``'s Airflow home instead,
-so that run and its trials are there.
+so that run and its trials are there. Airflow's metadata DB is the home's own PostgreSQL
+(scripts/postgres.py), started first and stopped last: on SQLite, a trigger right after the
+start waited on the lock the example chain's first tasks held, and failed (issue 47).
 
 Stop it with Ctrl-C, or SIGTERM to its process group: the first signal stops everything
 started here (each process group, every process in it and under it, awaited, SIGKILL after a
@@ -32,6 +34,7 @@ from subprocess import Popen
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from scripts.demo import BUCKET, _create_bucket
+from scripts.postgres import metadata_db
 from scripts.registry import LOCAL_BASE_IMAGE, image_registry
 from scripts.stack import (
     BIN,
@@ -39,11 +42,12 @@ from scripts.stack import (
     STOP_SIGNALS,
     airflow_env,
     exit_on_sigterm,
+    finish_migration,
     local_service,
-    migrate,
     port_is_free,
     running,
     start,
+    start_migration,
     stop_all,
 )
 
@@ -80,24 +84,30 @@ def _serve() -> int:
     print(f"Starting the local training service and Airflow (about 30 s; Airflow's output: {log}) ...")
     greeting = ""
     try:
-        # the same ports at every start: the jobs' stored links (the local job pages) keep working
-        with (
-            local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env,
-            image_registry(home / "registry", REGISTRY_PORT) as registry,
-        ):
-            service_env = {**service_env, **example_images(registry)}
-            os.environ.update(service_env)
-            _create_bucket()
-            migrate(_env(home, service_env), log)
-            with log.open("ab") as out:
-                proc = start(["airflow", "standalone"], env=_env(home, service_env), stdout=out, stderr=out)
-            greeting = _wait_until_ready(proc, passwords, service_env, log)
-            print(greeting, flush=True)
-            while running(proc):  # not Popen.wait: the group's ID stays reserved until the stop
-                time.sleep(1)
-            stop_all()
-            print(f"airflow standalone exited with {proc.returncode}: see {log}", file=sys.stderr)
-            return 1
+        # The metadata DB is the home's own PostgreSQL (scripts/postgres.py: on SQLite a trigger
+        # waited on the lock the example chain's first tasks held); it is migrated while the
+        # service starts. The same service ports at every start: the jobs' stored links (the
+        # local job pages) keep working.
+        with metadata_db(home, log) as db_url:
+            migration = start_migration(airflow_env(home, db_url), log)
+            with (
+                local_service(home / "aip-local", log, capacity_admin=True, keep_ports=True) as service_env,
+                image_registry(home / "registry", REGISTRY_PORT) as registry,
+            ):
+                service_env = {**service_env, **example_images(registry)}
+                os.environ.update(service_env)
+                _create_bucket()
+                finish_migration(migration)
+                env = _env(home, db_url, service_env)
+                with log.open("ab") as out:
+                    proc = start(["airflow", "standalone"], env=env, stdout=out, stderr=out)
+                greeting = _wait_until_ready(proc, passwords, service_env, log)
+                print(greeting, flush=True)
+                while running(proc):  # not Popen.wait: the group's ID stays reserved until the stop
+                    time.sleep(1)
+                stop_all()
+                print(f"airflow standalone exited with {proc.returncode}: see {log}", file=sys.stderr)
+                return 1
     except KeyboardInterrupt:  # Ctrl-C: the handler has stopped everything already
         if greeting:
             print(f"\nStopped. The next `make ui` has the same login:\n{login(passwords)}", flush=True)
@@ -115,8 +125,8 @@ def example_images(registry: str | None) -> dict[str, str]:
     return {"AIP_EXAMPLE_IMAGE_REPOSITORY": repository, "AIP_EXAMPLE_BASE_IMAGE": LOCAL_BASE_IMAGE}
 
 
-def _env(home: Path, service_env: dict[str, str]) -> dict[str, str]:
-    env = {**airflow_env(home), **service_env, "AIRFLOW__API__PORT": str(PORT)}
+def _env(home: Path, db_url: str, service_env: dict[str, str]) -> dict[str, str]:
+    env = {**airflow_env(home, db_url), **service_env, "AIRFLOW__API__PORT": str(PORT)}
     # Tasks reach the API server at its base URL (else localhost:8080, whatever the port).
     env["AIRFLOW__API__BASE_URL"] = URL
     env["AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS"] = f"{USER}:admin"
@@ -128,6 +138,10 @@ def _env(home: Path, service_env: dict[str, str]) -> dict[str, str]:
     # only (not in airflow_env): a real deployment keeps Airflow's default, paused at creation,
     # and so do the tests that share airflow_env (no scheduled run sneaks in).
     env["AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION"] = "False"
+    # ... and so aip_prepare_data's first task starts while `airflow standalone` still starts its
+    # api-server: on a loaded machine its supervisor's 5 tries (~17 s of random exponential
+    # backoff) met "connection refused" and the chain's first run failed. 10 tries: ~3 min.
+    env["AIRFLOW__WORKERS__EXECUTION_API_RETRIES"] = "10"
     return env
 
 

@@ -17,7 +17,8 @@ listen on, as the next ``make ui`` will.
 In ``make test``:
 
 - One real start, in a fresh home, stopped once ready (the greeting printed: the api-server
-  answers, the login exists, the whole standalone group runs). It also checks that the example
+  answers, the login exists, the whole standalone group runs, and the home's PostgreSQL, the
+  metadata DB, with it). It also checks that the example
   chain's Dags were created unpaused, so a run of aip_prepare_data starts aip_retraining, and
   that a job's link on the local service opens.
 - The stages of the start, against a stand-in ``airflow`` (tests/fixtures/stub_airflow/
@@ -25,7 +26,8 @@ In ``make test``:
   one: a child in a session of its own that takes a while to end, one that ignores SIGTERM (and
   ends once its parent has), an api-server that holds the port a while after SIGTERM).
   Everything else is the real thing: make, scripts/ui.py, scripts/stack.py, ``aip-local serve``
-  and fake-gcs-server. The stop comes right after the local
+  and fake-gcs-server (the metadata DB is SQLite: as root, nobody, whom PostgreSQL runs as,
+  cannot enter pytest's tmp dir). The stop comes right after the local
   service started, during the migration, when ``airflow standalone``'s tree runs but its
   api-server does not answer yet, and once the greeting is printed; then once more at "ready"
   with a third SIGTERM while the stop runs (a second Ctrl-C, a repeated kill): it must wait for
@@ -53,11 +55,13 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -262,9 +266,23 @@ def leftovers() -> Iterator[list[psutil.Process]]:
             p.kill()
 
 
-def test_sigterm_to_a_ready_make_ui_ends_everything(tmp_path: Path, leftovers: list[psutil.Process]) -> None:
+@pytest.fixture
+def home() -> Iterator[Path]:
+    """A fresh home the home's PostgreSQL can use: as root it runs as nobody, who cannot enter
+    pytest's root-only tmp dir (there the stack falls back to SQLite, as the stand-in's tests do)."""
+    root = Path(tempfile.mkdtemp(prefix="aip-make-ui-"))
+    root.chmod(0o755)
+    try:
+        yield root / "home"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_sigterm_to_a_ready_make_ui_ends_everything(
+    home: Path, tmp_path: Path, leftovers: list[psutil.Process]
+) -> None:
     """The real stack, started once in a fresh home, stopped once its greeting is printed."""
-    env = _ui_env(tmp_path / "home")
+    env = _ui_env(home)
     ui = MakeUi(env, tmp_path / "make-ui.out")
     try:
         ui.wait_for("ready", _at(ui, "ready"))
@@ -272,10 +290,12 @@ def test_sigterm_to_a_ready_make_ui_ends_everything(tmp_path: Path, leftovers: l
         link = _create_job(ui)
         assert _opens(link), (link, ui.output())
         standalone = ui.running("airflow", "standalone")
+        postgres = ui.running("postgres", "-D", str(home / "postgres"))  # the metadata DB (issue 47)
         running = len(ui.alive())
     finally:
         ui.stop()
     assert standalone, ui.output()
+    assert postgres, ui.output()
     assert running > 4  # make, the UI script, the service and the standalone group were seen
     _stopped_whole(ui, int(env["AIP_UI_PORT"]), "ready", leftovers)
 
@@ -356,9 +376,9 @@ def test_sigterm_at_a_stage_of_the_start_ends_everything(
 @pytest.mark.soak
 @pytest.mark.timeout(1500)  # 10 starts of the whole stack: 270 s alone, 852 s beside the suite
 def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
-    tmp_path: Path, leftovers: list[psutil.Process]
+    home: Path, tmp_path: Path, leftovers: list[psutil.Process]
 ) -> None:
-    ui_env = _ui_env(tmp_path / "home")
+    ui_env = _ui_env(home)
     port, link = int(ui_env["AIP_UI_PORT"]), ""
     for attempt, stage in enumerate(STAGES, 1):
         ui = MakeUi(ui_env, tmp_path / f"make-ui-{attempt}.out")
