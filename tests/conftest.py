@@ -43,6 +43,7 @@ pytest_plugins = [
     "tests.fixtures.dags",
     "tests.fixtures.browser",
     "tests.fixtures.cpu",
+    "tests.fixtures.ui_home",
 ]
 
 

@@ -55,13 +55,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
 import sys
 import sysconfig
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import suppress
 from pathlib import Path
@@ -266,22 +264,11 @@ def leftovers() -> Iterator[list[psutil.Process]]:
             p.kill()
 
 
-@pytest.fixture
-def home() -> Iterator[Path]:
-    """A fresh home the home's PostgreSQL can use: as root it runs as nobody, who cannot enter
-    pytest's root-only tmp dir (there the stack falls back to SQLite, as the stand-in's tests do)."""
-    root = Path(tempfile.mkdtemp(prefix="aip-make-ui-"))
-    root.chmod(0o755)
-    try:
-        yield root / "home"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
-
-
 def test_sigterm_to_a_ready_make_ui_ends_everything(
-    home: Path, tmp_path: Path, leftovers: list[psutil.Process]
+    postgres_home: Path, tmp_path: Path, leftovers: list[psutil.Process]
 ) -> None:
     """The real stack, started once in a fresh home, stopped once its greeting is printed."""
+    home = postgres_home
     env = _ui_env(home)
     ui = MakeUi(env, tmp_path / "make-ui.out")
     try:
@@ -376,8 +363,9 @@ def test_sigterm_at_a_stage_of_the_start_ends_everything(
 @pytest.mark.soak
 @pytest.mark.timeout(1500)  # 10 starts of the whole stack: 270 s alone, 852 s beside the suite
 def test_sigterm_to_make_ui_ends_everything_it_started_every_time(
-    home: Path, tmp_path: Path, leftovers: list[psutil.Process]
+    postgres_home: Path, tmp_path: Path, leftovers: list[psutil.Process]
 ) -> None:
+    home = postgres_home
     ui_env = _ui_env(home)
     port, link = int(ui_env["AIP_UI_PORT"]), ""
     for attempt, stage in enumerate(STAGES, 1):

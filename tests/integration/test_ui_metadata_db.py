@@ -10,10 +10,7 @@ script says so.
 from __future__ import annotations
 
 import os
-import shutil
 import stat
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -21,24 +18,11 @@ import pytest
 import sqlalchemy
 from sqlalchemy.engine import make_url
 
-from scripts.postgres import CLUSTER, PASSWORD, metadata_db, postgres_bin, why_not_postgres
+from scripts.postgres import CLUSTER, PASSWORD, metadata_db, why_not_postgres
 from scripts.progress import latest_run_state
 from scripts.stack import sqlite_url
 
 pytestmark = pytest.mark.integration
-
-
-@pytest.fixture
-def home() -> Iterator[Path]:
-    """A home nobody can enter (PostgreSQL runs as nobody under root), unlike pytest's tmp dir."""
-    if postgres_bin() is None:
-        pytest.skip("no PostgreSQL: `make deps` installs Debian's postgresql as root")
-    root = Path(tempfile.mkdtemp(prefix="aip-ui-db-"))
-    root.chmod(0o755)
-    try:
-        yield root / "home"
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 def _postgres_of(home: Path) -> list[psutil.Process]:
@@ -59,7 +43,8 @@ def _scalar(url: str, query: str) -> object:
         engine.dispose()
 
 
-def test_the_home_keeps_its_cluster_and_a_stop_leaves_nothing_running(home: Path) -> None:
+def test_the_home_keeps_its_cluster_and_a_stop_leaves_nothing_running(postgres_home: Path) -> None:
+    home = postgres_home
     home.mkdir()
     log = home / "ui.log"
     with metadata_db(home, log) as url:
