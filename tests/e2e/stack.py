@@ -89,6 +89,9 @@ def _env(home: Path, db_url: str, port: int, service_env: dict[str, str], bucket
         "AIRFLOW__LOGGING__WORKER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__LOGGING__TRIGGER_LOG_SERVER_PORT": str(free_port()),
         "AIRFLOW__DAG_PROCESSOR__DAG_BUNDLE_CONFIG_LIST": dag_bundles(),
+        # The Dags never change during a run: parsed once, not again every 30 s (each pass parses
+        # every file in a process of its own, CPU the tests' own tasks need on two cores).
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "600",
         "AIRFLOW_CONN_GOOGLE_CLOUD_DEFAULT": json.dumps(
             {"conn_type": "google_cloud_platform", "extra": {"project": PROJECT}}
         ),
