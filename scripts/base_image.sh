@@ -25,6 +25,10 @@ fi
 [ -n "$engine" ] || without "no container engine (podman, or a docker that runs) works here"
 exists() { "$engine" image inspect "$1" >/dev/null 2>&1; }
 started=$SECONDS
+# One build at a time on this machine: `make test` starts a build in the background, and a container
+# test that needs the image runs this script too, which then waits here for that build to end.
+exec 9>"${TMPDIR:-/tmp}/aip-base-image.lock"
+flock 9
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 if ! exists "$BASE"; then
