@@ -23,6 +23,7 @@ import gzip
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tarfile
@@ -99,7 +100,7 @@ def build_sdist(
     *,
     epoch: int | None = None,
 ) -> BuiltPackage:
-    """Build ``package_path``'s sdist into ``output_dir`` (default: a new temporary directory).
+    """Build ``package_path``'s sdist into ``output_dir`` (default: :func:`kept_sdists_dir`).
 
     ``epoch`` is the archive's timestamp (default ``SOURCE_DATE_EPOCH`` or 2000-01-01): a rebuild
     elsewhere passes the first build's, so the bytes agree. Every input check runs before
@@ -124,7 +125,7 @@ def build_sdist(
             (source / "MANIFEST.in").write_text(GENERATED_MANIFEST.format(name=package.name))
         raw = _run_backend(source, Path(tmp) / "raw", backend, backend_path, package, epoch)
         name, version = _read_pkg_info(raw)
-        out = out or Path(tempfile.mkdtemp(prefix="aip-sdist-"))
+        out = out or Path(tmp) / "dist"
         out.mkdir(parents=True, exist_ok=True)
         final = out / raw.name
         # A unique temporary name, then an atomic rename: concurrent builds never see half a file.
@@ -136,8 +137,39 @@ def build_sdist(
         except BaseException:
             Path(partial).unlink(missing_ok=True)
             raise
+        sha256 = sha256_file(final)
+        if output_dir is None or str(output_dir) == "":
+            final = _keep(final, sha256)
     source_given = Path(package_path).expanduser().absolute()  # as named: a symlinked DAG folder stays so
-    return BuiltPackage(final, sha256_file(final), name, version, final.stat().st_size, source_given, epoch)
+    return BuiltPackage(final, sha256, name, version, final.stat().st_size, source_given, epoch)
+
+
+def kept_sdists_dir() -> Path:
+    """Where builds without an ``output_dir`` are kept: ``<tmp>/airflow-aip-sdists-<uid>``.
+
+    A later task (staging, submit) reads the file by its path, so it must outlive the build. One
+    directory per content (:func:`_keep`) keeps that bounded: a DAG that builds the same trainer
+    every run reuses one file, where a new temporary directory per run grew without end. The
+    directory is the user's own and private; anything else at that name is refused.
+    """
+    root = Path(tempfile.gettempdir()) / f"airflow-aip-sdists-{os.getuid()}"
+    root.mkdir(mode=0o700, exist_ok=True)
+    found = root.lstat()
+    if not stat.S_ISDIR(found.st_mode) or found.st_uid != os.getuid() or found.st_mode & 0o077:
+        raise PackagingError(
+            f"{root} must be a directory of user {os.getuid()} that no one else can write (mode 700);"
+            " remove it, or give the build an output_dir"
+        )
+    return root
+
+
+def _keep(built: Path, sha256: str) -> Path:
+    """Move a finished build into its content's directory (the same bytes always land at one path)."""
+    home = kept_sdists_dir() / sha256[:32]
+    home.mkdir(exist_ok=True)
+    kept = home / built.name
+    os.replace(built, kept)  # atomic; a concurrent build of the same content writes the same bytes
+    return kept
 
 
 def source_date_epoch() -> int:

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +22,7 @@ from airflow_aip.packaging import (
     DEFAULT_EPOCH,
     BuiltPackage,
     build_sdist,
+    kept_sdists_dir,
     sha256_file,
 )
 from tests.fixtures.packaging import make_package, write
@@ -144,14 +146,37 @@ def read_only(dirs: list[Path]) -> Iterator[None]:
             d.chmod(0o755)
 
 
-def test_default_output_dir_is_outside_the_tree(tmp_path: Path) -> None:
-    built = build_sdist(make_package(tmp_path / "app"))
-    try:
-        assert not built.path.is_relative_to(tmp_path)
-        assert built.path.exists()
-    finally:
-        built.path.unlink()
-        built.path.parent.rmdir()
+@pytest.fixture
+def temp_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The system temporary directory, for this test only."""
+    root = tmp_path / "tmp"
+    root.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(root))
+    return root
+
+
+def test_default_output_is_kept_once_per_content_outside_the_tree(tmp_path: Path, temp_root: Path) -> None:
+    app = make_package(tmp_path / "app")
+    first, again = build_sdist(app), build_sdist(app)
+    assert again.path == first.path
+    assert first.path.exists()
+    assert first.path.parent.parent == kept_sdists_dir()
+    assert kept_sdists_dir().parent == temp_root
+    assert first.path.parent.name == first.sha256[:32]
+    assert kept_sdists_dir().stat().st_mode & 0o777 == 0o700
+    write(app / "task.py", "print('changed')\n")
+    changed = build_sdist(app)
+    assert changed.path != first.path
+    assert first.path.exists()
+    assert changed.path.exists()
+    assert len(list(kept_sdists_dir().iterdir())) == 2  # nothing else left behind in the temp root
+    assert sorted(p.name for p in temp_root.iterdir()) == [kept_sdists_dir().name]
+
+
+def test_a_kept_sdists_dir_others_can_write_is_refused(tmp_path: Path, temp_root: Path) -> None:
+    kept_sdists_dir().chmod(0o777)
+    with pytest.raises(PackagingError, match="no one else can write"):
+        build_sdist(make_package(tmp_path / "app"))
 
 
 def test_to_dict_is_json_ready(tmp_path: Path) -> None:
