@@ -6,6 +6,7 @@ test module imports airflow.
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -19,6 +20,7 @@ from tests.fixtures.shared import SharedServers, make_shared_dir, once, shared_d
 
 REPO = Path(__file__).resolve().parent.parent
 _HOME = Path(tempfile.mkdtemp(prefix="aip-test-airflow-"))
+atexit.register(shutil.rmtree, _HOME, ignore_errors=True)  # one per pytest process: none left behind
 
 os.environ["AIRFLOW_HOME"] = str(_HOME)
 os.environ["AIRFLOW__CORE__LOAD_EXAMPLES"] = "False"
