@@ -29,15 +29,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
+from airflow_aip.local.cli_env import add_env_arguments, print_env
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
 
 if TYPE_CHECKING:
+    from airflow_aip.local.egress.clients import ClientProxy
     from airflow_aip.local.faults import FaultPlan
-    from airflow_aip.local.grpc_face.server import GrpcFace
     from airflow_aip.local.service import ServiceConfig, TrainingService
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
-    from airflow_aip.local.vertex.handlers import VertexHandlers
 
 DEFAULT_GCS_PORT = 4443
 DEFAULT_PROXY_PORT = 8767
@@ -70,6 +70,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_fault_arguments(serve)
     add_capacity_arguments(serve)
     add_permission_arguments(serve)
+    env = commands.add_parser(
+        "env", help="print the variables that send Google's own clients to a running service (export lines)"
+    )
+    add_env_arguments(env, _default_data_dir())
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     add_jobs_arguments(jobs)
     return parser
@@ -235,15 +239,24 @@ def serve(args: argparse.Namespace) -> int:
     endpoint = f"http://{args.host}:{port}/"
     try:
         service = TrainingService(_service_config(args, data_dir, storage_url, endpoint)).start()
-        grpc_face = None
+        grpc_face = client_proxy = None
         try:
             handlers = VertexHandlers.of(service)
             app, proxy, plan = _with_faults(create_app(service, handlers), args, storage_url)
-            grpc_face = _grpc_face(args, service, handlers, plan)
+            from airflow_aip.local.grpc_face.server import GrpcFace
+
+            grpc_face = GrpcFace(handlers, service, plan, host=args.host, port=args.grpc_port).start()
+            clients_storage = storage_url if proxy is None else proxy.url
+            client_proxy = _client_proxy(args, data_dir, port, grpc_face.port, clients_storage)
             _print_exports(args, service, endpoint, storage_url, proxy)
-            print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}", flush=True)
+            print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}")
+            print(
+                f'# Google\'s clients, unchanged: eval "$(aip-local env --data-dir {data_dir})"', flush=True
+            )
             _run_until_stopped(app, args.host, port)
         finally:
+            if client_proxy is not None:
+                client_proxy.stop()
             if grpc_face is not None:
                 grpc_face.stop()
             if proxy is not None:
@@ -304,17 +317,38 @@ def _service_config(
     )
 
 
-def _grpc_face(
-    args: argparse.Namespace, service: TrainingService, handlers: VertexHandlers, plan: FaultPlan | None
-) -> GrpcFace:
-    """The gRPC face, started: in clear on ``--grpc-port``, and with TLS under the data dir's
-    authority for the client proxy."""
-    from airflow_aip.local.egress.authority import authority
-    from airflow_aip.local.grpc_face.server import GrpcFace
+def _client_proxy(
+    args: argparse.Namespace, data_dir: Path, port: int, grpc_port: int, storage_url: str
+) -> ClientProxy:
+    """The client proxy for Google's own clients, started, and what ``aip-local env`` prints, recorded."""
+    from airflow_aip.local.cli_env import write_record
+    from airflow_aip.local.egress.clients import ClientProxy, Upstreams
+    from airflow_aip.local.egress.front import storage_front
 
-    kept = authority(service.config.data_dir / "egress")
-    tls = (kept.leaf_key_pem, kept.leaf_pem + kept.root_pem)
-    return GrpcFace(handlers, service, plan, host=args.host, port=args.grpc_port, tls=tls).start()
+    egress = data_dir / "egress"
+    front = storage_front(storage_url, egress) if storage_url else None
+    upstreams = Upstreams((args.host, grpc_port), (args.host, port), front.address if front else None)
+    try:
+        proxy = ClientProxy((args.host, args.proxy_port), upstreams, egress, allow_remote=args.allow_remote)
+    except OSError as exc:
+        if args.proxy_port != DEFAULT_PROXY_PORT:
+            raise
+        # Another service (another data dir) has the default port: this one gets any free port,
+        # which its `aip-local env` names; a restart may then move it.
+        print(
+            f"# the client proxy's port {DEFAULT_PROXY_PORT} is taken ({exc}): any free port", file=sys.stderr
+        )
+        proxy = ClientProxy((args.host, 0), upstreams, egress, allow_remote=args.allow_remote)
+    proxy.start()
+    values = {
+        "proxy": proxy.url,
+        "roots": str(proxy.roots),
+        "storage": storage_url,
+        "api": f"http://{args.host}:{port}/",
+        "grpc": f"{args.host}:{grpc_port}",
+    }
+    write_record(data_dir, values)
+    return proxy
 
 
 def _with_faults(
@@ -380,6 +414,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "env":
+        try:
+            return print_env(args)
+        except FileNotFoundError as exc:
+            print(f"aip-local: {exc}", file=sys.stderr)
+            return 1
     try:
         run_jobs_action(args)
     except CliError as exc:

@@ -38,7 +38,7 @@ class Front:
     tls: ssl.SSLContext | None
 
 
-def _pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
+def pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
     """Bytes both ways until either side closes or both idle for :data:`_IDLE_SECONDS`.
 
     ``requests`` reframes what the client sends. A TLS socket may hold decrypted bytes that
@@ -95,13 +95,13 @@ class _Handler(socketserver.StreamRequestHandler):
             self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
             self.wfile.flush()
             if way is not Way.FRONT or front.tls is None:
-                return _pipe(self.connection, upstream)
+                return pipe(self.connection, upstream)
             try:
                 client = front.tls.wrap_socket(self.connection, server_side=True)
             except (OSError, ssl.SSLError):
                 return  # the replica does not trust the service's root: its client says so
             with client:
-                _pipe(client, upstream, RequestStream())
+                pipe(client, upstream, RequestStream())
 
     def _answer(self, code: int, reason: str) -> None:
         phrase = reason.replace("\r", " ").replace("\n", " ")

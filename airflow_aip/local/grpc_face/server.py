@@ -14,9 +14,9 @@ sends for it (429 RESOURCE_EXHAUSTED, 500 INTERNAL, 503 UNAVAILABLE); a dropped 
 connection becomes UNAVAILABLE, which is what a gRPC client reports for one (grpcio gives a
 handler no way to close the client's HTTP/2 connection).
 
-Two ports: one in clear on the service's host (our own tests, the bench, a client given an
-endpoint), and one with TLS under the service's authority (ALPN ``h2``, grpcio's own), on
-loopback, where the client proxy sends Vertex AI's host names (:mod:`airflow_aip.local.egress.clients`).
+One port, in clear (HTTP/2 with prior knowledge), on the service's host: what a client given an
+endpoint and a plain channel reaches (our tests, the bench), and where the client proxy sends the
+bytes of a gRPC client it ended TLS for (:mod:`airflow_aip.local.egress.clients`).
 """
 
 from __future__ import annotations
@@ -132,7 +132,7 @@ def _hold(context: grpc.ServicerContext, seconds: float) -> None:
 
 
 class GrpcFace:
-    """The gRPC server: ``port`` in clear on ``host``; ``tls_port`` on loopback with ``tls`` (key, chain)."""
+    """The gRPC server, in clear on ``host:port`` (0: any free port; :attr:`port` says which)."""
 
     def __init__(
         self,
@@ -142,7 +142,6 @@ class GrpcFace:
         *,
         host: str = "127.0.0.1",
         port: int = 0,
-        tls: tuple[bytes, bytes] | None = None,
     ) -> None:
         options = [
             ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
@@ -155,10 +154,6 @@ class GrpcFace:
         )
         self.host = host
         self.port = self._server.add_insecure_port(f"{host}:{port}")
-        self.tls_port = 0
-        if tls is not None:
-            credentials = grpc.ssl_server_credentials([tls])
-            self.tls_port = self._server.add_secure_port("127.0.0.1:0", credentials)
 
     def start(self) -> GrpcFace:
         self._server.start()

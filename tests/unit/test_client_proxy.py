@@ -1,0 +1,102 @@
+"""The client proxy's rules, on a real proxy on loopback: Vertex AI's names, tokens, refusals, the CA kept."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from airflow_aip.local.cli import main
+from airflow_aip.local.cli_env import exports, key_file, write_record
+from airflow_aip.local.egress.authority import authority
+from airflow_aip.local.egress.clients import ClientProxy, Upstreams, is_vertex_host
+
+
+@pytest.mark.parametrize(
+    ("host", "vertex"),
+    [
+        ("us-central1-aiplatform.googleapis.com", True),
+        ("europe-west4-aiplatform.googleapis.com", True),
+        ("aiplatform.googleapis.com", True),
+        ("us-central1-aiplatform.mtls.googleapis.com", False),
+        ("notaiplatform.googleapis.com", False),
+        ("aiplatform.googleapis.com.example.org", False),
+    ],
+)
+def test_vertex_ai_hosts_are_the_global_and_regional_names(host: str, vertex: bool) -> None:
+    assert is_vertex_host(host) is vertex
+
+
+@pytest.fixture
+def proxy(tmp_path: Path) -> Iterator[ClientProxy]:
+    upstreams = Upstreams(("127.0.0.1", 9), ("127.0.0.1", 9), None)  # nothing behind: not needed here
+    with ClientProxy(("127.0.0.1", 0), upstreams, tmp_path / "egress") as started:
+        yield started
+
+
+def _connect(proxy: ClientProxy, target: str) -> bytes:
+    host, port = proxy.host.split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"CONNECT {target} HTTP/1.1\r\nHost: {target}\r\n\r\n".encode())
+        return sock.recv(4096)
+
+
+def test_a_token_request_is_answered_here_under_the_service_root(proxy: ClientProxy) -> None:
+    with httpx.Client(proxy=proxy.url, verify=ssl.create_default_context(cafile=proxy.roots)) as client:
+        answer = client.post(
+            "https://oauth2.googleapis.com/token", data={"grant_type": "refresh_token", "refresh_token": "x"}
+        )
+
+    assert answer.status_code == 200
+    assert answer.json()["access_token"].startswith("aip-local.")
+    assert answer.json()["token_type"] == "Bearer"
+
+
+def test_google_s_other_hosts_are_refused_and_other_verbs_too(proxy: ClientProxy) -> None:
+    assert _connect(proxy, "bigquery.googleapis.com:443").startswith(
+        b"HTTP/1.1 403 aip-local refuses bigquery"
+    )
+    assert _connect(proxy, "storage.googleapis.com:443").startswith(
+        b"HTTP/1.1 403 aip-local has no Cloud Storage"
+    )
+
+
+def test_the_authority_outlives_a_restart_of_the_service(tmp_path: Path) -> None:
+    first = authority(tmp_path)
+    authority.cache_clear()  # what a new service process starts with
+
+    again = authority(tmp_path)
+
+    assert again.root_pem == first.root_pem
+    assert (tmp_path / "authority" / "root.key").stat().st_mode & 0o077 == 0
+
+
+def test_env_prints_the_recorded_variables_and_a_key_of_the_project(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["env", "--data-dir", str(tmp_path)]) == 1  # no service has written its record yet
+    assert "aip-local serve --data-dir" in capsys.readouterr().err
+    values = {
+        "proxy": "http://127.0.0.1:8767",
+        "roots": "/r.pem",
+        "storage": "",
+        "api": "http://a/",
+        "grpc": "g:1",
+    }
+    write_record(tmp_path, values)
+
+    assert main(["env", "--data-dir", str(tmp_path), "--project", "p1"]) == 0
+
+    printed = capsys.readouterr().out.splitlines()
+    assert "export grpc_proxy=http://127.0.0.1:8767" in printed
+    assert "export GRPC_DEFAULT_SSL_ROOTS_FILE_PATH=/r.pem" in printed
+    assert f"export GOOGLE_APPLICATION_CREDENTIALS={tmp_path / 'client' / 'key-p1.json'}" in printed
+    assert not any(line.startswith("export STORAGE_EMULATOR_HOST") for line in printed)
+    assert '"project_id": "p1"' in key_file(tmp_path, "p1").read_text()
+    assert all(
+        name != "GOOGLE_APPLICATION_CREDENTIALS" for name, _ in exports(values, None)
+    )  # --keep-credentials
