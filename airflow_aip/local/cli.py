@@ -29,18 +29,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
-from airflow_aip.local.cli_env import add_env_arguments, print_env
+from airflow_aip.local.cli_env import DEFAULT_PROXY_PORT, add_env_arguments, print_env, start_client_proxy
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
 
 if TYPE_CHECKING:
-    from airflow_aip.local.egress.clients import ClientProxy
     from airflow_aip.local.faults import FaultPlan
     from airflow_aip.local.service import ServiceConfig, TrainingService
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
 
 DEFAULT_GCS_PORT = 4443
-DEFAULT_PROXY_PORT = 8767
 # What `pip install 'airflow-aip[local]'` adds, by import name; `serve` needs each of them.
 LOCAL_EXTRA = (
     "fastapi",
@@ -247,12 +245,10 @@ def serve(args: argparse.Namespace) -> int:
 
             grpc_face = GrpcFace(handlers, service, plan, host=args.host, port=args.grpc_port).start()
             clients_storage = storage_url if proxy is None else proxy.url
-            client_proxy = _client_proxy(args, data_dir, port, grpc_face.port, clients_storage)
-            _print_exports(args, service, endpoint, storage_url, proxy)
+            client_proxy = start_client_proxy(args, data_dir, port, grpc_face.port, clients_storage)
             print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}")
-            print(
-                f'# Google\'s clients, unchanged: eval "$(aip-local env --data-dir {data_dir})"', flush=True
-            )
+            print(f'# Google\'s own clients, unchanged: eval "$(aip-local env --data-dir {data_dir})"')
+            _print_exports(args, service, endpoint, storage_url, proxy)
             _run_until_stopped(app, args.host, port)
         finally:
             if client_proxy is not None:
@@ -315,40 +311,6 @@ def _service_config(
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
     )
-
-
-def _client_proxy(
-    args: argparse.Namespace, data_dir: Path, port: int, grpc_port: int, storage_url: str
-) -> ClientProxy:
-    """The client proxy for Google's own clients, started, and what ``aip-local env`` prints, recorded."""
-    from airflow_aip.local.cli_env import write_record
-    from airflow_aip.local.egress.clients import ClientProxy, Upstreams
-    from airflow_aip.local.egress.front import storage_front
-
-    egress = data_dir / "egress"
-    front = storage_front(storage_url, egress) if storage_url else None
-    upstreams = Upstreams((args.host, grpc_port), (args.host, port), front.address if front else None)
-    try:
-        proxy = ClientProxy((args.host, args.proxy_port), upstreams, egress, allow_remote=args.allow_remote)
-    except OSError as exc:
-        if args.proxy_port != DEFAULT_PROXY_PORT:
-            raise
-        # Another service (another data dir) has the default port: this one gets any free port,
-        # which its `aip-local env` names; a restart may then move it.
-        print(
-            f"# the client proxy's port {DEFAULT_PROXY_PORT} is taken ({exc}): any free port", file=sys.stderr
-        )
-        proxy = ClientProxy((args.host, 0), upstreams, egress, allow_remote=args.allow_remote)
-    proxy.start()
-    values = {
-        "proxy": proxy.url,
-        "roots": str(proxy.roots),
-        "storage": storage_url,
-        "api": f"http://{args.host}:{port}/",
-        "grpc": f"{args.host}:{grpc_port}",
-    }
-    write_record(data_dir, values)
-    return proxy
 
 
 def _with_faults(

@@ -30,10 +30,15 @@ import json
 import os
 import secrets
 import shlex
+import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from airflow_aip.local.egress.clients import ClientProxy
 
 NO_PROXY = "127.0.0.1,localhost,::1"
+DEFAULT_PROXY_PORT = 8767
 DEFAULT_PROJECT = "local-project"
 _RECORD = Path("client") / "env.json"
 _TRUST = ("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH", "REQUESTS_CA_BUNDLE", "SSL_CERT_FILE", "CURL_CA_BUNDLE")
@@ -132,3 +137,36 @@ def print_env(args: argparse.Namespace) -> int:
     for name, value in exports(record, credentials):
         print(f"export {name}={shlex.quote(str(value))}")
     return 0
+
+
+def start_client_proxy(
+    args: argparse.Namespace, data_dir: Path, port: int, grpc_port: int, storage_url: str
+) -> ClientProxy:
+    """The client proxy for Google's own clients, started, and what ``aip-local env`` prints, recorded."""
+    from airflow_aip.local.egress.clients import ClientProxy, Upstreams
+    from airflow_aip.local.egress.front import storage_front
+
+    egress = data_dir / "egress"
+    front = storage_front(storage_url, egress) if storage_url else None
+    upstreams = Upstreams((args.host, grpc_port), (args.host, port), front.address if front else None)
+    try:
+        proxy = ClientProxy((args.host, args.proxy_port), upstreams, egress, allow_remote=args.allow_remote)
+    except OSError as exc:
+        if args.proxy_port != DEFAULT_PROXY_PORT:
+            raise
+        # Another service (another data dir) has the default port: this one gets any free port,
+        # which its `aip-local env` names; a restart may then move it.
+        print(
+            f"# the client proxy's port {DEFAULT_PROXY_PORT} is taken ({exc}): any free port", file=sys.stderr
+        )
+        proxy = ClientProxy((args.host, 0), upstreams, egress, allow_remote=args.allow_remote)
+    proxy.start()
+    values = {
+        "proxy": proxy.url,
+        "roots": str(proxy.roots),
+        "storage": storage_url,
+        "api": f"http://{args.host}:{port}/",
+        "grpc": f"{args.host}:{grpc_port}",
+    }
+    write_record(data_dir, values)
+    return proxy
