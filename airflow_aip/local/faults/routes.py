@@ -33,6 +33,25 @@ _ROUTES = (
             ("DELETE", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+"), f"{kind}.delete"),
         )
     ),
+    # aiplatform v1 custom training pipelines (what the SDK's training classes and the Google
+    # provider's Create*TrainingJobOperator call).
+    ("POST", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines"), "trainingPipelines.create"),
+    ("GET", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines"), "trainingPipelines.list"),
+    (
+        "GET",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+"),
+        "trainingPipelines.get",
+    ),
+    (
+        "POST",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+:cancel"),
+        "trainingPipelines.cancel",
+    ),
+    (
+        "DELETE",
+        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+"),
+        "trainingPipelines.delete",
+    ),
     # aiplatform v1 Model Registry. A model segment has no ":" (``m:listVersions`` is a method
     # of ``m``, not a model named so), and each custom method's route comes before the model's.
     ("POST", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/models:upload"), "models.upload"),
