@@ -235,15 +235,16 @@ def serve(args: argparse.Namespace) -> int:
         storage_url = gcs.url
     proxy = None
     endpoint = f"http://{args.host}:{port}/"
+    grpc_port = args.grpc_port or free_port(args.host)
     try:
-        service = TrainingService(_service_config(args, data_dir, storage_url, endpoint)).start()
+        service = TrainingService(_service_config(args, data_dir, storage_url, endpoint, grpc_port)).start()
         grpc_face = client_proxy = None
         try:
             handlers = VertexHandlers.of(service)
             app, proxy, plan = _with_faults(create_app(service, handlers), args, storage_url)
             from airflow_aip.local.grpc_face.server import GrpcFace
 
-            grpc_face = GrpcFace(handlers, service, plan, host=args.host, port=args.grpc_port).start()
+            grpc_face = GrpcFace(handlers, service, plan, host=args.host, port=grpc_port).start()
             clients_storage = storage_url if proxy is None else proxy.url
             client_proxy = start_client_proxy(args, data_dir, port, grpc_face.port, clients_storage)
             print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}")
@@ -289,7 +290,7 @@ def _log_to_stderr() -> None:
 
 
 def _service_config(
-    args: argparse.Namespace, data_dir: Path, storage_url: str, endpoint: str
+    args: argparse.Namespace, data_dir: Path, storage_url: str, endpoint: str, grpc_port: int
 ) -> ServiceConfig:
     """The service's configuration from the flags."""
     from airflow_aip.local.service import ServiceConfig
@@ -307,6 +308,7 @@ def _service_config(
         capacity_admin_loopback=args.capacity_admin,
         model_upload_seconds=args.model_upload_seconds,
         public_url=endpoint,
+        grpc_address=f"{args.host}:{grpc_port}",
         allow_python_mismatch=args.allow_python_mismatch,
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,

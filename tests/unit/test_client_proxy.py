@@ -13,7 +13,8 @@ import pytest
 from airflow_aip.local.cli import main
 from airflow_aip.local.cli_env import exports, key_file, write_record
 from airflow_aip.local.egress.authority import authority
-from airflow_aip.local.egress.clients import ClientProxy, Upstreams, is_vertex_host
+from airflow_aip.local.egress.clients import ClientProxy, Upstreams
+from airflow_aip.local.egress.routes import is_vertex_host
 
 
 @pytest.mark.parametrize(

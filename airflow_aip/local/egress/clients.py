@@ -35,20 +35,13 @@ from pathlib import Path
 
 from airflow_aip.local.egress.authority import authority
 from airflow_aip.local.egress.framing import RequestStream
-from airflow_aip.local.egress.routes import STORAGE_HOSTS, Way, way_of
-from airflow_aip.local.egress.tunnel import pipe
+from airflow_aip.local.egress.routes import STORAGE_HOSTS, Way, is_vertex_host, way_of
+from airflow_aip.local.egress.tunnel import end_here, pipe
 from airflow_aip.local.loopback import LoopbackServer
 from airflow_aip.uris import is_loopback
 
 TOKEN_HOSTS = frozenset({"oauth2.googleapis.com", "accounts.google.com"})
 _TOKEN_LIFETIME = 3600
-
-
-def is_vertex_host(name: str) -> bool:
-    """``aiplatform.googleapis.com`` or a regional ``{region}-aiplatform.googleapis.com``."""
-    return name == "aiplatform.googleapis.com" or (
-        name.endswith("-aiplatform.googleapis.com") and "." not in name.removesuffix(".googleapis.com")
-    )
 
 
 @dataclass(frozen=True)
@@ -160,20 +153,8 @@ class _Handler(socketserver.StreamRequestHandler):
     ) -> None:
         """TLS ends here; the clear bytes go on to ``h2`` if the client chose HTTP/2 (gRPC), else to
         ``http1``; ``requests`` reframes HTTP/1.1 requests on the way (the storage front's)."""
-        client = self._wrapped()
-        if client is None:
-            return
-        with client:
-            target = h2 if client.selected_alpn_protocol() == "h2" else http1
-            try:
-                upstream = socket.create_connection(target, timeout=10)
-            except OSError:
-                return
-            with upstream:
-                upstream.settimeout(None)
-                upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                pipe(client, upstream, requests)
+        self._established()
+        end_here(self.connection, self.server.tls, h2, http1, requests)
 
     def _tokens(self) -> None:
         client = self._wrapped()

@@ -3,6 +3,8 @@
 Each ``CONNECT host:port`` is routed by :func:`.routes.way_of`:
 - to the Cloud Storage front: TLS ends here, under the service's certificate, and the requests
   go on in clear through :class:`~.framing.RequestStream`;
+- Vertex AI's hosts: TLS ends here too (:func:`end_here`), and the client's choice of protocol
+  (ALPN) picks the service's face: HTTP/2 (gRPC, what gapic clients speak) or HTTP/1.1 (REST);
 - to a refusal: ``403`` with a reason phrase naming the host and why (Python's clients show
   it, curl shows the code), also told once per host to the job's log through ``on_refusal``,
   so a trainer that swallows the error still leaves a trace;
@@ -31,11 +33,23 @@ _CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
+class VertexFaces:
+    """The service's two faces in clear, and the TLS (ALPN ``h2`` and ``http/1.1``) that ends
+    Vertex AI's names in front of them."""
+
+    tls: ssl.SSLContext
+    grpc: tuple[str, int]
+    rest: tuple[str, int]
+
+
+@dataclass(frozen=True)
 class Front:
-    """Where Google's storage hosts are answered (in clear), and the TLS they are answered with."""
+    """Where Google's storage hosts are answered (in clear), and the TLS they are answered with;
+    where Vertex AI's are (None: refused)."""
 
     address: tuple[str, int]
     tls: ssl.SSLContext | None
+    vertex: VertexFaces | None = None
 
 
 def pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
@@ -66,6 +80,32 @@ def pipe(client: socket.socket, server: socket.socket, requests: RequestStream |
                 return
 
 
+def end_here(
+    connection: socket.socket,
+    tls: ssl.SSLContext,
+    h2: tuple[str, int],
+    http1: tuple[str, int],
+    requests: RequestStream | None = None,
+) -> None:
+    """End the client's TLS on ``connection`` (tunnel established already), and pass its clear
+    bytes to ``h2`` if it chose HTTP/2 by ALPN (gRPC insists on it), else to ``http1``."""
+    try:
+        client = tls.wrap_socket(connection, server_side=True)
+    except (OSError, ssl.SSLError):
+        return  # the client does not trust the service's root: its own error says so
+    with client:
+        target = h2 if client.selected_alpn_protocol() == "h2" else http1
+        try:
+            upstream = socket.create_connection(target, timeout=10)
+        except OSError:
+            return
+        with upstream:
+            upstream.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pipe(client, upstream, requests)
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: _TunnelServer
 
@@ -78,11 +118,21 @@ class _Handler(socketserver.StreamRequestHandler):
         host, _, port_text = request[1].rpartition(":")
         if not port_text.isdigit():
             return self._answer(400, f"no port in {request[1]!r}")
+        return self._route(host, port_text)
+
+    def _route(self, host: str, port_text: str) -> None:
         way, why = way_of(host, int(port_text))
+        front = self.server.front
+        if way is Way.VERTEX and front.vertex is None:
+            way, why = Way.REFUSE, f"aip-local refuses {host}: the service did not say where it serves gRPC"
         if way is Way.REFUSE:
             self.server.refused(host, why)
             return self._answer(403, why)
-        front = self.server.front
+        if way is Way.VERTEX and front.vertex is not None:
+            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            self.wfile.flush()
+            vertex = front.vertex
+            return end_here(self.connection, vertex.tls, vertex.grpc, vertex.rest)
         if way is Way.FRONT and front.tls is None:
             return self._answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
         target = front.address if way is Way.FRONT else (host, int(port_text))
