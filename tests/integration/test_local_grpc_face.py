@@ -164,6 +164,27 @@ def test_rest_faults_apply_to_grpc_calls(grpc_service: LocalService) -> None:
     assert grpc_service.admin(f"_stats?project={project}")["requests"]["customJobs.list"] == 3
 
 
+def test_a_client_gone_before_the_answer_leaves_a_whole_job_or_none(grpc_service: LocalService) -> None:
+    client = _jobs(grpc_service)
+    project = f"grpc-gone-{uuid.uuid4().hex[:8]}"
+    body = {"display_name": "gone", "job_spec": {"worker_pool_specs": [_snake(WORKER_POOL)]}}
+    # The create is applied, then its answer is held; the client stops waiting first.
+    grpc_service.admin(
+        "_faults", {"method": "customJobs.create", "when": "after", "kind": "delay", "seconds": 5}, "POST"
+    )
+
+    with pytest.raises(google_errors.DeadlineExceeded):
+        client.create_custom_job(
+            request={"parent": _parent(project), "custom_job": body}, timeout=0.5, retry=None
+        )
+
+    (job,) = client.list_custom_jobs(parent=_parent(project))
+    assert (
+        client.get_custom_job(name=job.name).job_spec.worker_pool_specs[0].machine_spec.machine_type
+        == "n1-standard-4"
+    )
+
+
 def test_the_model_registry_uploads_and_reads_over_grpc(grpc_service: LocalService, fake_gcs: Any) -> None:
     from google.cloud.aiplatform_v1 import ModelServiceClient
     from google.cloud.aiplatform_v1.services.model_service.transports.grpc import ModelServiceGrpcTransport

@@ -5,7 +5,9 @@ low-level ``aiplatform_v1`` clients, which speak gRPC to ``{region}-aiplatform.g
 Locally the job's proxy ends TLS for that name under the service's root (which the job's roots
 file holds) and hands the HTTP/2 bytes to the service's gRPC face. The service runs with
 ``--runtime host`` here: its own Python, which has google-cloud-aiplatform (the test trainer's
-environment does not).
+environment does not). In soak: a service of its own and a job (about 30 s); ``make test`` proves
+the same route for REST (test_local_trainer_io_sdk.py) and the gRPC face itself
+(test_local_grpc_face.py).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pytest
 from tests.fixtures.local_service import LocalService, StagedTrainer, own_service, wait_for_job
 from tests.fixtures.vertex import LOCATION, aiplatform, worker_pool
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.soak]
 
 host_runtime = own_service("host_runtime", ["--runtime", "host"])
 

@@ -15,6 +15,7 @@ from airflow_aip.local.cli_env import exports, key_file, write_record
 from airflow_aip.local.egress.authority import authority
 from airflow_aip.local.egress.clients import ClientProxy, Upstreams
 from airflow_aip.local.egress.routes import is_vertex_host
+from tests.fixtures.tools import missing
 
 
 @pytest.mark.parametrize(
@@ -64,6 +65,31 @@ def test_google_s_other_hosts_are_refused_and_other_verbs_too(proxy: ClientProxy
     assert _connect(proxy, "storage.googleapis.com:443").startswith(
         b"HTTP/1.1 403 aip-local has no Cloud Storage"
     )
+
+
+def _own_address() -> str:
+    """An address of this machine's that is not loopback (the route a packet to TEST-NET-1 takes)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("192.0.2.1", 9))
+        except OSError as exc:
+            missing("a network interface besides loopback", "a machine with one", str(exc))
+        address = str(probe.getsockname()[0])
+    if address.startswith("127."):
+        missing("a network interface besides loopback", "a machine with one", address)
+    return address
+
+
+def test_a_client_from_another_address_is_refused_unless_allowed(tmp_path: Path) -> None:
+    upstreams = Upstreams(("127.0.0.1", 9), ("127.0.0.1", 9), None)
+    address = _own_address()
+    with ClientProxy(("0.0.0.0", 0), upstreams, tmp_path / "egress") as proxy:
+        port = int(proxy.host.rsplit(":", 1)[1])
+        with socket.create_connection((address, port), timeout=10) as sock:
+            sock.sendall(b"CONNECT pypi.org:443 HTTP/1.1\r\nHost: pypi.org:443\r\n\r\n")
+            answer = sock.recv(4096)
+
+    assert answer.startswith(b"HTTP/1.1 403 aip-local's client proxy serves this machine only")
 
 
 def test_the_authority_outlives_a_restart_of_the_service(tmp_path: Path) -> None:
