@@ -21,16 +21,16 @@ bytes of a gRPC client it ended TLS for (:mod:`airflow_aip.local.egress.clients`
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent import futures
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from airflow_aip.local.faults import FaultPlan, api_method
 from airflow_aip.local.faults.middleware import project_in_path
 from airflow_aip.local.grpc_face.messages import MalformedMessage, parse_request, render_response
-from airflow_aip.local.grpc_face.routes import AIPLATFORM, OPERATIONS, Method, served_methods
 from airflow_aip.local.grpc_face.status import (
     FAULT_CODES,
     HTTP_OF,
@@ -44,8 +44,11 @@ from airflow_aip.local.service import TrainingService
 from airflow_aip.local.store import project_number
 from airflow_aip.local.vertex.handlers import VertexHandlers
 
+if TYPE_CHECKING:
+    from airflow_aip.local.grpc_face.routes import Method
+
 MAX_MESSAGE_BYTES = 1 << 20  # the REST face's body limit (airflow_aip.local.api.MAX_BODY_BYTES)
-_OURS = (f"/{AIPLATFORM}.", f"/{OPERATIONS}/")
+_OURS = ("/google.cloud.aiplatform.v1.", "/google.longrunning.Operations/")
 
 
 def _abort(context: grpc.ServicerContext, failure: Failure) -> Any:
@@ -63,21 +66,34 @@ class AiplatformHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
     """Every method under aiplatform v1 and google.longrunning: served, or UNIMPLEMENTED by name."""
 
     def __init__(self, handlers: VertexHandlers, service: TrainingService, plan: FaultPlan | None) -> None:
-        self.methods = served_methods(handlers)
+        self.handlers = handlers
+        self._methods: dict[str, Method] | None = None
+        self._methods_lock = threading.Lock()
         self.training = service  # not `service`: grpcio calls this handler's service()
         self.plan = plan
 
+    @property
+    def methods(self) -> dict[str, Method]:
+        """The served methods, built on the first call: Google's message classes take 0.6 s of
+        CPU to import, which a service no gRPC client talks to (most tests') never spends."""
+        with self._methods_lock:
+            if self._methods is None:
+                from airflow_aip.local.grpc_face.routes import served_methods
+
+                self._methods = served_methods(self.handlers)
+            return self._methods
+
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         path = handler_call_details.method
+        if not path.startswith(_OURS):
+            return None  # not Google's API at all: grpcio's own UNIMPLEMENTED
         method = self.methods.get(path.lstrip("/"))
         if method is not None:
             return grpc.unary_unary_rpc_method_handler(lambda data, context: self.call(method, data, context))
-        if path.startswith(_OURS):
-            name = path.lstrip("/")
-            return grpc.unary_unary_rpc_method_handler(
-                lambda _data, context: _abort(context, unimplemented(name))
-            )
-        return None  # not Google's API at all: grpcio's own UNIMPLEMENTED
+        name = path.lstrip("/")
+        return grpc.unary_unary_rpc_method_handler(
+            lambda _data, context: _abort(context, unimplemented(name))
+        )
 
     def call(self, method: Method, data: bytes, context: grpc.ServicerContext) -> bytes:
         try:
