@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import ssl
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -127,3 +129,64 @@ def test_env_prints_the_recorded_variables_and_a_key_of_the_project(
     assert all(
         name != "GOOGLE_APPLICATION_CREDENTIALS" for name, _ in exports(values, None)
     )  # --keep-credentials
+
+
+def _leaf_for(name: str, folder: Path) -> tuple[Path, Path]:
+    """A leaf for ``name`` signed by the kept root's own key (as a thief of that key would)."""
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    root = x509.load_pem_x509_certificate((folder / "root.pem").read_bytes())
+    root_key = serialization.load_pem_private_key((folder / "root.key").read_bytes(), password=None)
+    assert isinstance(root_key, ec.EllipticCurvePrivateKey)
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.datetime.now(datetime.timezone.utc)
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)]))
+        .issuer_name(root.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
+        .sign(root_key, hashes.SHA256())
+    )
+    chain, key_file = folder / f"{name}.pem", folder / f"{name}.key"
+    chain.write_bytes(leaf.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    return chain, key_file
+
+
+@pytest.mark.parametrize(("name", "trusted"), [("storage.googleapis.com", True), ("pypi.org", False)])
+def test_the_root_vouches_for_google_s_api_names_only(tmp_path: Path, name: str, trusted: bool) -> None:
+    bundle, _, _ = authority(tmp_path).write(tmp_path)
+    chain, key = _leaf_for(name, tmp_path / "authority")
+    server_side = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_side.load_cert_chain(chain, key)
+    client_side = ssl.create_default_context(cafile=str(bundle))
+    left, right = socket.socketpair()
+    with left, right:
+        serving = threading.Thread(target=_accept, args=(server_side, right), daemon=True)
+        serving.start()
+        try:
+            with client_side.wrap_socket(left, server_hostname=name):
+                verified = True
+        except ssl.SSLCertVerificationError:
+            verified = False
+        serving.join(10)
+
+    assert verified is trusted
+
+
+def _accept(context: ssl.SSLContext, sock: socket.socket) -> None:
+    with contextlib.suppress(OSError, ssl.SSLError):  # the client refused it: what one test wants
+        context.wrap_socket(sock, server_side=True).close()

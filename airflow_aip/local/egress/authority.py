@@ -106,6 +106,9 @@ def _new_root(now: datetime.datetime) -> tuple[x509.Certificate, ec.EllipticCurv
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
+        # Good for Google's API names only: a process that trusts this root (Airflow's, through
+        # SSL_CERT_FILE) trusts nothing else it might sign, even if its key, kept on disk, leaked.
+        .add_extension(x509.NameConstraints([x509.DNSName(GOOGLE_NAMES[0])], None), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
         .sign(root_key, hashes.SHA256())
     )

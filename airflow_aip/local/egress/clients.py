@@ -12,8 +12,8 @@ names. gRPC's core takes an HTTP CONNECT proxy from ``grpc_proxy``/``https_proxy
   ``http/1.1``. A gRPC client picks ``h2`` (gRPC insists on it): its bytes go on to the gRPC face;
   a REST client (the SDK with ``api_transport="rest"``, googleapiclient) picks ``http/1.1``: the
   REST face. Both faces answer from one set of handlers.
-- Google's sign-in (``oauth2.googleapis.com``, ``accounts.google.com``, ``www.googleapis.com/oauth2``):
-  any ``POST .../token`` gets a local access token, so ADC, a user's refresh token or a service
+- Google's token endpoint (``oauth2.googleapis.com``, where google-auth sends every grant): any
+  ``POST .../token`` gets a local access token, so ADC, a user's refresh token or a service
   account's key file all work, and no credential (nor a JWT signed with a real key) leaves the machine.
 - Cloud Storage's hosts: the service's front to the emulator, as a trainer's proxy sends them (:mod:`.front`).
 - Google's other hosts are refused, naming the host (:mod:`.routes`, today's rule for trainers).
@@ -40,7 +40,7 @@ from airflow_aip.local.egress.tunnel import end_here, pipe
 from airflow_aip.local.loopback import LoopbackServer
 from airflow_aip.uris import is_loopback
 
-TOKEN_HOSTS = frozenset({"oauth2.googleapis.com", "accounts.google.com"})
+TOKEN_HOSTS = frozenset({"oauth2.googleapis.com"})  # google-auth's token endpoint, every grant
 _TOKEN_LIFETIME = 3600
 
 
