@@ -124,6 +124,26 @@ def test_a_method_not_served_is_unimplemented_and_names_itself(grpc_service: Loc
         client.list_nas_jobs(parent=_parent("p"))
 
 
+def test_a_disabled_api_and_an_unserved_operation_answer_as_rest_does(grpc_service: LocalService) -> None:
+    from google.api_core import operations_v1
+
+    client = _jobs(grpc_service)
+    project = f"grpc-disabled-{uuid.uuid4().hex[:8]}"
+    operations = operations_v1.OperationsClient(grpc_service.grpc_channel())
+    grpc_service.admin("_permissions", {"disabledApis": ["aiplatform.googleapis.com"]}, "POST")
+    try:
+        with pytest.raises(google_errors.PermissionDenied) as disabled:
+            client.list_custom_jobs(parent=_parent(project), retry=None)
+    finally:
+        grpc_service.admin("_permissions", {"disabledApis": []}, "POST")
+    with pytest.raises(google_errors.MethodNotImplemented, match=r"customJobs\.operations\.get"):
+        operations.get_operation(f"{_parent(project)}/customJobs/123/operations/456")
+
+    (info,) = [detail for detail in disabled.value.details if hasattr(detail, "reason")]
+    assert info.reason == "SERVICE_DISABLED"
+    assert info.metadata["service"] == "aiplatform.googleapis.com"
+
+
 def test_bad_bytes_and_oversized_messages_are_refused_and_the_service_goes_on(
     grpc_service: LocalService,
 ) -> None:

@@ -17,7 +17,9 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
 from airflow_aip.local.grpc_face.messages import list_query, parent_of, resource_of
+from airflow_aip.local.grpc_face.status import Unserved
 from airflow_aip.local.logs.filters import page_size
+from airflow_aip.local.unserved import google_method
 from airflow_aip.local.vertex.handlers import VertexHandlers
 from airflow_aip.local.vertex.render import CUSTOM_JOBS, TUNING_JOBS
 
@@ -257,6 +259,8 @@ def _operation(handlers: VertexHandlers) -> Method:
         model = None
         if "/models/" in head:
             head, _, model = head.partition("/models/")
+        elif head.count("/") > 3 and (method := google_method("GET", f"/v1/{name}")) is not None:
+            raise Unserved(method)  # a job's or a pipeline's operation: REST's 501 too
         project, location = parent_of(head, "name")
         return handlers.registry.get_operation(project, location, model, operation)
 

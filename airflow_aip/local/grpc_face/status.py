@@ -23,7 +23,7 @@ from airflow_aip.local.api import invalid_argument_message, proto_path
 from airflow_aip.local.capacity import ResourceExhaustedError
 from airflow_aip.local.permissions import PermissionRefused
 from airflow_aip.local.service import FailedPreconditionError
-from airflow_aip.local.unserved import UNIMPLEMENTED_MESSAGE
+from airflow_aip.local.unserved import UNIMPLEMENTED_MESSAGE, unimplemented_message
 
 # The HTTP status REST answers for each code (what the fault plan's answer counts record).
 HTTP_OF = {
@@ -44,6 +44,15 @@ FAULT_CODES = {
     500: grpc.StatusCode.INTERNAL,
     503: grpc.StatusCode.UNAVAILABLE,
 }
+
+
+class Unserved(Exception):
+    """A request the REST face would answer 501 for: one of Google's methods this service does not
+    serve (``method``: its discovery id, ``aiplatform.projects.locations.customJobs.operations.get``)."""
+
+    def __init__(self, method: str) -> None:
+        super().__init__(method)
+        self.method = method
 
 
 @dataclass(frozen=True)
@@ -87,6 +96,8 @@ def failure_of(exc: BaseException, rest_path: str) -> Failure:
         return failure_of_error(exc.error)
     if isinstance(exc, ResourceExhaustedError):
         return Failure(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+    if isinstance(exc, Unserved):
+        return Failure(grpc.StatusCode.UNIMPLEMENTED, unimplemented_message(exc.method))
     return Failure(grpc.StatusCode.INTERNAL, f"Internal error in the local training service: {exc!r}")
 
 
