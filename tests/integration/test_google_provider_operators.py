@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import signal
 import string
+import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,23 @@ with DAG("provider_vertex", schedule=None) as dag:
         **WHERE,
     )
     created >> read >> listed >> deleted
+"""
+
+_TUNE = """
+def tune(task_id, hold):
+    return CreateHyperparameterTuningJobOperator(
+        task_id=task_id, display_name=task_id, staging_bucket="gs://$bucket", retries=0,
+        worker_pool_specs=[{
+            "machine_spec": {"machine_type": "n1-standard-4"}, "replica_count": 1,
+            "python_package_spec": {
+                "executor_image_uri": "$image", "package_uris": ["$package"],
+                "python_module": "aip_test_trainer.tune", "args": ["--metric-tag=score", "--hold=" + hold],
+            },
+        }],
+        metric_spec={"score": "maximize"},
+        parameter_spec={"x": hpt.DoubleParameterSpec(min=1, max=5, scale="linear")},
+        max_trial_count=2, parallel_trial_count=1, deferrable=True, poll_interval=1, **WHERE,
+    )
 """
 
 _ONE_TASK = """
@@ -232,3 +250,33 @@ def test_which_operators_ride_out_an_injected_503(
 
     assert list(run["tasks"].values()) == [outcome], f"see {tmp_path / 'run.log'}"
     assert provider_service.admin("_stats")["faults"][method]["before:503"] == before + 1  # it was sent
+
+
+def test_a_503_while_deferred_fails_the_tuning_task_and_the_job_runs_on(
+    provider_service: LocalService, airflow_db: Path, values: dict[str, str], tmp_path: Path
+) -> None:
+    """The Google provider's triggers poll with no retry: a short outage of the job's reads fails
+    the deferred task, while the job on the service runs on (anchors.md's first user pain)."""
+    source = _source(_TUNE + _ONE_TASK, **values, task='tune("tune_blip", "6")')
+    process = start_dag(provider_service, tmp_path, airflow_db, source)
+    project = values["project"]
+
+    def running() -> bool:
+        jobs = _resources(provider_service, project, "hyperparameterTuningJobs")
+        return bool(jobs) and jobs[0]["state"] == "JOB_STATE_RUNNING"
+
+    wait_until(running, 300, f"the tuning job in {project} running")
+    time.sleep(3)  # deferred by now: the trigger polls every second
+    outage = {"method": "hyperparameterTuningJobs.get", "kind": 503, "for_seconds": 3}
+    provider_service.admin("_faults", outage, "POST")
+    run = finish_dag(process, tmp_path)
+
+    assert run["tasks"]["tune_blip"] == "failed"
+    assert "Exception occurred while requesting job" in (tmp_path / "run.log").read_text()  # the trigger's
+
+    def ended() -> dict[str, Any] | None:
+        job = _resources(provider_service, project, "hyperparameterTuningJobs")[0]
+        return job if job["state"] in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED") else None
+
+    job = wait_until(ended, 300, "the tuning job ended")
+    assert job["state"] == "JOB_STATE_SUCCEEDED"  # nothing cancelled it: it ran on, unwatched
