@@ -21,6 +21,7 @@ bytes of a gRPC client it ended TLS for (:mod:`airflow_aip.local.egress.clients`
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from concurrent import futures
@@ -47,6 +48,7 @@ from airflow_aip.local.vertex.handlers import VertexHandlers
 if TYPE_CHECKING:
     from airflow_aip.local.grpc_face.routes import Method
 
+_LOG = logging.getLogger(__name__)
 MAX_MESSAGE_BYTES = 1 << 20  # the REST face's body limit (airflow_aip.local.api.MAX_BODY_BYTES)
 _OURS = ("/google.cloud.aiplatform.v1.", "/google.longrunning.Operations/")
 
@@ -137,7 +139,10 @@ class AiplatformHandler(grpc.GenericRpcHandler):  # type: ignore[misc]
         try:
             return render_response(method.response, method.call(request)), None
         except Exception as exc:  # every handler error is a status, as REST's envelope makes it a body
-            return b"", failure_of(exc, path)
+            failure = failure_of(exc, path)
+            if failure.code is grpc.StatusCode.INTERNAL:  # a bug of ours: its traceback to the log
+                _LOG.exception("%s failed", method.name)
+            return b"", failure
 
 
 def _hold(context: grpc.ServicerContext, seconds: float) -> None:
