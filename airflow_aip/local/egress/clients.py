@@ -36,7 +36,7 @@ from pathlib import Path
 from airflow_aip.local.egress.authority import authority
 from airflow_aip.local.egress.framing import RequestStream
 from airflow_aip.local.egress.routes import STORAGE_HOSTS, Way, is_vertex_host, way_of
-from airflow_aip.local.egress.tunnel import end_here, pipe
+from airflow_aip.local.egress.tunnel import ConnectHandler, end_here, pipe
 from airflow_aip.local.loopback import LoopbackServer
 from airflow_aip.uris import is_loopback
 
@@ -96,20 +96,18 @@ def _is_token_host(name: str, port: int) -> bool:
     return port == 443 and name in TOKEN_HOSTS
 
 
-class _Handler(socketserver.StreamRequestHandler):
+class _Handler(ConnectHandler):
     server: _ClientProxyServer
 
     def handle(self) -> None:
-        request = self.rfile.readline(8192).decode("latin-1").split()
-        while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
-            pass
+        request = self.read_request()
         if not (self.server.allow_remote or is_loopback(self.client_address[0])):
-            return self._answer(403, "aip-local's client proxy serves this machine only")
+            return self.answer(403, "aip-local's client proxy serves this machine only")
         if len(request) != 3 or request[0].upper() != "CONNECT":
-            return self._answer(405, "aip-local's client proxy only tunnels HTTPS (CONNECT)")
+            return self.answer(405, "aip-local's client proxy only tunnels HTTPS (CONNECT)")
         host, _, port_text = request[1].rpartition(":")
         if not port_text.isdigit():
-            return self._answer(400, f"no port in {request[1]!r}")
+            return self.answer(400, f"no port in {request[1]!r}")
         name, port = host.lower().rstrip(".").strip("[]"), int(port_text)
         upstreams = self.server.upstreams
         if port == 443 and is_vertex_host(name):
@@ -118,31 +116,27 @@ class _Handler(socketserver.StreamRequestHandler):
             return self._tokens()
         way, why = way_of(name, port)
         if way is Way.REFUSE:
-            return self._answer(403, why)
+            return self.answer(403, why)
         if way is Way.FRONT or name in STORAGE_HOSTS:
             if upstreams.storage is None:
-                return self._answer(403, f"aip-local has no Cloud Storage emulator to answer {name}")
+                return self.answer(403, f"aip-local has no Cloud Storage emulator to answer {name}")
             return self._ended_here(upstreams.storage, upstreams.storage, RequestStream())
         return self._tunnel((host, port))
-
-    def _established(self) -> None:
-        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-        self.wfile.flush()
 
     def _tunnel(self, target: tuple[str, int]) -> None:
         try:
             upstream = socket.create_connection(target, timeout=10)
         except OSError as exc:
-            return self._answer(
+            return self.answer(
                 502, f"aip-local could not reach {target[0]}:{target[1]}: {exc.strerror or exc}"
             )
         with upstream:
             upstream.settimeout(None)
-            self._established()
+            self.established()
             pipe(self.connection, upstream)
 
     def _wrapped(self) -> ssl.SSLSocket | None:
-        self._established()
+        self.established()
         try:
             return self.server.tls.wrap_socket(self.connection, server_side=True)
         except (OSError, ssl.SSLError):
@@ -153,7 +147,7 @@ class _Handler(socketserver.StreamRequestHandler):
     ) -> None:
         """TLS ends here; the clear bytes go on to ``h2`` if the client chose HTTP/2 (gRPC), else to
         ``http1``; ``requests`` reframes HTTP/1.1 requests on the way (the storage front's)."""
-        self._established()
+        self.established()
         end_here(self.connection, self.server.tls, h2, http1, requests)
 
     def _tokens(self) -> None:
@@ -162,12 +156,6 @@ class _Handler(socketserver.StreamRequestHandler):
             return
         with client:
             _TokenAnswer(client, self.client_address, self.server)
-
-    def _answer(self, code: int, reason: str) -> None:
-        phrase = reason.replace("\r", " ").replace("\n", " ")
-        body = (phrase + "\n").encode()
-        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
 
 
 class _ClientProxyServer(socketserver.ThreadingTCPServer):

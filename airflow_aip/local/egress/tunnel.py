@@ -106,18 +106,38 @@ def end_here(
             pipe(client, upstream, requests)
 
 
-class _Handler(socketserver.StreamRequestHandler):
-    server: _TunnelServer
+class ConnectHandler(socketserver.StreamRequestHandler):
+    """What both proxies do with a connection before routing it: read its request, answer it."""
 
-    def handle(self) -> None:
+    def read_request(self) -> list[str]:
+        """The request line's words (``CONNECT host:port HTTP/1.1``), the headers read past."""
         request = self.rfile.readline(8192).decode("latin-1").split()
         while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
             pass
+        return request
+
+    def established(self) -> None:
+        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        self.wfile.flush()
+
+    def answer(self, code: int, reason: str) -> None:
+        """A refusal with ``reason`` as its phrase (what Python's clients show) and its body."""
+        phrase = reason.replace("\r", " ").replace("\n", " ")
+        body = (phrase + "\n").encode()
+        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
+
+
+class _Handler(ConnectHandler):
+    server: _TunnelServer
+
+    def handle(self) -> None:
+        request = self.read_request()
         if len(request) != 3 or request[0].upper() != "CONNECT":
-            return self._answer(405, "aip-local's trainer proxy only tunnels HTTPS (CONNECT)")
+            return self.answer(405, "aip-local's trainer proxy only tunnels HTTPS (CONNECT)")
         host, _, port_text = request[1].rpartition(":")
         if not port_text.isdigit():
-            return self._answer(400, f"no port in {request[1]!r}")
+            return self.answer(400, f"no port in {request[1]!r}")
         return self._route(host, port_text)
 
     def _route(self, host: str, port_text: str) -> None:
@@ -127,23 +147,21 @@ class _Handler(socketserver.StreamRequestHandler):
             way, why = Way.REFUSE, f"aip-local refuses {host}: the service did not say where it serves gRPC"
         if way is Way.REFUSE:
             self.server.refused(host, why)
-            return self._answer(403, why)
+            return self.answer(403, why)
         if way is Way.VERTEX and front.vertex is not None:
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
+            self.established()
             vertex = front.vertex
             return end_here(self.connection, vertex.tls, vertex.grpc, vertex.rest)
         if way is Way.FRONT and front.tls is None:
-            return self._answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
+            return self.answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
         target = front.address if way is Way.FRONT else (host, int(port_text))
         try:
             upstream = socket.create_connection(target, timeout=10)
         except OSError as exc:
-            return self._answer(502, f"aip-local could not reach {host}:{port_text}: {exc.strerror or exc}")
+            return self.answer(502, f"aip-local could not reach {host}:{port_text}: {exc.strerror or exc}")
         with upstream:
             upstream.settimeout(None)
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
+            self.established()
             if way is not Way.FRONT or front.tls is None:
                 return pipe(self.connection, upstream)
             try:
@@ -152,12 +170,6 @@ class _Handler(socketserver.StreamRequestHandler):
                 return  # the replica does not trust the service's root: its client says so
             with client:
                 pipe(client, upstream, RequestStream())
-
-    def _answer(self, code: int, reason: str) -> None:
-        phrase = reason.replace("\r", " ").replace("\n", " ")
-        body = (phrase + "\n").encode()
-        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
 
 
 class _TunnelServer(socketserver.ThreadingTCPServer):

@@ -20,7 +20,9 @@ _ROUTES = (
     # aiplatform v1 (Vertex AI): the discovery document's method names, shortened as ml v1's are.
     *(
         route
-        for kind in ("customJobs", "hyperparameterTuningJobs")
+        # trainingPipelines: what the SDK's training classes and the Google provider's
+        # Create*TrainingJobOperator call.
+        for kind in ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
         for route in (
             ("POST", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.create"),
             ("GET", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.list"),
@@ -32,25 +34,6 @@ _ROUTES = (
             ),
             ("DELETE", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}/[^/:]+"), f"{kind}.delete"),
         )
-    ),
-    # aiplatform v1 custom training pipelines (what the SDK's training classes and the Google
-    # provider's Create*TrainingJobOperator call).
-    ("POST", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines"), "trainingPipelines.create"),
-    ("GET", re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines"), "trainingPipelines.list"),
-    (
-        "GET",
-        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+"),
-        "trainingPipelines.get",
-    ),
-    (
-        "POST",
-        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+:cancel"),
-        "trainingPipelines.cancel",
-    ),
-    (
-        "DELETE",
-        re.compile(r"/v1/projects/[^/]+/locations/[^/]+/trainingPipelines/[^/:]+"),
-        "trainingPipelines.delete",
     ),
     # aiplatform v1 Model Registry. A model segment has no ":" (``m:listVersions`` is a method
     # of ``m``, not a model named so), and each custom method's route comes before the model's.
