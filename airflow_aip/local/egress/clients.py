@@ -35,7 +35,7 @@ from pathlib import Path
 
 from airflow_aip.local.egress.authority import authority
 from airflow_aip.local.egress.framing import RequestStream
-from airflow_aip.local.egress.routes import STORAGE_HOSTS, Way, is_vertex_host, way_of
+from airflow_aip.local.egress.routes import Way, is_vertex_host, way_of
 from airflow_aip.local.egress.tunnel import ConnectHandler, end_here, pipe
 from airflow_aip.local.loopback import LoopbackServer
 from airflow_aip.uris import is_loopback
@@ -117,7 +117,7 @@ class _Handler(ConnectHandler):
         way, why = way_of(name, port)
         if way is Way.REFUSE:
             return self.answer(403, why)
-        if way is Way.FRONT or name in STORAGE_HOSTS:
+        if way is Way.FRONT:
             if upstreams.storage is None:
                 return self.answer(403, f"aip-local has no Cloud Storage emulator to answer {name}")
             return self._ended_here(upstreams.storage, upstreams.storage, RequestStream())
