@@ -142,10 +142,12 @@ demo: install gcs-fuse servers
 	$(BIN)/python scripts/demo.py
 
 # DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
+# GOOGLE_CLIENTS=1: Airflow's processes get `aip-local env`'s variables, so Google's own clients
+# (the Google provider's Vertex AI operators, where installed; the SDK on gRPC) reach the service.
 # Stopped by Ctrl-C or SIGTERM to make's process group (make forwards the SIGTERM, so ui.py gets
 # it twice): ui.py stops everything it started on the first signal and defers any other.
 ui: install gcs-fuse base-image
-	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo)
+	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo) $(if $(GOOGLE_CLIENTS),--google-clients)
 
 bench: install gcs-fuse
 	$(BIN)/python -m bench.run

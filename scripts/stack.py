@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -118,6 +119,8 @@ def local_service(
     argv += ["--capacity-admin"] if capacity_admin else []
     port, gcs_port = kept_ports(data_dir) if keep_ports else (free_port(), free_port())
     argv += ["--port", str(port), "--gcs-port", str(gcs_port)]
+    # keep_ports (make ui): the client proxy's fixed default port, else any (stacks side by side)
+    argv += [] if keep_ports else ["--proxy-port", "0"]
     with log.open("ab") as out:
         proc = start(argv, stdout=subprocess.PIPE, stderr=out, text=True)
     try:
@@ -126,6 +129,15 @@ def local_service(
         yield env
     finally:
         stop_group(proc, timeout=30)
+
+
+def google_client_env(data_dir: Path) -> dict[str, str]:
+    """What ``aip-local env`` prints for the service on ``data_dir``: Google's own clients (the
+    Google provider's operators, the SDK on gRPC) in Airflow's processes then reach it."""
+    argv = [str(BIN / "aip-local"), "env", "--data-dir", str(data_dir)]
+    printed = subprocess.run(argv, check=True, capture_output=True, text=True).stdout
+    pairs = [shlex.split(line.removeprefix("export "))[0] for line in printed.splitlines() if line]
+    return dict(pair.split("=", 1) for pair in pairs)
 
 
 def _read_exports(proc: subprocess.Popen[str], log: Path) -> dict[str, str]:

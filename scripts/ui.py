@@ -4,9 +4,12 @@ Runs `airflow standalone` (api-server, scheduler, dag-processor and triggerer, s
 waits work) against `aip-local serve`, with the example DAGs ready to trigger with parameters
 and created unpaused, so the aip_prepare_data -> aip_retraining chain runs as the README says.
 With ``--demo`` (``make ui DEMO=1``) it opens the last ``make demo``'s Airflow home instead,
-so that run and its trials are there. Airflow's metadata DB is the home's own PostgreSQL
-(scripts/postgres.py), started first and stopped last: on SQLite, a trigger right after the
-start waited on the lock the example chain's first tasks held, and failed (issue 47).
+so that run and its trials are there. With ``--google-clients`` (``make ui GOOGLE_CLIENTS=1``)
+Airflow's processes also get ``aip-local env``'s variables: Google's own clients (the Google
+provider's Vertex AI operators, the SDK on gRPC) in a Dag reach the service. Airflow's metadata
+DB is the home's own PostgreSQL (scripts/postgres.py), started first and stopped last: on SQLite,
+a trigger right after the start waited on the lock the example chain's first tasks held, and
+failed (issue 47).
 
 Stop it with Ctrl-C, or SIGTERM to its process group: the first signal stops everything
 started here (each process group, every process in it and under it, awaited, SIGKILL after a
@@ -43,6 +46,7 @@ from scripts.stack import (
     airflow_env,
     exit_on_sigterm,
     finish_migration,
+    google_client_env,
     local_service,
     port_is_free,
     running,
@@ -95,6 +99,8 @@ def _serve() -> int:
                 image_registry(home / "registry", REGISTRY_PORT) as registry,
             ):
                 service_env = {**service_env, **example_images(registry)}
+                if "--google-clients" in sys.argv[1:]:  # make ui GOOGLE_CLIENTS=1
+                    service_env.update(google_client_env(home / "aip-local"))
                 os.environ.update(service_env)
                 _create_bucket()
                 finish_migration(migration)

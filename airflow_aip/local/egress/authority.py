@@ -8,9 +8,13 @@ the service proxies a replica's HTTPS, and answers for Google's names with a cer
 authority signs; the replica's bundle is the public roots plus this one root, so every other
 host still verifies as it would on Vertex.
 
-One authority per service process, in memory: its key never touches a disk that outlives the
-process, and a root that was never written cannot be trusted by anything but this service's
-replicas. EC P-256 keys: made in a millisecond, accepted by OpenSSL and BoringSSL alike.
+One authority per data dir, kept there (``authority/``, the keys readable by their owner only):
+Google's own clients outside any job (Airflow's processes, through ``aip-local env``) trust its
+root by a file they read once per process (gRPC's roots are computed once), so a restart of the
+service must not change the root under a running Airflow. Without a directory (a test of the
+authority alone) it lives in memory. EC P-256 keys: made in a millisecond, accepted by OpenSSL
+and BoringSSL alike. The root lasts five years, the leaf one; a leaf with less than 30 days
+left is made anew under the same root at the next start.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from __future__ import annotations
 import datetime
 import functools
 import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +33,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 # The names a trainer's Google calls use: the API hosts and the public object host.
 GOOGLE_NAMES = ("googleapis.com", "*.googleapis.com")
-_VALID = datetime.timedelta(days=30)
+_ROOT_VALID = datetime.timedelta(days=5 * 365)
+_LEAF_VALID = datetime.timedelta(days=365)
+_RENEW_BEFORE = datetime.timedelta(days=30)
+_PEM = serialization.Encoding.PEM
 
 
 @dataclass(frozen=True)
@@ -43,10 +51,11 @@ class Authority:
         """``(bundle, leaf, key)`` files: the bundle is the public roots and then this root."""
         directory.mkdir(parents=True, exist_ok=True)
         bundle, leaf, key = directory / "ca-bundle.pem", directory / "leaf.pem", directory / "leaf.key"
-        bundle.write_bytes(_public_roots() + b"\n" + self.root_pem)
-        leaf.write_bytes(self.leaf_pem + self.root_pem)
-        key.touch(mode=0o600)
-        key.write_bytes(self.leaf_key_pem)
+        # Whole files only (renamed into place): a process starting meanwhile reads the old bundle
+        # or the new one, never half of one.
+        _write_private(bundle, _public_roots() + b"\n" + self.root_pem, mode=0o644)
+        _write_private(leaf, self.leaf_pem + self.root_pem, mode=0o644)
+        _write_private(key, self.leaf_key_pem)
         return bundle, leaf, key
 
 
@@ -78,12 +87,13 @@ def _name(common: str) -> x509.Name:
     )
 
 
-@functools.cache
-def authority() -> Authority:
-    """This process's authority, made on first use."""
-    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(_PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+
+
+def _new_root(now: datetime.datetime) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     root_key = ec.generate_private_key(ec.SECP256R1())
-    root_name = _name("aip-local root for trainers' Google calls")
+    root_name = _name("aip-local root for Google's names")
     root = (
         x509.CertificateBuilder()
         .subject_name(root_name)
@@ -91,23 +101,32 @@ def authority() -> Authority:
         .public_key(root_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now)
-        .not_valid_after(now + _VALID)
+        .not_valid_after(now + _ROOT_VALID)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(False, False, False, False, False, True, True, False, False), critical=True
         )
+        # Good for Google's API names only: a process that trusts this root (Airflow's, through
+        # SSL_CERT_FILE) trusts nothing else it might sign, even if its key, kept on disk, leaked.
+        .add_extension(x509.NameConstraints([x509.DNSName(GOOGLE_NAMES[0])], None), critical=True)
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(root_key.public_key()), critical=False)
         .sign(root_key, hashes.SHA256())
     )
+    return root, root_key
+
+
+def _new_leaf(
+    root: x509.Certificate, root_key: ec.EllipticCurvePrivateKey, now: datetime.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey]:
     leaf_key = ec.generate_private_key(ec.SECP256R1())
     leaf = (
         x509.CertificateBuilder()
         .subject_name(_name(GOOGLE_NAMES[1]))
-        .issuer_name(root_name)
+        .issuer_name(root.subject)
         .public_key(leaf_key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now)
-        .not_valid_after(now + _VALID)
+        .not_valid_after(min(now + _LEAF_VALID, root.not_valid_after_utc))
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(n) for n in GOOGLE_NAMES]), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -116,9 +135,65 @@ def authority() -> Authority:
         )
         .sign(root_key, hashes.SHA256())
     )
-    pem = serialization.Encoding.PEM
-    return Authority(
-        root.public_bytes(pem),
-        leaf.public_bytes(pem),
-        leaf_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()),
-    )
+    return leaf, leaf_key
+
+
+def _fresh(certificate: x509.Certificate, now: datetime.datetime) -> bool:
+    return certificate.not_valid_after_utc - now > _RENEW_BEFORE
+
+
+def _write_private(path: Path, data: bytes, mode: int = 0o600) -> None:
+    """Written whole (a new file renamed over the old); by default readable by its owner only."""
+    part = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.part")
+    part.unlink(missing_ok=True)
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    os.replace(part, path)
+
+
+def _kept_root(
+    folder: Path, now: datetime.datetime
+) -> tuple[x509.Certificate, ec.EllipticCurvePrivateKey] | None:
+    """The root kept in ``folder``, if it is whole and has more than 30 days left."""
+    try:
+        root = x509.load_pem_x509_certificate((folder / "root.pem").read_bytes())
+        key = serialization.load_pem_private_key((folder / "root.key").read_bytes(), password=None)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(key, ec.EllipticCurvePrivateKey) or not _fresh(root, now):
+        return None
+    return root, key
+
+
+def _kept_leaf(folder: Path, root: x509.Certificate, now: datetime.datetime) -> tuple[bytes, bytes] | None:
+    try:
+        leaf_pem, key_pem = (folder / "leaf.pem").read_bytes(), (folder / "leaf.key").read_bytes()
+        leaf = x509.load_pem_x509_certificate(leaf_pem)
+    except (OSError, ValueError):
+        return None
+    if leaf.issuer != root.subject or not _fresh(leaf, now):
+        return None
+    return leaf_pem, key_pem
+
+
+@functools.cache
+def authority(directory: Path | None = None) -> Authority:
+    """The authority kept in ``directory/authority`` (made there on first use, and kept across
+    restarts), or, without a directory, one in this process's memory."""
+    now = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    folder = directory / "authority" if directory is not None else None
+    kept = _kept_root(folder, now) if folder is not None else None
+    root, root_key = kept or _new_root(now)
+    if folder is not None and kept is None:
+        folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+        _write_private(folder / "root.key", _key_pem(root_key))
+        _write_private(folder / "root.pem", root.public_bytes(_PEM))
+    leaf_pems = _kept_leaf(folder, root, now) if folder is not None and kept is not None else None
+    if leaf_pems is None:
+        leaf, leaf_key = _new_leaf(root, root_key, now)
+        leaf_pems = leaf.public_bytes(_PEM), _key_pem(leaf_key)
+        if folder is not None:
+            _write_private(folder / "leaf.key", leaf_pems[1])
+            _write_private(folder / "leaf.pem", leaf_pems[0])
+    return Authority(root.public_bytes(_PEM), leaf_pems[0], leaf_pems[1])

@@ -119,7 +119,7 @@ class StorageFrontServer:
     context the proxies end Google's names with, and the bundle replicas trust it by."""
 
     def __init__(self, emulator: str, directory: Path) -> None:
-        self.bundle, leaf, key = authority().write(directory)
+        self.bundle, leaf, key = authority(directory).write(directory)
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(leaf, key)
         listener = _listen()

@@ -3,6 +3,8 @@
 Each ``CONNECT host:port`` is routed by :func:`.routes.way_of`:
 - to the Cloud Storage front: TLS ends here, under the service's certificate, and the requests
   go on in clear through :class:`~.framing.RequestStream`;
+- Vertex AI's hosts: TLS ends here too (:func:`end_here`), and the client's choice of protocol
+  (ALPN) picks the service's face: HTTP/2 (gRPC, what gapic clients speak) or HTTP/1.1 (REST);
 - to a refusal: ``403`` with a reason phrase naming the host and why (Python's clients show
   it, curl shows the code), also told once per host to the job's log through ``on_refusal``,
   so a trainer that swallows the error still leaves a trace;
@@ -31,14 +33,26 @@ _CHUNK = 1 << 16
 
 
 @dataclass(frozen=True)
+class VertexFaces:
+    """The service's two faces in clear, and the TLS (ALPN ``h2`` and ``http/1.1``) that ends
+    Vertex AI's names in front of them."""
+
+    tls: ssl.SSLContext
+    grpc: tuple[str, int]
+    rest: tuple[str, int]
+
+
+@dataclass(frozen=True)
 class Front:
-    """Where Google's storage hosts are answered (in clear), and the TLS they are answered with."""
+    """Where Google's storage hosts are answered (in clear), and the TLS they are answered with;
+    where Vertex AI's are (None: refused)."""
 
     address: tuple[str, int]
     tls: ssl.SSLContext | None
+    vertex: VertexFaces | None = None
 
 
-def _pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
+def pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
     """Bytes both ways until either side closes or both idle for :data:`_IDLE_SECONDS`.
 
     ``requests`` reframes what the client sends. A TLS socket may hold decrypted bytes that
@@ -66,48 +80,96 @@ def _pipe(client: socket.socket, server: socket.socket, requests: RequestStream 
                 return
 
 
-class _Handler(socketserver.StreamRequestHandler):
-    server: _TunnelServer
+def end_here(
+    connection: socket.socket,
+    tls: ssl.SSLContext,
+    h2: tuple[str, int],
+    http1: tuple[str, int],
+    requests: RequestStream | None = None,
+) -> None:
+    """End the client's TLS on ``connection`` (tunnel established already), and pass its clear
+    bytes to ``h2`` if it chose HTTP/2 by ALPN (gRPC insists on it), else to ``http1``."""
+    try:
+        client = tls.wrap_socket(connection, server_side=True)
+    except (OSError, ssl.SSLError):
+        return  # the client does not trust the service's root: its own error says so
+    with client:
+        target = h2 if client.selected_alpn_protocol() == "h2" else http1
+        try:
+            upstream = socket.create_connection(target, timeout=10)
+        except OSError:
+            return
+        with upstream:
+            upstream.settimeout(None)
+            upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            pipe(client, upstream, requests)
 
-    def handle(self) -> None:
+
+class ConnectHandler(socketserver.StreamRequestHandler):
+    """What both proxies do with a connection before routing it: read its request, answer it."""
+
+    def read_request(self) -> list[str]:
+        """The request line's words (``CONNECT host:port HTTP/1.1``), the headers read past."""
         request = self.rfile.readline(8192).decode("latin-1").split()
         while self.rfile.readline(8192) not in (b"\r\n", b"\n", b""):
             pass
+        return request
+
+    def established(self) -> None:
+        self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
+        self.wfile.flush()
+
+    def answer(self, code: int, reason: str) -> None:
+        """A refusal with ``reason`` as its phrase (what Python's clients show) and its body."""
+        phrase = reason.replace("\r", " ").replace("\n", " ")
+        body = (phrase + "\n").encode()
+        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
+        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
+
+
+class _Handler(ConnectHandler):
+    server: _TunnelServer
+
+    def handle(self) -> None:
+        request = self.read_request()
         if len(request) != 3 or request[0].upper() != "CONNECT":
-            return self._answer(405, "aip-local's trainer proxy only tunnels HTTPS (CONNECT)")
+            return self.answer(405, "aip-local's trainer proxy only tunnels HTTPS (CONNECT)")
         host, _, port_text = request[1].rpartition(":")
         if not port_text.isdigit():
-            return self._answer(400, f"no port in {request[1]!r}")
+            return self.answer(400, f"no port in {request[1]!r}")
+        return self._route(host, port_text)
+
+    def _route(self, host: str, port_text: str) -> None:
         way, why = way_of(host, int(port_text))
+        front = self.server.front
+        if way is Way.VERTEX and front.vertex is None:
+            way, why = Way.REFUSE, f"aip-local refuses {host}: the service did not say where it serves gRPC"
         if way is Way.REFUSE:
             self.server.refused(host, why)
-            return self._answer(403, why)
-        front = self.server.front
+            return self.answer(403, why)
+        if way is Way.VERTEX and front.vertex is not None:
+            self.established()
+            vertex = front.vertex
+            return end_here(self.connection, vertex.tls, vertex.grpc, vertex.rest)
         if way is Way.FRONT and front.tls is None:
-            return self._answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
+            return self.answer(403, f"aip-local has no Cloud Storage emulator to answer {host}")
         target = front.address if way is Way.FRONT else (host, int(port_text))
         try:
             upstream = socket.create_connection(target, timeout=10)
         except OSError as exc:
-            return self._answer(502, f"aip-local could not reach {host}:{port_text}: {exc.strerror or exc}")
+            return self.answer(502, f"aip-local could not reach {host}:{port_text}: {exc.strerror or exc}")
         with upstream:
             upstream.settimeout(None)
-            self.wfile.write(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            self.wfile.flush()
+            self.established()
             if way is not Way.FRONT or front.tls is None:
-                return _pipe(self.connection, upstream)
+                return pipe(self.connection, upstream)
             try:
                 client = front.tls.wrap_socket(self.connection, server_side=True)
             except (OSError, ssl.SSLError):
                 return  # the replica does not trust the service's root: its client says so
             with client:
-                _pipe(client, upstream, RequestStream())
-
-    def _answer(self, code: int, reason: str) -> None:
-        phrase = reason.replace("\r", " ").replace("\n", " ")
-        body = (phrase + "\n").encode()
-        head = f"HTTP/1.1 {code} {phrase}\r\nContent-Type: text/plain\r\nContent-Length: {len(body)}\r\n"
-        self.wfile.write(head.encode("latin-1", "replace") + b"Connection: close\r\n\r\n" + body)
+                pipe(client, upstream, RequestStream())
 
 
 class _TunnelServer(socketserver.ThreadingTCPServer):

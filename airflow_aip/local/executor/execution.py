@@ -97,6 +97,7 @@ class ExecutionSettings:
     public_url: str = ""  # the service's own URL: a failed job's message links its logs there
     engine: ContainerEngine | None = None  # runs custom containers (.containers); None: there is none
     prebuilt: PrebuiltImages | None = None  # package pools in their pre-built image (.prebuilt); None: never
+    grpc_address: str = ""  # its gRPC face, ``host:port``: where a replica's gapic clients end up
 
 
 class JobExecution:
@@ -209,6 +210,7 @@ class JobExecution:
             self.settings.storage_url,
             self._refused,
             self.store.data_dir / "egress",
+            self.settings.grpc_address,
         )
         with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))

@@ -28,6 +28,7 @@ machine's user's credentials are not found, and Google's API hosts are not reach
 
 from __future__ import annotations
 
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +61,20 @@ class TrainerIO:
     storage_url: str | None = None
     on_refusal: Callable[[str, str], None] = lambda host, why: None
     egress_dir: Path | None = None  # the service's: its CA bundle for replicas (default: beside the job's)
+    grpc_address: str = ""  # the service's gRPC face in clear, ``host:port`` ("": none)
 
     def __post_init__(self) -> None:
         self._metadata = MetadataServer(identity_of(self.plan))
         directory = self.egress_dir or self.job_dir.parent / "egress"
-        self._egress = TrainerEgress(self.storage_url, directory, self.on_refusal)
+        self._egress = TrainerEgress(self.storage_url, directory, self.on_refusal, self._faces())
+
+    def _faces(self) -> tuple[tuple[str, int], tuple[str, int]] | None:
+        """Where a replica's calls to Vertex AI's names go: the service's gRPC and REST faces."""
+        rest = urllib.parse.urlsplit(self.service_url)
+        host, _, port = self.grpc_address.rpartition(":")
+        if not (host and port.isdigit() and rest.hostname and rest.port):
+            return None
+        return (host, int(port)), (rest.hostname, rest.port)
 
     def env(self) -> tuple[tuple[str, str], ...]:
         """What every replica's environment gets (before the pool's own ``env``)."""

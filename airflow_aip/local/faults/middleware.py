@@ -103,6 +103,14 @@ class FaultInjection:
 
 
 _PROJECT_IN_PATH = re.compile(r"/projects/([^/:]+)")
+
+
+def project_in_path(path: str) -> str | None:
+    """The project a REST path names (``/v1/projects/{project}/...``): what ``/_stats?project=`` counts."""
+    found = _PROJECT_IN_PATH.search(path)
+    return found[1] if found else None
+
+
 _PROJECTS_IN_BODY = frozenset({"entries.list"})
 
 

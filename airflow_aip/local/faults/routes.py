@@ -20,7 +20,9 @@ _ROUTES = (
     # aiplatform v1 (Vertex AI): the discovery document's method names, shortened as ml v1's are.
     *(
         route
-        for kind in ("customJobs", "hyperparameterTuningJobs")
+        # trainingPipelines: what the SDK's training classes and the Google provider's
+        # Create*TrainingJobOperator call.
+        for kind in ("customJobs", "hyperparameterTuningJobs", "trainingPipelines")
         for route in (
             ("POST", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.create"),
             ("GET", re.compile(rf"/v1/projects/[^/]+/locations/[^/]+/{kind}"), f"{kind}.list"),

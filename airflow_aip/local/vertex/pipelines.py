@@ -264,6 +264,10 @@ class TrainingPipelines:
         resource["state"] = STATES.get(job["state"], "PIPELINE_STATE_UNSPECIFIED")
         if job["state"] == "JOB_STATE_FAILED":
             resource["error"] = job.get("error") or {"code": 13, "message": "The custom job failed."}
+        elif job["state"] == "JOB_STATE_CANCELLED":
+            # training_pipeline.proto: ``error`` is "populated when the pipeline's state is
+            # PIPELINE_STATE_FAILED or PIPELINE_STATE_CANCELLED"; the SDK's run() raises on it.
+            resource["error"] = job.get("error") or {"code": 1, "message": "CANCELED"}
         if resource["state"] in TERMINAL:
             resource["endTime"] = job.get("endTime", stamp)
 

@@ -5,13 +5,15 @@ With no emulator variable at all, through whatever proxy and CA bundle the envir
   ``https://www.googleapis.com/upload/storage/v1`` with the metadata server's token, and reads
   the object back from ``https://storage.googleapis.com/<bucket>/<object>``;
 - Python's urllib reads the same object;
-- curl and urllib call ``oauth2.googleapis.com`` and Vertex AI's regional host, which must fail.
+- curl calls ``oauth2.googleapis.com``, which must fail;
+- urllib reads the job itself from Vertex AI's regional host (REST), which the service answers.
 The report goes to ``<job-dir>/egress.json`` through google-cloud-storage.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import urllib.error
 import urllib.request
@@ -55,7 +57,10 @@ def main() -> None:
         "curl_read": _curl(public),
         "urllib_read": _urllib(public),
         "curl_oauth": _curl("https://oauth2.googleapis.com/token"),
-        "urllib_vertex": _urllib("https://us-central1-aiplatform.googleapis.com/v1/projects"),
+        "urllib_vertex": _urllib(
+            f"https://us-central1-aiplatform.googleapis.com/v1/projects/{os.environ['CLOUD_ML_PROJECT_ID']}"
+            f"/locations/us-central1/customJobs/{os.environ['CLOUD_ML_JOB_ID']}"
+        ),
     }
     print(json.dumps(report))
     write_to_job_dir(known.job_dir, "egress.json", report)
