@@ -10,6 +10,7 @@ and QUEUED match the jobs that run, or are queued, now.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -157,7 +158,7 @@ def jobs_payload(
         }
         summary = summaries[key] if summaries[key] is not None else read_now.get(key)
         if summary is not None:  # a running job's rung, as its task announced the ladder
-            summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key))
+            summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key), time.time())
         found = (r.dag_id, r.run_id, job_id)
         row = job_list_row(ident, summary, state_text(r.state), exports.get(found), registrations.get(found))
         rows.append({**row, "read_now": key in read_now and read_now[key] is not None})

@@ -228,6 +228,7 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
         "read_error": None,
         "refresh_s": None,
         "awaiting_decision": False,
+        "held": None,
         "can_cancel": False,
         "cancelled_by": None,
         "champion": None,  # no job: nothing to compare, though the run has an export

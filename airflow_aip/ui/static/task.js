@@ -118,12 +118,23 @@ function drawJob(job, out, actions) {
 function liveLines(data) {
   const lines = [];
   if (data.awaiting_decision) lines.push(el("p", { class: "awaiting-decision muted" }, "The champion decision comes from a later task of this run: it shows here when it arrives."));
+  else if (data.held) lines.push(heldLine(data.held, data.task_state));
   else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
   if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
   if (data.read_now) lines.push(el("p", { class: "read-now muted" }, `Read from the job's API now: task ${data.task_state} ended without storing the job (killed, or marked failed, while it waited).`));
   if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
   if (data.cancelled_by) lines.push(el("p", { class: "cancelled-by" }, `Cancel requested from this tab by ${data.cancelled_by.user} at ${when(data.cancelled_by.at)}.`));
   return lines;
+}
+
+// A job that ended while its task still waits: when the task resumes, and why it has not yet.
+function heldLine(held, taskState) {
+  const why = "because Airflow must read the task's deferral before its trigger may report: " +
+    `an event sooner can fail the task (${held.issue}; [aip] deferral_hold).`;
+  const text = held.until
+    ? `The job ended; the task resumes at ${when(held.until)} (in ${Math.ceil(held.seconds_left)} s), ${why}`
+    : `The job ended; the task resumes now (task ${taskState}) to store what the job did.`;
+  return el("p", { class: "held", role: "status" }, text);
 }
 
 let cancelError = "", confirming = false;
