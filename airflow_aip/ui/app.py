@@ -220,8 +220,9 @@ def task_payload(
     state = _task_state(session, ti)
     run_values = _return_values(session, dag_id, run_id)
     own = [row for row in run_values if row[:2] == (task_id, map_index)]
-    exports = [row for row in run_values if is_export_result(row[2])]  # the job's metric, if it exported
-    runs = run_view([*own, *exports])
+    # the job's metric, if it exported, or if it was the evaluation the gate read
+    decisions = [row for row in run_values if is_export_result(row[2]) or is_registration(row[2])]
+    runs = run_view([*own, *decisions])
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
     fields = _live_fields(ti, state, runs[0] if runs else None, api, reads, stored.get(LADDER_XCOM_KEY))
     job_state = fields["job"]["state"] if fields["job"] else None

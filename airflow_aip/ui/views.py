@@ -18,7 +18,7 @@ from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
 from airflow_aip.jobs.vertex.ladder_trials import rung_position
-from airflow_aip.ui.results import job_result, reported_metric
+from airflow_aip.ui.results import evaluation_of, evaluations, job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
 GOOGLE_CONSOLE = "https://console.cloud.google.com/"
@@ -190,6 +190,7 @@ def job_view(
     task_id: str,
     map_index: int,
     export: Mapping[str, Any] | None = None,
+    evaluation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One training job as the pages draw it: state, timeline, links, trials, best trial, export,
     and with a capacity ladder its rungs (the trials then say which job and rung ran them)."""
@@ -220,8 +221,8 @@ def job_view(
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_trial_key": best_key,
         "tied_trial_keys": tied_best(trials, best_key),
-        "reported_metric": reported_metric(summary, export),
-        "result": job_result(summary, export),
+        "reported_metric": reported_metric(summary, export, evaluation),
+        "result": job_result(summary, export, evaluation),
         "parameters": _parameters(summary, trials),
         "trials": trials,
         "ladder": ladder,
@@ -351,8 +352,9 @@ def run_view(return_values: Iterable[XComRow]) -> list[dict[str, Any]]:
     """Every training job of a Dag run, each with what the run's export made of it."""
     rows = list(return_values)
     exports = {str(v["job_id"]): v for _, _, v in rows if is_export_result(v)}
+    scored = evaluations(v for _, _, v in rows if is_export_result(v) or is_registration(v))
     return [
-        job_view(value, task_id, map_index, exports.get(str(value["job_id"])))
+        job_view(value, task_id, map_index, exports.get(str(value["job_id"])), evaluation_of(value, scored))
         for task_id, map_index, value in rows
         if is_job_summary(value)
     ]
@@ -364,6 +366,7 @@ def job_list_row(
     task_state: str | None,
     export: Any = None,
     registration: Any = None,
+    evaluation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One row of Browse → Training jobs: the job id pushed before the wait, its summary if it ended.
 
@@ -379,7 +382,9 @@ def job_list_row(
         "rung": (rung_position(summary) or {}).get("text") if done else None,
         "trials": len(summary["trials"]) if done else None,
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")) if done else None,
-        "result": job_result(summary, export if is_export_result(export) else None) if done else None,
+        "result": job_result(summary, export if is_export_result(export) else None, evaluation)
+        if done
+        else None,
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_objective": objective_value(best) if best else None,
         "exported": bool(export.get("exported")) if is_export_result(export) else None,

@@ -49,7 +49,7 @@ const resultText = (r) => {
   if (!r) return "—";
   const metric = r.metric || "metric";
   if (r.kind === "trial") return `trial ${r.trial_id}: ${metric} ${metricText(r.value)}`;
-  if (r.kind === "metric") return `${metric} ${metricText(r.value)}`;
+  if (r.kind === "metric") return `${metric} ${metricText(r.value)}` + (r.source === "evaluation" ? " (the champion, scored on this run's data)" : "");
   return `— (${r.reason})`;
 };
 
