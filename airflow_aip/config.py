@@ -35,6 +35,9 @@ class Option:
         }
 
 
+# Airflow's executor-event race that ``deferral_hold`` works around: the triggers and the UI name it.
+DEFERRAL_RACE = "apache/airflow#67287"
+
 OPTIONS: dict[str, Option] = {
     "backend": Option(
         "vertex",

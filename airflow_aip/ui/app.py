@@ -51,6 +51,7 @@ from airflow_aip.ui.live import (
 )
 from airflow_aip.ui.views import (
     XComRow,
+    built_image,
     champion_comparison,
     is_export_result,
     is_registration,
@@ -243,6 +244,7 @@ def task_payload(
         "can_cancel": may_edit and api is not None and refresh and fields["live"] and held is None,
         "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
         "champion": champion,
+        "image": built_image(own[0][2]) if own else None,  # build_image's: the image it built
     }
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_aip.config import DEFERRAL_RACE
 from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
 from airflow_aip.jobs.vertex.ladder import RUNG_LABEL
-from airflow_aip.triggers.hold import UPSTREAM
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
@@ -223,6 +223,6 @@ def resumes(
     release = release_at() if task_state == "deferred" else None
     left = None if release is None else release - (time.time() if now is None else now)
     if left is None or left <= 0:
-        return {"until": None, "seconds_left": None, "issue": UPSTREAM}
+        return {"until": None, "seconds_left": None, "issue": DEFERRAL_RACE}
     until = datetime.fromtimestamp(release or 0.0, timezone.utc).isoformat(timespec="seconds")
-    return {"until": until, "seconds_left": round(left, 1), "issue": UPSTREAM}
+    return {"until": until, "seconds_left": round(left, 1), "issue": DEFERRAL_RACE}

@@ -9,10 +9,12 @@ Only the fields a page draws leave the server, never the whole XCom.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_aip.image_plan import TAG_HEX, TAG_PREFIX
 from airflow_aip.jobs.hyperparameters import LOG_SCALES
 from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
@@ -70,6 +72,14 @@ def job_values(returned: Iterable[XComRow], endings: Iterable[XComRow]) -> list[
         if job is not None:
             out.append((task_id, map_index, job))
     return sorted(out, key=lambda row: (row[0], row[1]))
+
+
+def built_image(value: Any) -> str | None:
+    """What ``BuildTrainerImageOperator`` returns: an image URI tagged by its content
+    (``repository:ctx-<hash>``, :mod:`airflow_aip.image_plan`); None for anything else."""
+    if isinstance(value, str) and re.fullmatch(rf"\S+:{TAG_PREFIX}[0-9a-f]{{{TAG_HEX}}}", value):
+        return value
+    return None
 
 
 def is_export_result(value: Any) -> bool:
@@ -212,6 +222,7 @@ def job_view(
         "end_time": summary.get("end_time"),
         "name": summary.get("name"),
         "output_dir": summary.get("output_dir"),
+        "image_uri": summary.get("image_uri"),
         "console_url": summary.get("console_url"),
         "console_label": link_label(summary.get("console_url")),
         "logs_url": _summary_logs_url(summary),
@@ -380,6 +391,7 @@ def job_list_row(
         "state": summary["state"] if done else None,
         "task_state": task_state,
         "rung": (rung_position(summary) or {}).get("text") if done else None,
+        "image_uri": summary.get("image_uri") if done else None,
         "trials": len(summary["trials"]) if done else None,
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")) if done else None,
         "result": job_result(summary, export if is_export_result(export) else None, evaluation)

@@ -42,7 +42,7 @@ function draw(data, out) {
     return;
   }
   const columns = [
-    { label: "Job", cell: (j) => el("a", { href: taskPage(j) }, j.job_id), sort: (j) => j.job_id },
+    { label: "Job", cell: (j) => el("span", {}, el("a", { href: taskPage(j) }, j.job_id), j.image_uri ? el("span", { class: "muted image-uri", title: j.image_uri }, ` image ${j.image_uri}`) : ""), sort: (j) => j.job_id },
     { label: "Dag", cell: (j) => outLink(airflowPage(j, "dag"), j.dag_id), sort: (j) => j.dag_id },
     { label: "Run", cell: (j) => el("span", { class: "run-id", title: j.run_id }, outLink(airflowPage(j, "run"), j.run_id)), sort: (j) => j.run_id },
     { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },

@@ -16,6 +16,7 @@ function jobHeader(job, actions) {
   head.append(dl);
   const facts = el("dl", { class: "timeline facts" });
   if (job.result) facts.append(el("dt", {}, job.tuning ? "Best trial" : "Final metric"), el("dd", { class: "result" }, resultText(job.result)));
+  if (job.image_uri) facts.append(el("dt", {}, "Image"), el("dd", {}, uriText(job.image_uri, "image-uri")));
   if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", {}, uriText(job.output_dir, "output-dir")));
   if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", {}, uriText(job.name, "resource-name")));
   if (facts.childElementCount) head.append(facts);
@@ -177,6 +178,9 @@ renderLive(() => getJson("task", params().toString()), (data, out, refresh) => {
     out.append(el("p", { class: "waiting" }, `Task ${task} submitted training job ${data.job_id} (task ${data.task_state ?? "not started"}). ` +
       (data.refresh_s ? "Its state and trials appear here as they are read." : "It left no summary of the job.")));
     if (actions) out.append(actions);
+  } else if (data.image) {
+    out.append(el("h1", {}, "Trainer image"), el("p", { class: "built-image" }, `Task ${task} built and pushed `, uriText(data.image, "image-uri"), "."),
+               el("p", { class: "muted" }, "The tag is a hash of the build context: the same files give the same image on any worker. The task log shows the build's steps and the push."));
   } else {
     out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job` + (data.refresh_s ? " yet." : ".")));
   }
