@@ -71,7 +71,7 @@ OPTIONS: dict[str, Option] = {
         "tools.",
     ),
     "deferral_hold": Option(
-        "30",
+        "12",
         "integer",
         "0.3.0",
         "Seconds after a task defers before its trigger may fire. A trigger that fires sooner can meet "
