@@ -31,7 +31,9 @@ TERMINAL = {"success", "failed"}
 
 
 def _seconds(run: dict[str, Any]) -> float:
-    start, end = (datetime.fromisoformat(str(run[k]).replace("Z", "+00:00")) for k in ("start_date", "end_date"))
+    start, end = (
+        datetime.fromisoformat(str(run[k]).replace("Z", "+00:00")) for k in ("start_date", "end_date")
+    )
     return round((end - start).total_seconds(), 1)
 
 
@@ -50,7 +52,10 @@ def _settle(stack: UiStart) -> None:
         if prepared and all(r["state"] in TERMINAL for r in runs):
             return
         time.sleep(2)
-    raise RuntimeError("the stack's own first runs did not end")
+    states = [
+        (r["dag_id"], r["state"]) for r in _runs(stack, "aip_prepare_data") + _runs(stack, "aip_retraining")
+    ]
+    raise RuntimeError(f"the stack's own first runs did not end: {states}")
 
 
 def _timed(stack: UiStart, dag_id: str) -> dict[str, Any]:
@@ -75,7 +80,7 @@ def one_hold(hold: int) -> dict[str, Any]:
         _settle(stack)
         return {"hold": hold, "runs": [_timed(stack, dag_id) for dag_id in RUNS]}
     finally:
-        stack.stop(None)
+        stack.stop(Path(os.environ["AIP_BENCH_KEEP"]) if os.environ.get("AIP_BENCH_KEEP") else None)
 
 
 def main(argv: list[str] | None = None) -> int:

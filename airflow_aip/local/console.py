@@ -17,6 +17,7 @@ refresh every few seconds while the job is active.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -47,7 +48,7 @@ _STYLE = (
     "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
     "table{border-collapse:collapse;max-width:100%}"
     "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;"
-    "overflow-wrap:anywhere}"
+    "overflow-wrap:break-word}"
     "th{white-space:nowrap}th[scope=row]{background:#f6f6f6;font-weight:600}"
     "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}.ERROR{color:#b00}"
     ".muted{color:#666;font-size:12px}.uri-box{display:inline-flex;gap:.4em;max-width:100%;align-items:baseline}"
@@ -112,16 +113,38 @@ def _page(title: str, body: str, refresh: bool = False) -> str:
     )
 
 
+_TAG = re.compile(r"(<[^>]+>)")
+# After "_", "-" or "/" between word characters; and in a run of word characters too long to be a
+# word (a hash, a 60-digit ID), every 16, so that a table still fits the page.
+_BREAK_AFTER = re.compile(r"(?<=[^\W_])[_/-](?=[^\W_])|[^\W_]{16}(?=[^\W_])")
+
+
+def breakable(html: str) -> str:
+    """Escaped HTML whose text may wrap after ``_``, ``-`` and ``/`` (a ``<wbr>`` there), never inside
+    a word: ``JOB_STATE_SUCCEEDED`` wraps as ``JOB_STATE_`` / ``SUCCEEDED``, not ``…SUCCEEDE`` / ``D``.
+    Tags and their attributes are left as they are, and so is a URI cut with an ellipsis (``.uri``)."""
+    out, in_uri = [], False
+    for part in _TAG.split(html):
+        if part.startswith("<"):
+            in_uri = 'class="uri"' in part or (in_uri and not part.startswith("</span"))
+            out.append(part)
+        else:
+            out.append(part if in_uri else _BREAK_AFTER.sub(lambda m: m[0] + "<wbr>", part))
+    return "".join(out)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A table of already-escaped cells."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{breakable(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _facts(facts: Sequence[tuple[str, Any]]) -> str:
     """Label and value pairs, each label a row header: no header row (there are no columns to name)."""
-    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(str(v))}</td></tr>' for k, v in facts)
+    rows = "".join(
+        f'<tr><th scope="row">{escape(k)}</th><td>{breakable(escape(str(v)))}</td></tr>' for k, v in facts
+    )
     return f"<table class=facts>{rows}</table>"
 
 

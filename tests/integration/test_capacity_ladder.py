@@ -226,7 +226,8 @@ def test_flex_start_past_its_wait_limit_climbs_deferred(
     assert [(r["label"], r["ended_because"]) for r in ladder] == [("flex", "flex_start_wait"), ("cpu", None)]
     out = capfd.readouterr()  # dag.test() prints the task's log
     climbs = [line for line in (out.out + out.err).splitlines() if "Capacity ladder: rung 1" in line]
-    assert len(climbs) == 1 and "warn" in climbs[0].lower(), climbs
+    assert len(climbs) == 1, climbs
+    assert "warn" in climbs[0].lower(), climbs
     jobs = jobs_of(env, dag_id)
     assert jobs[0]["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "2s"}
     assert [j["state"] for j in jobs] == ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]

@@ -53,3 +53,17 @@ def test_the_model_page_fits_and_copies_a_uri(tab: Any) -> None:
     copy = tab.get_by_role("button", name=f"Copy {LONG_URI}").first
     copy.click()
     assert copy.inner_text() == "Copied"
+
+
+def test_no_text_breaks_inside_a_word(tab: Any) -> None:
+    """Issue 52: "JOB_STATE_SUCCEEDE / D" and "n1-standard- / 4"; measured in the browser at 1280 px."""
+    from tests.fixtures.browser import mid_word_breaks
+
+    name = TUNING_RECORD["resource"]["name"]
+    logs = [{"time": "2026-11-29T05:09:13Z", "severity": "INFO", "task": "workerpool0-0", "message": "ok"}]
+    tab.set_content(
+        render_job(ConsoleJob(name, "Vertex AI tuning job", "JOB_STATE_SUCCEEDED", TUNING_RECORD, logs))
+    )
+    assert mid_word_breaks(tab) == []
+    tab.set_content(render_model(VERSIONS))
+    assert mid_word_breaks(tab) == []

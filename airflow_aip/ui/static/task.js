@@ -112,7 +112,8 @@ function drawJob(job, out, actions) {
   const charts = el("div", { class: "charts" },
     figure(metricPerTrial(job), `${metric} of each trial (dots) and the best so far (line).`),
     ...job.parameters.map((p) => figure(metricAgainst(job, p), `${metric} against ${p.name}` + (p.log ? " on a log axis (log-scaled in the search)." : "."))));
-  out.append(el("h2", {}, "Trials"), trialsTable(job), charts);
+  // many hyperparameters: the table scrolls sideways in its box, the page never does
+  out.append(el("h2", {}, "Trials"), el("div", { class: "scroll-x" }, trialsTable(job)), charts);
 }
 
 // While the task waits: the job as last read, why it waits, and who asked for a cancel.
