@@ -67,3 +67,19 @@ def test_no_text_breaks_inside_a_word(tab: Any) -> None:
     assert mid_word_breaks(tab) == []
     tab.set_content(render_model(VERSIONS))
     assert mid_word_breaks(tab) == []
+
+
+def test_a_versions_description_is_folded_and_its_numbers_readable(tab: Any) -> None:
+    """Issue 52: the model page printed 0.9777777777777777 and a Description 60 lines tall."""
+    version = {
+        **VERSIONS[0],
+        "versionDescription": "Job iris_train_1: accuracy = 0.9777777777777777 (MAXIMIZE).\n"
+        + "\n".join(f"Data gs://bucket/data/iris/part-{n:05d}.csv" for n in range(60)),
+    }
+    tab.set_content(render_model([version]))
+    folded = tab.locator("details.description")
+    assert folded.locator("summary").inner_text() == "Job iris_train_1: accuracy = 0.9778 (MAXIMIZE)."
+    assert folded.evaluate("e => e.getBoundingClientRect().height") < 60  # one line until opened
+    folded.locator("summary").click()
+    assert "0.9777777777777777" in folded.inner_text()  # as stored, once opened
+    assert "part-00059.csv" in folded.inner_text()

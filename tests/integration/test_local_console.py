@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from typing import Any
 
@@ -9,6 +10,7 @@ import httpx
 import pytest
 
 from airflow_aip.jobs.numbers import number_text
+from airflow_aip.local.console import when_text
 from tests.fixtures.browser import mid_word_breaks
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, wait_for_job, wait_for_state
 from tests.fixtures.vertex import VERTEX_TERMINAL, aiplatform, worker_pool
@@ -38,7 +40,8 @@ def test_ml_v1_job_page_shows_state_error_and_log(
     assert f"<h1>{job_id}</h1>" in html  # ml v1 has no display name: its job ID is readable
     assert '<th scope="row">Args</th>' in html
     assert "AI Platform Training job (ml v1)" in html
-    assert f"<td>{job['createTime']}</td>" in html
+    assert f"<td>{when_text(job['createTime'])}</td>" in html  # one format, to the second
+    assert re.search(r"<td>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC</td>", html)
     assert "exited with a non-zero status of 3" in html  # the error
     assert "starting, about to fail" in html  # a log line
     assert 'http-equiv="refresh"' not in html  # ended: nothing to refresh for

@@ -121,7 +121,7 @@ function liveLines(data) {
   const lines = [];
   if (data.awaiting_decision) lines.push(el("p", { class: "awaiting-decision muted" }, "The champion decision comes from a later task of this run: it shows here when it arrives."));
   else if (data.held) lines.push(heldLine(data.held, data.task_state));
-  else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
+  else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state ?? "not scheduled yet"}).`));
   if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
   if (data.read_now) lines.push(el("p", { class: "read-now muted" }, `Read from the job's API now: task ${data.task_state} ended without storing the job (killed, or marked failed, while it waited).`));
   if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
@@ -135,7 +135,7 @@ function heldLine(held, taskState) {
     `an event sooner can fail the task (${held.issue}; [aip] deferral_hold).`;
   const text = held.until
     ? `The job ended; the task resumes at ${when(held.until)} (in ${Math.ceil(held.seconds_left)} s), ${why}`
-    : `The job ended; the task resumes now (task ${taskState}) to store what the job did.`;
+    : `The job ended; the task resumes now (task ${taskState ?? "not scheduled yet"}) to store what the job did.`;
   return el("p", { class: "held", role: "status" }, text);
 }
 
