@@ -20,7 +20,8 @@ function caption(data, q) {
   const where = q.get("dag_id") ? ` of ${q.get("dag_id")}` : "";
   return q.get("state")
     ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} ${data.jobs.length === 1 ? "is" : "are"} ${q.get("state")}; newest first.`
-    : (data.jobs.length === 1 ? `The most recent job${where}.` : `The ${data.jobs.length} most recent jobs${where}, newest first.`);
+    : `${counted(data.jobs.length, "job")}${where}, newest first` +
+      (data.jobs.length >= LIMIT ? ` (the ${LIMIT} most recent).` : " (all there are).");
 }
 
 function draw(data, out) {
