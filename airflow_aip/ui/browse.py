@@ -29,6 +29,7 @@ from airflow_aip.ui.views import (
     is_job_summary,
     is_registration,
     job_list_row,
+    passed_rung_rows,
     state_text,
 )
 
@@ -171,7 +172,8 @@ def jobs_payload(
         row = job_list_row(
             ident, summary, state_text(r.state), exports.get(found), registrations.get(found), evaluation
         )
-        rows.append({**row, "read_now": key in read_now and read_now[key] is not None})
+        row = {**row, "read_now": key in read_now and read_now[key] is not None}
+        rows += [row, *passed_rung_rows(row, summary)]  # a ladder's passed rungs: their own jobs
     if state is not None:
         rows = [row for row in rows if (row["state"] or "") == state]
     return {"dags": dags, "jobs": rows}

@@ -405,6 +405,42 @@ def job_list_row(
     }
 
 
+def passed_rung_rows(row: Mapping[str, Any], summary: Any) -> list[dict[str, Any]]:
+    """Browse's rows for the rungs a capacity ladder passed (a Spot job stocked out, say): each its
+    own job, listed under the job the task reached, so that Browse shows every job the task made.
+    Only rungs that made a job (a create refused for quota made none)."""
+    ladder = [r for r in (summary or {}).get("ladder") or [] if isinstance(r, Mapping)]
+    out = []
+    for record in ladder:
+        if not record.get("ended_because") or not record.get("job_id") or record["job_id"] == row["job_id"]:
+            continue
+        placement = record.get("strategy") or record.get("placement") or record.get("label")
+        reason = f"out of capacity ({record['ended_because']}): the task moved to the next rung"
+        out.append(
+            {
+                **row,
+                "job_id": str(record["job_id"]),
+                "state": record.get("state"),
+                "rung": f"rung {record.get('rung')} of {len(ladder)} · {placement}",
+                "trials": record.get("trials_finished"),
+                "result": {
+                    "kind": "none",
+                    "metric": None,
+                    "value": None,
+                    "trial_id": None,
+                    "rung": None,
+                    "reason": reason,
+                },
+                "best_trial_id": None,
+                "best_objective": None,
+                "exported": None,
+                "promoted": None,
+                "promoted_as": None,
+            }
+        )
+    return out
+
+
 def _promotion(export: Any, registration: Any) -> dict[str, Any]:
     """``promoted`` and ``promoted_as`` ("version 4 of …", or the export's URI) for a job's row."""
     if is_registration(registration) and registration.get("champion_alias"):

@@ -265,6 +265,23 @@ def test_jobs_endpoint_lists_readable_dags_newest_first_and_filters(client: Test
     assert other_dag == []
 
 
+def test_browse_lists_the_rungs_a_ladder_passed_as_their_own_jobs(
+    client: TestClient, session: Session
+) -> None:
+    """Issue 52: Browse hid the stocked-out Spot rungs; each rung that made a job is a row."""
+    _xcom(session, 4, "tune", "training_job_id", "iris_tuning_1_standard", T0 + timedelta(hours=3))
+    session.commit()
+    listed = client.get("/api/jobs", params={"dag_id": DAG}).json()["jobs"]
+    mine = [j for j in listed if j["run_id"] == f"{RUN}-4"]
+    assert [(j["job_id"], j["state"], j["rung"]) for j in mine] == [
+        ("iris_tuning_1_standard", "SUCCEEDED", "rung 2 of 2 · STANDARD"),
+        ("iris_tuning_1_spot", "FAILED", "rung 1 of 2 · SPOT"),
+    ]
+    assert mine[1]["result"]["reason"].startswith("out of capacity (preempted)")
+    failed = client.get("/api/jobs", params={"dag_id": DAG, "state": "FAILED"}).json()["jobs"]
+    assert [j["job_id"] for j in failed] == ["iris_tuning_1_spot"]  # the state filter sees it too
+
+
 @pytest.mark.parametrize("page", ["task", "run", "jobs"])
 def test_pages_and_their_scripts_are_served(client: TestClient, page: str) -> None:
     html = client.get(f"/ui/{page}", params={"dag_id": DAG}).raise_for_status().text
