@@ -420,6 +420,9 @@ def _realistic() -> dict[str, Any]:
         **SUMMARY,
         "job_id": f"{job_id}_standard",
         "image_uri": "localhost:5000/aip-examples/iris-trainer:ctx-0123456789abcdef0123",
+        "name": "projects/local-project/locations/us-central1/hyperparameterTuningJobs/8123456789012345678",
+        "output_dir": f"gs://aip-examples/jobs/{job_id}",
+        "console_url": "http://127.0.0.1:8731/console/projects/local-project/locations/us-central1/x",
         "ladder": [
             {
                 **rung,
@@ -479,3 +482,20 @@ def test_no_text_breaks_inside_a_word(framed: Framed, width: int) -> None:
         expect(page.locator(drawn)).to_be_visible()
         assert (path, mid_word_breaks(page)) == (path, [])
         assert (path, _overflow(page)) == (path, 0)
+
+
+def test_the_trials_table_starts_above_the_fold(framed: Framed) -> None:
+    """Issue 52: at 1280x800 the trials table was below the fold, under the header and the ladder.
+    The header is now shorter: the three times on one line, the facts two to a line."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.set_viewport_size({"width": 1280, "height": 800})
+    job = _realistic()
+    framed.api["task"] = {"task_state": "success", "job_id": job["job_id"], "job": job_view(job, "tune", -1)}
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=d&run_id=r&task_id=tune&map_index=-1")
+    expect(page.locator("table.trials")).to_be_visible()
+    top = page.locator("table.trials tbody tr").first.evaluate("e => e.getBoundingClientRect().top")
+    # Airflow's own header, the task's details and its tabs take the window's first ~240 px: the
+    # frame has ~560 of the 800. A two-rung ladder job: its first row at 541 px (627 before).
+    assert top < 560, top
