@@ -35,6 +35,9 @@ class Option:
         }
 
 
+# Airflow's executor-event race that ``deferral_hold`` works around: the triggers and the UI name it.
+DEFERRAL_RACE = "apache/airflow#67287"
+
 OPTIONS: dict[str, Option] = {
     "backend": Option(
         "vertex",
@@ -68,7 +71,7 @@ OPTIONS: dict[str, Option] = {
         "tools.",
     ),
     "deferral_hold": Option(
-        "30",
+        "12",
         "integer",
         "0.3.0",
         "Seconds after a task defers before its trigger may fire. A trigger that fires sooner can meet "

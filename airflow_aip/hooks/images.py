@@ -19,6 +19,7 @@ import json
 import re
 import subprocess
 import tempfile
+import threading
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -80,20 +81,37 @@ class ContainerImageHook(GoogleCloudBaseHook):
     def is_podman(self) -> bool:
         return Path(self.binary).name == "podman"
 
-    def _run(self, argv: Sequence[str], timeout: float = 600) -> subprocess.CompletedProcess[str]:
-        """Run the engine; ``stop`` from another thread (a killed task) ends it."""
+    def _run(
+        self, argv: Sequence[str], timeout: float = 600, *, relay: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        """Run the engine; ``stop`` from another thread (a killed task) ends it.
+
+        ``relay``: log each line of its output as it comes, after that word (a build's steps, a
+        push's layers): the task log shows the work while it happens, not three lines at its end.
+        """
+        lines: list[str] = []
         with subprocess.Popen(
-            [self.binary, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+            [self.binary, *argv], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1
         ) as process:
             self._process = process
+
+            def read() -> None:
+                for line in process.stdout or ():
+                    lines.append(line)
+                    if relay and line.strip():
+                        self.log.info("%s: %s", relay, line.rstrip())
+
+            reader = threading.Thread(target=read, name="aip-engine-output", daemon=True)
+            reader.start()
             try:
-                output, _ = process.communicate(timeout=timeout)
+                process.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
                 process.kill()
-                output, _ = process.communicate()
+                process.wait()
             finally:
+                reader.join(timeout=30)
                 self._process = None
-        return subprocess.CompletedProcess(process.args, process.returncode, output, "")
+        return subprocess.CompletedProcess(process.args, process.returncode, "".join(lines), "")
 
     def stop(self) -> None:
         """End the engine command under way (``on_kill``): a build or push is not left running."""
@@ -154,7 +172,7 @@ class ContainerImageHook(GoogleCloudBaseHook):
             argv += ["--build-arg", f"{name}={value}"]
         if plan.target:
             argv += ["--target", plan.target]
-        done = self._run([*argv, str(plan.context)], timeout=BUILD_TIMEOUT_SECONDS)
+        done = self._run([*argv, str(plan.context)], timeout=BUILD_TIMEOUT_SECONDS, relay="build")
         if done.returncode != 0:
             raise self._failed("build", plan, done)
 
@@ -163,7 +181,8 @@ class ContainerImageHook(GoogleCloudBaseHook):
         with self._auth(plan) as (before, flags), tempfile.TemporaryDirectory() as scratch:
             digest_file = Path(scratch) / "digest"
             digest_flag = ["--digestfile", str(digest_file)] if self.is_podman else []
-            done = self._run([*before, "push", *flags, *digest_flag, plan.uri], timeout=BUILD_TIMEOUT_SECONDS)
+            argv = [*before, "push", *flags, *digest_flag, plan.uri]
+            done = self._run(argv, timeout=BUILD_TIMEOUT_SECONDS, relay="push")
             said = digest_file.read_text() if digest_file.is_file() else done.stdout
         if done.returncode != 0:
             raise self._failed("push", plan, done)

@@ -28,6 +28,7 @@ SUMMARY_KEYS = (
     "project_id",
     "region",
     "output_dir",
+    "image_uri",
     "create_time",
     "start_time",
     "end_time",

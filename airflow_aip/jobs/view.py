@@ -18,6 +18,9 @@ Keys:
   ``error_code`` (Vertex AI's google.rpc.Code, None on ml v1),
   ``create_time``, ``start_time``, ``end_time``, ``labels``;
 - ``output_dir``: ml v1's ``jobDir``, Vertex's ``baseOutputDirectory``;
+- ``image_uri``: the image the chief runs: a custom container's (``containerSpec.imageUri``,
+  ml v1's ``masterConfig.imageUri``), else on Vertex the pre-built ``executorImageUri``; None when
+  the job names none (an ml v1 runtime version);
 - ``is_hyperparameter_tuning_job``, ``hyperparameter_metric_tag``, ``goal``, ``parameters``
   (name, type and scale of each tuned hyperparameter), ``trials``: in AI Platform's vocabulary
   (``trialId``, ``state``, ``hyperparameters``, ``finalMetric{trainingStep, objectiveValue}``),

@@ -17,6 +17,7 @@ refresh every few seconds while the job is active.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from html import escape
@@ -25,6 +26,7 @@ from typing import Any
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState
 from airflow_aip.jobs.numbers import number_text
+from airflow_aip.jobs.times import instant
 from airflow_aip.local.console_facts import (
     display_name,
     hyperparameters_text,
@@ -47,7 +49,7 @@ _STYLE = (
     "body{font:14px system-ui,sans-serif;margin:1.5em;color:#222}"
     "table{border-collapse:collapse;max-width:100%}"
     "td,th{border:1px solid #ccc;padding:.25em .5em;text-align:left;vertical-align:top;"
-    "overflow-wrap:anywhere}"
+    "overflow-wrap:break-word}"
     "th{white-space:nowrap}th[scope=row]{background:#f6f6f6;font-weight:600}"
     "pre{background:#f6f6f6;padding:.5em;overflow-x:auto;white-space:pre-wrap;overflow-wrap:anywhere}.ERROR{color:#b00}"
     ".muted{color:#666;font-size:12px}.uri-box{display:inline-flex;gap:.4em;max-width:100%;align-items:baseline}"
@@ -112,16 +114,62 @@ def _page(title: str, body: str, refresh: bool = False) -> str:
     )
 
 
+def when_text(value: Any) -> str:
+    """A time as every console page writes it: ``2026-11-29 05:09:13 UTC``, to the second (the
+    records keep microseconds, so that they sort; a reader needs none). Not a time: as it is."""
+    moment = instant(str(value)) if value else None
+    return moment.strftime("%Y-%m-%d %H:%M:%S UTC") if moment else ("" if value is None else str(value))
+
+
+_LONG_NUMBER = re.compile(r"\d+\.\d{5,}")
+
+
+def description_html(value: Any) -> str:
+    """A version's description, folded: its first line (numbers to 4 significant digits) opens the
+    rest, written as stored. The description holds a line per package and data file: unfolded, the
+    column was 60 lines tall."""
+    text = str(value or "")
+    if not text:
+        return ""
+    first, _, rest = text.partition("\n")
+    summary = escape(_LONG_NUMBER.sub(lambda m: number_text(float(m[0])), first))
+    if not rest:
+        return f'<div class="description">{summary}</div>'
+    return f'<details class="description"><summary>{summary}</summary>{escape(text)}</details>'
+
+
+_TAG = re.compile(r"(<[^>]+>)")
+# After "_", "-" or "/" between word characters; and in a run of word characters too long to be a
+# word (a hash, a 60-digit ID), every 16, so that a table still fits the page.
+_BREAK_AFTER = re.compile(r"(?<=[^\W_])[_/-](?=[^\W_])|[^\W_]{16}(?=[^\W_])")
+
+
+def breakable(html: str) -> str:
+    """Escaped HTML whose text may wrap after ``_``, ``-`` and ``/`` (a ``<wbr>`` there), never inside
+    a word: ``JOB_STATE_SUCCEEDED`` wraps as ``JOB_STATE_`` / ``SUCCEEDED``, not ``…SUCCEEDE`` / ``D``.
+    Tags and their attributes are left as they are, and so is a URI cut with an ellipsis (``.uri``)."""
+    out, in_uri = [], False
+    for part in _TAG.split(html):
+        if part.startswith("<"):
+            in_uri = 'class="uri"' in part or (in_uri and not part.startswith("</span"))
+            out.append(part)
+        else:
+            out.append(part if in_uri else _BREAK_AFTER.sub(lambda m: m[0] + "<wbr>", part))
+    return "".join(out)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A table of already-escaped cells."""
     head = "".join(f"<th>{escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{cell}</td>" for cell in row) + "</tr>" for row in rows)
+    body = "".join("<tr>" + "".join(f"<td>{breakable(cell)}</td>" for cell in row) + "</tr>" for row in rows)
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
 def _facts(facts: Sequence[tuple[str, Any]]) -> str:
     """Label and value pairs, each label a row header: no header row (there are no columns to name)."""
-    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(str(v))}</td></tr>' for k, v in facts)
+    rows = "".join(
+        f'<tr><th scope="row">{escape(k)}</th><td>{breakable(escape(str(v)))}</td></tr>' for k, v in facts
+    )
     return f"<table class=facts>{rows}</table>"
 
 
@@ -133,7 +181,8 @@ def render_job(job: ConsoleJob) -> str:
         ("Running since", record.get("runningSince")),
         ("Ended", record.get("endTime")),
     ]
-    facts = [("Kind", job.kind), ("State", job.state), *job_facts(record), *[(k, v) for k, v in times if v]]
+    facts = [("Kind", job.kind), ("State", job.state), *job_facts(record)]
+    facts += [(k, when_text(v)) for k, v in times if v]
     # Why it waits or failed, when the region lacked something (local/capacity.py).
     capacity = {"Waiting for": "waitingFor", "Error code": "errorCode", "Spot preemptions": "spotPreemptions"}
     facts += [(k, record[field]) for k, field in capacity.items() if record.get(field)]
@@ -175,7 +224,7 @@ def _log_block(logs: Sequence[Mapping[str, Any]]) -> str:
         trial = f" trial {entry['trial']}" if entry.get("trial") else ""
         where = str(entry.get("task") or "service") + trial
         severity = str(entry.get("severity") or "INFO")
-        text = f"{entry.get('time', '')} {severity} [{where}] {entry.get('message', '')}"
+        text = f"{when_text(entry.get('time', ''))} {severity} [{where}] {entry.get('message', '')}"
         lines.append(f'<span class="{escape(severity)}">{escape(text)}</span>')
     return "<pre>" + "\n".join(lines) + "</pre>"
 
@@ -198,7 +247,8 @@ def render_index(service: TrainingService) -> str:
         link = f'<a href="{escape(PREFIX + name)}" title="{escape(name)}">{escape(display_name(job))}</a>'
         facts = dict(job_facts(job))
         where = f"{facts.get('Strategy', '')} · {facts.get('Machine', '')}"
-        cells = [escape(record.job_id), escape(state), escape(where), escape(str(job.get("createTime", "")))]
+        created = when_text(job.get("createTime"))
+        cells = [escape(record.job_id), escape(state), escape(where), escape(created)]
         rows.append([link, *cells])
     body = "<h1>Jobs on this local training service</h1>"
     header = ["Job", "ID", "State", "Strategy · machine", "Created"]
@@ -209,7 +259,7 @@ def render_index(service: TrainingService) -> str:
 
 def _version_cells(version: Mapping[str, Any]) -> list[str]:
     """Version, aliases, created, metric and labels of a model version, as escaped cells."""
-    created = str(version.get("versionCreateTime") or "").replace("T", " ")  # wraps at the space
+    created = when_text(version.get("versionCreateTime"))
     plain = [version.get("versionId"), ", ".join(version.get("versionAliases") or []), created]
     cells = [escape("" if cell is None else str(cell)) for cell in plain]
     cells.append(f'<span class="nowrap">{escape(version_metric(version))}</span>')
@@ -242,8 +292,7 @@ def render_model(versions: Sequence[Mapping[str, Any]]) -> str:
             uri_html(version.get("artifactUri")),
             uri_html((version.get("containerSpec") or {}).get("imageUri")),
         ]
-        description = escape(str(version.get("versionDescription") or ""))
-        rows.append([*cells, f'<div class="description">{description}</div>'])
+        rows.append([*cells, description_html(version.get("versionDescription"))])
     header = ["Version", "Aliases", "Created", "Metric", "Labels", "Artifact URI", "Serving container"]
     body += f"<h2>Versions ({len(versions)})</h2>" + _table([*header, "Description"], rows)
     return _page(f"{default.get('displayName', '')} · model", body)

@@ -61,7 +61,7 @@ def _vertex_facts(resource: Mapping[str, Any]) -> list[tuple[str, str]]:
     spec = _vertex_spec(resource)
     scheduling = spec.get("scheduling") or {}
     pools = [p for p in spec.get("workerPoolSpecs") or [] if p]
-    strategy = str(scheduling.get("strategy") or "STANDARD (unset)")
+    strategy = str(scheduling.get("strategy") or "STANDARD (the default: none set)")
     if scheduling.get("maxWaitDuration"):
         strategy += f", waits up to {scheduling['maxWaitDuration']}"
     machines = "; ".join(_machine(p.get("machineSpec") or {}, p.get("replicaCount")) for p in pools)

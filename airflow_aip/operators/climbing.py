@@ -63,6 +63,7 @@ def climb(
     create: bool = True,
     earlier: Sequence[Earlier] = (),
     tries: Tries | None = None,
+    told: set[str] | None = None,
 ) -> Position:
     """Scan the rungs; pass those that ended for capacity; create (or adopt) the first other one.
 
@@ -70,8 +71,11 @@ def climb(
     wait has ended). ``earlier``: jobs before the ladder whose trials count (resumePreviousJobId).
     ``tries``: after a clear, the rungs' jobs that ended before it are a past run's: the ladder
     starts again at rung 1 (unless one of them still runs: the clear adopts it, as a retry would).
+    ``told``: the rungs whose passing this task has logged already (a climb is logged once, at
+    WARNING, when it happens; a later scan, and a look with ``create=False``, say nothing).
     """
     position = Position(0, None, earlier=list(earlier))
+    told = told if told is not None else set()
     if tries is not None and tries.first > 1 and _still_running(hook_for, requests, rungs, base_id, tries):
         tries = None  # a job from before the clear still runs: this try resumes that run
     for index, (rung, request) in enumerate(zip(rungs, requests, strict=True)):
@@ -91,7 +95,11 @@ def climb(
                 return position
             except CapacityRefusedError as err:
                 ending = Ending(QUOTA, f"create refused for quota {err.metrics}")
-        _passed(position, index, rung, latest if ending.reason != QUOTA else None, ending, log)
+        _passed(position, index, rung, latest if ending.reason != QUOTA else None, ending)
+        key = f"{index}:{(latest or {}).get('job_id')}"
+        if create and key not in told:
+            told.add(key)
+            _log_climb(log, index, rung, ending)
     position.index, position.job = len(rungs), None
     return position
 
@@ -119,13 +127,14 @@ def _with_budget(request: JobRequest, position: Position, rung: Rung, *, first: 
     return replace(request, body=continue_study(request.body, views, rung.label))
 
 
-def _passed(
-    position: Position, index: int, rung: Rung, view: JobView | None, ending: Ending, log: Any
-) -> None:
+def _passed(position: Position, index: int, rung: Rung, view: JobView | None, ending: Ending) -> None:
     record = rung_record(index, rung, view, ending, time.time())
     position.records.append(record)
     if view is not None and view.get("is_hyperparameter_tuning_job"):
         position.earlier.append((rung.label, view))
+
+
+def _log_climb(log: Any, index: int, rung: Rung, ending: Ending) -> None:
     log.warning(
         "Capacity ladder: rung %d, %s, ended (%s): %s; trying the next rung",
         index + 1,

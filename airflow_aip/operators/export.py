@@ -127,14 +127,17 @@ class ExportArtifactsOperator(JobOperator):
         source = self._with_metric(export_source(self._study_summary(job), self.source_subdir))
         self.log.info("%s", describe_source(source))
         destination = export_destination(source, destination_root)
+        measurement = (
+            read_measurement(self.storage, self.champion_evaluation, self.metric_key, self.log)
+            if champion_uri
+            else None
+        )
         plan = plan_export(
             source,
             destination_root,
             champion_uri=champion_uri,
             champion=self.storage.read_manifest(champion_uri.uri) if champion_uri else None,
-            measurement=read_measurement(self.storage, self.champion_evaluation, self.metric_key, self.log)
-            if champion_uri
-            else None,
+            measurement=measurement,
             require_same_eval_data=self.require_same_eval_data,
             listed=self.storage.list(source.prefix.uri.rstrip("/") + "/"),
             existing_manifest=self.storage.read_manifest(destination.join(MANIFEST_NAME).uri),
@@ -145,7 +148,7 @@ class ExportArtifactsOperator(JobOperator):
         copied_bytes = self.storage.write_export(plan)
         for line in plan.report(copied_bytes):
             self.log.info("%s", line)
-        result = plan.xcom(copied_bytes)
+        result = {**plan.xcom(copied_bytes), **evaluation_record(self.champion_evaluation, measurement)}
         where = {"source_uri": source.prefix.uri, "job_output_dir": job.get("output_dir")}
         self._lineage_result = {**result, **where}  # for lineage: what the XCom does not say
         return result
@@ -224,6 +227,21 @@ def _run_identity(context: Context) -> dict[str, Any]:
         "task_id": ti.task_id,
         "run_id": ti.run_id,
         "try_number": ti.try_number,
+    }
+
+
+def evaluation_record(uri: str | None, measurement: Measurement | None) -> dict[str, Any]:
+    """``champion_evaluation`` for the XCom: the metrics file the evaluation-only job wrote and
+    what it says, so the pages show that job's metric (a single job reports none of its own)."""
+    if measurement is None or not uri:
+        return {}
+    return {
+        "champion_evaluation": {
+            "uri": uri,
+            "metric": measurement.metric,
+            "metric_tag": measurement.metric_tag,
+            "model_uri": measurement.model_uri,
+        }
     }
 
 

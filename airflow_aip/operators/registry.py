@@ -34,11 +34,12 @@ from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.vertex.models import ModelRef
 from airflow_aip.jobs.view import VERTEX
 from airflow_aip.operators.connected import JobOperator
-from airflow_aip.operators.export import read_measurement
+from airflow_aip.operators.export import evaluation_record, read_measurement
 from airflow_aip.operators.promotion import ChampionKeeper, Outcome
 from airflow_aip.operators.registry_args import RegistryArguments, model_page, promotions_alias, serving_image
 from airflow_aip.operators.watching import defer_wait
 from airflow_aip.registry.champion import Contender
+from airflow_aip.registry.gate import Measurement
 from airflow_aip.registry.upload import VersionSource, source_key, upload_request, version_source
 from airflow_aip.triggers.model_operation import WHAT, ModelOperationTrigger, operation_event
 
@@ -291,6 +292,7 @@ class RegisterModelOperator(_RegistryTask):
         version_id = str(version["versionId"])
         self.log.info("Registered %s as %s", source.artifact_uri, model.at(version_id).versioned)
         outcome: Outcome | None = None
+        measurement: Measurement | None = None
         if self.champion_alias:
             candidate = Contender(
                 version_id,
@@ -341,6 +343,7 @@ class RegisterModelOperator(_RegistryTask):
             "same_eval_data": outcome.same_data if outcome else None,
             "ledger_uri": self.ledger_uri,
             "console_url": model_page(self.registry, model, version_id),
+            **evaluation_record(self.champion_evaluation, measurement),
         }
         return result
 

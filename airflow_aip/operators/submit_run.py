@@ -92,6 +92,7 @@ class SubmitRun:
         self.policy = policy
         self.watch = watch
         self.log = watch.log
+        self.told: set[str] = set()  # the rungs passed whose climb this task has logged
 
     # -- the earlier job of a resumed study -------------------------------------------------
 
@@ -197,6 +198,7 @@ class SubmitRun:
             plan.base_id,
             if_exists=plan.if_exists,
             log=self.log,
+            told=self.told,
             create=create,
             earlier=plan.earlier,
             tries=plan.tries,
@@ -227,7 +229,7 @@ class SubmitRun:
             return False
         name = str(event.get("job_name"))
         if event.get("status") == "queued":
-            self.log.warning("%s: cancelling it and trying the next rung", event.get("message"))
+            self.log.info("%s: cancelling it", event.get("message"))  # the climb's WARNING follows
             job_id, project = str(event.get("job_id")), str(event.get("project_id"))
             self.watch.cancel_and_wait(job_id, name, project, region=region)
             return True

@@ -27,7 +27,7 @@ from typing import Any
 
 from airflow_aip import config
 
-UPSTREAM = "apache/airflow#67287"
+UPSTREAM = config.DEFERRAL_RACE
 
 
 def runs_in_process() -> bool:

@@ -12,6 +12,7 @@ job per refresh interval, shared by every page); once the task ended, only XCom.
 
 from __future__ import annotations
 
+import time
 from datetime import datetime, timezone
 from importlib.resources import files
 from typing import Any
@@ -46,9 +47,11 @@ from airflow_aip.ui.live import (
     awaits_decision,
     job_api_of,
     keeps_refreshing,
+    resumes,
 )
 from airflow_aip.ui.views import (
     XComRow,
+    built_image,
     champion_comparison,
     is_export_result,
     is_registration,
@@ -136,6 +139,32 @@ def _task_state(session: Session, ti: TiKey) -> str | None:
     )
 
 
+def _release_at(session: Session, ti: TiKey) -> float | None:
+    """When the deferred task's trigger may first fire (its ``release_at``: ``[aip] deferral_hold``
+    after the deferral), or None: not deferred, no hold, or not one of our triggers. Only that one
+    argument is read out of the trigger's (encrypted) arguments; nothing else leaves the server."""
+    from airflow.models.trigger import Trigger
+
+    dag_id, run_id, task_id, map_index = ti
+    found = session.scalar(
+        select(Trigger)
+        .join(TaskInstance, TaskInstance.trigger_id == Trigger.id)
+        .where(
+            TaskInstance.dag_id == dag_id,
+            TaskInstance.run_id == run_id,
+            TaskInstance.task_id == task_id,
+            TaskInstance.map_index == map_index,
+        )
+    )
+    if found is None:
+        return None
+    try:
+        release = found.kwargs.get("release_at")
+    except Exception:  # another key, a trigger of another package: no hold to say
+        return None
+    return float(release) if isinstance(release, (int, float)) else None
+
+
 def _run_active(session: Session, ti: TiKey) -> bool:
     """Whether the task instance's run is queued or running (its tasks may still be scheduled)."""
     dag_id, run_id = ti[0], ti[1]
@@ -158,7 +187,7 @@ def _live_fields(
         return {"job": job, "live": False, "read_now": False, "waiting": None, "read_error": None}
     waits = state in WAITING_TASK_STATES
     read = reads.read(api)
-    summary = with_rungs(read.summary, ladder) if read.summary else None
+    summary = with_rungs(read.summary, ladder, time.time()) if read.summary else None
     runs = run_view([(ti[2], ti[3], summary)]) if summary else []
     return {
         "job": runs[0] if runs else None,
@@ -192,8 +221,9 @@ def task_payload(
     state = _task_state(session, ti)
     run_values = _return_values(session, dag_id, run_id)
     own = [row for row in run_values if row[:2] == (task_id, map_index)]
-    exports = [row for row in run_values if is_export_result(row[2])]  # the job's metric, if it exported
-    runs = run_view([*own, *exports])
+    # the job's metric, if it exported, or if it was the evaluation the gate read
+    decisions = [row for row in run_values if is_export_result(row[2]) or is_registration(row[2])]
+    runs = run_view([*own, *decisions])
     api = job_api_of(stored.get(JOB_API_XCOM_KEY))
     fields = _live_fields(ti, state, runs[0] if runs else None, api, reads, stored.get(LADDER_XCOM_KEY))
     job_state = fields["job"]["state"] if fields["job"] else None
@@ -203,15 +233,18 @@ def task_payload(
     champion = _champion_of_task(own[0][2] if own else None, fields["job"], run_values)
     ended = fields["job"] is not None and state == "success"
     decision = not refresh and awaits_decision(ended, champion, run_active=lambda: _run_active(session, ti))
+    held = resumes(state, job_state, lambda: _release_at(session, ti)) if fields["live"] else None
     return {
         "task_state": state,
         "job_id": job_id if isinstance(job_id, str) else None,
         **fields,
         "refresh_s": reads.ttl if refresh or decision else None,
         "awaiting_decision": decision,
-        "can_cancel": may_edit and api is not None and refresh and fields["live"],
+        "held": held,
+        "can_cancel": may_edit and api is not None and refresh and fields["live"] and held is None,
         "cancelled_by": cancelled_by if isinstance(cancelled_by, dict) else None,
         "champion": champion,
+        "image": built_image(own[0][2]) if own else None,  # build_image's: the image it built
     }
 
 

@@ -10,6 +10,7 @@ and QUEUED match the jobs that run, or are queued, now.
 
 from __future__ import annotations
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -21,12 +22,14 @@ from sqlalchemy.orm import Session
 from airflow_aip.jobs.vertex.ladder_trials import with_rungs
 from airflow_aip.links import ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, LADDER_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of
+from airflow_aip.ui.results import evaluation_of, evaluations
 from airflow_aip.ui.views import (
     ended_job,
     is_export_result,
     is_job_summary,
     is_registration,
     job_list_row,
+    passed_rung_rows,
     state_text,
 )
 
@@ -132,6 +135,10 @@ def jobs_payload(
         for (d, run, _, _), v in stored[RETURN_VALUE].items()
         if is_registration(v)
     }
+    scored: dict[tuple[str, str], list[Any]] = {}
+    for (d, run, _, _), v in stored[RETURN_VALUE].items():
+        if is_export_result(v) or is_registration(v):
+            scored.setdefault((d, run), []).append(v)
     summaries = {}
     pending: list[tuple[Key, dict[str, Any]]] = []
     for r in submitted:
@@ -157,10 +164,16 @@ def jobs_payload(
         }
         summary = summaries[key] if summaries[key] is not None else read_now.get(key)
         if summary is not None:  # a running job's rung, as its task announced the ladder
-            summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key))
+            summary = with_rungs(summary, stored[LADDER_XCOM_KEY].get(key), time.time())
         found = (r.dag_id, r.run_id, job_id)
-        row = job_list_row(ident, summary, state_text(r.state), exports.get(found), registrations.get(found))
-        rows.append({**row, "read_now": key in read_now and read_now[key] is not None})
+        evaluation = (
+            evaluation_of(summary, evaluations(scored.get((r.dag_id, r.run_id), []))) if summary else None
+        )
+        row = job_list_row(
+            ident, summary, state_text(r.state), exports.get(found), registrations.get(found), evaluation
+        )
+        row = {**row, "read_now": key in read_now and read_now[key] is not None}
+        rows += [row, *passed_rung_rows(row, summary)]  # a ladder's passed rungs: their own jobs
     if state is not None:
         rows = [row for row in rows if (row["state"] or "") == state]
     return {"dags": dags, "jobs": rows}

@@ -20,8 +20,10 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Protocol
 
+from airflow_aip.config import DEFERRAL_RACE
 from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
@@ -204,3 +206,23 @@ def awaits_decision(
     (``run_active`` is asked only when the rest holds: it reads the database).
     """
     return has_job and champion is None and run_active()
+
+
+def resumes(
+    task_state: str | None, job_state: Any, release_at: Callable[[], float | None], now: float | None = None
+) -> dict[str, Any] | None:
+    """Why a task whose job has ended still waits, or None (its job runs, or the task has ended).
+
+    A deferred task's trigger holds the job's ending until ``release_at`` (``[aip] deferral_hold``
+    after the deferral: :mod:`airflow_aip.triggers.hold`); then, and for a task back in the
+    scheduler's hands (scheduled, queued, running), it resumes to store its summary or climb a
+    rung. ``until`` (ISO, UTC) is when the hold ends, or None when it is no longer held.
+    """
+    if task_state not in ACTIVE_TASK_STATES or job_state is None or not JobState.parse(job_state).is_terminal:
+        return None
+    release = release_at() if task_state == "deferred" else None
+    left = None if release is None else release - (time.time() if now is None else now)
+    if left is None or left <= 0:
+        return {"until": None, "seconds_left": None, "issue": DEFERRAL_RACE}
+    until = datetime.fromtimestamp(release or 0.0, timezone.utc).isoformat(timespec="seconds")
+    return {"until": until, "seconds_left": round(left, 1), "issue": DEFERRAL_RACE}

@@ -9,17 +9,20 @@ reads the same on each of them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from airflow_aip.jobs import JobState
 from airflow_aip.jobs.trials import finite_number, objective_value
 
 
-def reported_metric(summary: Mapping[str, Any], export: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def reported_metric(
+    summary: Mapping[str, Any], export: Mapping[str, Any] | None, evaluation: Mapping[str, Any] | None = None
+) -> dict[str, Any] | None:
     """The metric a job reported: the summary's final metric when it has one, else what the run's
-    export read from the job's metrics file. A single (non-tuning) job has no trials to show its
-    metric, so without this the page shows none at all."""
+    export read from the job's metrics file, else (an evaluation-only job, which scored the
+    champion) what the gate read from the metrics file it wrote. A single (non-tuning) job has no
+    trials to show its metric, so without this the page shows none at all."""
     final = summary.get("final_metric")
     value = finite_number(final.get("objectiveValue") if isinstance(final, Mapping) else final)
     if value is not None:
@@ -27,7 +30,28 @@ def reported_metric(summary: Mapping[str, Any], export: Mapping[str, Any] | None
     exported = finite_number(export.get("metric")) if export is not None else None
     if export is not None and exported is not None:
         return {"value": exported, "tag": export.get("metric_tag"), "source": "export"}
+    evaluated = finite_number(evaluation.get("metric")) if evaluation is not None else None
+    if evaluation is not None and evaluated is not None:
+        return {"value": evaluated, "tag": evaluation.get("metric_tag"), "source": "evaluation"}
     return None
+
+
+def evaluations(values: Iterable[Any]) -> list[Mapping[str, Any]]:
+    """The evaluation-only jobs' metrics files that a run's export or registration read
+    (their ``champion_evaluation``)."""
+    return [
+        v["champion_evaluation"]
+        for v in values
+        if isinstance(v, Mapping) and isinstance(v.get("champion_evaluation"), Mapping)
+    ]
+
+
+def evaluation_of(summary: Mapping[str, Any], found: Iterable[Mapping[str, Any]]) -> Mapping[str, Any] | None:
+    """The evaluation a single job wrote: the metrics file the gate read is in the job's output directory."""
+    directory = str(summary.get("output_dir") or "").rstrip("/")
+    if not directory or summary.get("is_hyperparameter_tuning_job"):
+        return None
+    return next((e for e in found if str(e.get("uri") or "").startswith(directory + "/")), None)
 
 
 def _ended(summary: Mapping[str, Any]) -> bool:
@@ -38,7 +62,9 @@ def _none(metric: Any, reason: str) -> dict[str, Any]:
     return {"kind": "none", "metric": metric, "value": None, "trial_id": None, "rung": None, "reason": reason}
 
 
-def job_result(summary: Mapping[str, Any], export: Mapping[str, Any] | None) -> dict[str, Any]:
+def job_result(
+    summary: Mapping[str, Any], export: Mapping[str, Any] | None, evaluation: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """``kind``: "trial" (a tuning job's best), "metric" (a single job's final metric) or "none"
     (then ``reason`` says why there is no number)."""
     tag = summary.get("hyperparameter_metric_tag")
@@ -57,10 +83,16 @@ def job_result(summary: Mapping[str, Any], export: Mapping[str, Any] | None) -> 
         if summary.get("trials"):
             return _none(tag, "no trial has a final metric")
         return _none(tag, "no trial ran" if _ended(summary) else "no trial has ended yet")
-    reported = reported_metric(summary, export)
+    reported = reported_metric(summary, export, evaluation)
     if reported is not None:
         result = _none(reported["tag"] or tag, "")
-        return {**result, "kind": "metric", "value": reported["value"], "reason": None}
+        return {
+            **result,
+            "kind": "metric",
+            "value": reported["value"],
+            "reason": None,
+            "source": reported["source"],
+        }
     if _ended(summary):
         return _none(tag, "a single job; it reported no metric")
     return _none(tag, "a single job; its metric comes when it ends")

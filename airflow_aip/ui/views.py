@@ -9,16 +9,18 @@ Only the fields a page draws leave the server, never the whole XCom.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode
 
+from airflow_aip.image_plan import TAG_HEX, TAG_PREFIX
 from airflow_aip.jobs.hyperparameters import LOG_SCALES
 from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
 from airflow_aip.jobs.vertex.ladder_trials import rung_position
-from airflow_aip.ui.results import job_result, reported_metric
+from airflow_aip.ui.results import evaluation_of, evaluations, job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
 GOOGLE_CONSOLE = "https://console.cloud.google.com/"
@@ -70,6 +72,14 @@ def job_values(returned: Iterable[XComRow], endings: Iterable[XComRow]) -> list[
         if job is not None:
             out.append((task_id, map_index, job))
     return sorted(out, key=lambda row: (row[0], row[1]))
+
+
+def built_image(value: Any) -> str | None:
+    """What ``BuildTrainerImageOperator`` returns: an image URI tagged by its content
+    (``repository:ctx-<hash>``, :mod:`airflow_aip.image_plan`); None for anything else."""
+    if isinstance(value, str) and re.fullmatch(rf"\S+:{TAG_PREFIX}[0-9a-f]{{{TAG_HEX}}}", value):
+        return value
+    return None
 
 
 def is_export_result(value: Any) -> bool:
@@ -190,6 +200,7 @@ def job_view(
     task_id: str,
     map_index: int,
     export: Mapping[str, Any] | None = None,
+    evaluation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One training job as the pages draw it: state, timeline, links, trials, best trial, export,
     and with a capacity ladder its rungs (the trials then say which job and rung ran them)."""
@@ -211,6 +222,7 @@ def job_view(
         "end_time": summary.get("end_time"),
         "name": summary.get("name"),
         "output_dir": summary.get("output_dir"),
+        "image_uri": summary.get("image_uri"),
         "console_url": summary.get("console_url"),
         "console_label": link_label(summary.get("console_url")),
         "logs_url": _summary_logs_url(summary),
@@ -220,8 +232,8 @@ def job_view(
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_trial_key": best_key,
         "tied_trial_keys": tied_best(trials, best_key),
-        "reported_metric": reported_metric(summary, export),
-        "result": job_result(summary, export),
+        "reported_metric": reported_metric(summary, export, evaluation),
+        "result": job_result(summary, export, evaluation),
         "parameters": _parameters(summary, trials),
         "trials": trials,
         "ladder": ladder,
@@ -351,8 +363,9 @@ def run_view(return_values: Iterable[XComRow]) -> list[dict[str, Any]]:
     """Every training job of a Dag run, each with what the run's export made of it."""
     rows = list(return_values)
     exports = {str(v["job_id"]): v for _, _, v in rows if is_export_result(v)}
+    scored = evaluations(v for _, _, v in rows if is_export_result(v) or is_registration(v))
     return [
-        job_view(value, task_id, map_index, exports.get(str(value["job_id"])))
+        job_view(value, task_id, map_index, exports.get(str(value["job_id"])), evaluation_of(value, scored))
         for task_id, map_index, value in rows
         if is_job_summary(value)
     ]
@@ -364,6 +377,7 @@ def job_list_row(
     task_state: str | None,
     export: Any = None,
     registration: Any = None,
+    evaluation: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """One row of Browse → Training jobs: the job id pushed before the wait, its summary if it ended.
 
@@ -377,15 +391,54 @@ def job_list_row(
         "state": summary["state"] if done else None,
         "task_state": task_state,
         "rung": (rung_position(summary) or {}).get("text") if done else None,
+        "image_uri": summary.get("image_uri") if done else None,
         "trials": len(summary["trials"]) if done else None,
         "tuning": bool(summary.get("is_hyperparameter_tuning_job")) if done else None,
-        "result": job_result(summary, export if is_export_result(export) else None) if done else None,
+        "result": job_result(summary, export if is_export_result(export) else None, evaluation)
+        if done
+        else None,
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_objective": objective_value(best) if best else None,
         "exported": bool(export.get("exported")) if is_export_result(export) else None,
         "promoted": bool(export.get("promoted")) if is_export_result(export) else None,
         **_promotion(export, registration),
     }
+
+
+def passed_rung_rows(row: Mapping[str, Any], summary: Any) -> list[dict[str, Any]]:
+    """Browse's rows for the rungs a capacity ladder passed (a Spot job stocked out, say): each its
+    own job, listed under the job the task reached, so that Browse shows every job the task made.
+    Only rungs that made a job (a create refused for quota made none)."""
+    ladder = [r for r in (summary or {}).get("ladder") or [] if isinstance(r, Mapping)]
+    out = []
+    for record in ladder:
+        if not record.get("ended_because") or not record.get("job_id") or record["job_id"] == row["job_id"]:
+            continue
+        placement = record.get("strategy") or record.get("placement") or record.get("label")
+        reason = f"out of capacity ({record['ended_because']}): the task moved to the next rung"
+        out.append(
+            {
+                **row,
+                "job_id": str(record["job_id"]),
+                "state": record.get("state"),
+                "rung": f"rung {record.get('rung')} of {len(ladder)} · {placement}",
+                "trials": record.get("trials_finished"),
+                "result": {
+                    "kind": "none",
+                    "metric": None,
+                    "value": None,
+                    "trial_id": None,
+                    "rung": None,
+                    "reason": reason,
+                },
+                "best_trial_id": None,
+                "best_objective": None,
+                "exported": None,
+                "promoted": None,
+                "promoted_as": None,
+            }
+        )
+    return out
 
 
 def _promotion(export: Any, registration: Any) -> dict[str, Any]:

@@ -27,6 +27,28 @@ REGION = "us-west1"  # a region no other e2e test uses: the stockout stays out o
 CLIMBED = "rung 2 of 2 · STANDARD"
 # One look at the frame's document: the live line and the rung line, from the same render.
 SNAPSHOT = "() => ['p.live', 'p.rung'].map((s) => document.querySelector(s)?.textContent ?? null)"
+# The header's job state and every ladder row (is it the job's, its part, its state), from one render.
+ROWS = """() => [
+  document.querySelector('section.job .state')?.textContent ?? null,
+  [...document.querySelectorAll('table.ladder tbody tr')].map((tr) => [
+    tr.getAttribute('aria-current') === 'true', tr.dataset.status ?? null, tr.children[4].textContent,
+  ]),
+]"""
+ENDED = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def _disagreements(seen: list[Any]) -> list[str]:
+    """What in one render of the tab contradicts its header: the job's row must read the header's
+    state, running while it runs and ran once it ended; a rung before it was passed."""
+    header, rows = seen
+    out = []
+    mine = [i for i, (current, _, _) in enumerate(rows) if current]
+    for i in mine:
+        _, status, state = rows[i]
+        if state != header or status != ("ran" if header in ENDED else "running"):
+            out.append(f"header {header}, its rung's row {status} / {state}")
+        out += [f"rung {j + 1} before it: {rows[j][1]}" for j in range(i) if rows[j][1] != "out of capacity"]
+    return out
 
 
 def _restock(stack: AirflowStack) -> None:
@@ -53,7 +75,8 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
         "local_stockout": "SPOT",
     }
     run_id = stack.trigger(DAG_ID, conf)
-    context = browser.new_context(base_url=stack.base_url, viewport={"width": 1400, "height": 1300})
+    context = browser.new_context(base_url=stack.base_url, viewport={"width": 1280, "height": 800})
+    renders: list[Any] = []
     page = context.new_page()
     try:
         frame = open_tab(page, stack, DAG_ID, run_id, "tune")
@@ -61,6 +84,7 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
         assert document is not None
 
         def climbed() -> tuple[str | None, str] | None:
+            renders.append(document.evaluate(ROWS))  # every render the tab makes, at each refresh
             live, rung = document.evaluate(SNAPSHOT)
             return (live, rung) if rung and CLIMBED in rung else None
 
@@ -75,7 +99,21 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
         assert live.startswith("Live: read from the job's API")
         assert rung == f"Capacity ladder: {CLIMBED}"
 
+        def ended() -> bool:
+            renders.append(document.evaluate(ROWS))
+            return stack.run_state(DAG_ID, run_id) != "running"
+
+        wait_until(
+            ended,
+            300,
+            "the run's end, the tab watched",
+            every=0.5,
+        )
         assert stack.wait_for_run(DAG_ID, run_id) == "success", stack.task_states(DAG_ID, run_id)
+        renders.append(document.evaluate(ROWS))
+        assert [r for r in renders if r[1]], renders  # the ladder was on the tab while it refreshed
+        assert {r[0] for r in renders} >= {"RUNNING", "SUCCEEDED"}, renders
+        assert [(r, _disagreements(r)) for r in renders if _disagreements(r)] == []
         # The service's whole stockout list: other e2e tests may hold stockouts of their own regions.
         assert f"{REGION}:SPOT" in stack.xcom(DAG_ID, run_id, "local_capacity")
         frame = open_tab(page, stack, DAG_ID, run_id, "tune")  # anew: the summary the task stored
@@ -95,9 +133,9 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
             ran = http.get("/aip/api/run", params={"dag_id": DAG_ID, "run_id": run_id}).raise_for_status()
             listed = http.get("/aip/api/jobs", params={"dag_id": DAG_ID}).raise_for_status()
         assert [job["rung"]["text"] for job in ran.json()["jobs"]] == [CLIMBED]  # the run tab
-        assert [job["rung"] for job in listed.json()["jobs"] if job["run_id"] == run_id] == [
-            CLIMBED
-        ]  # Browse
+        # Browse: the job the task reached, and under it the Spot rung's job it passed (issue 52)
+        browsed = [(j["rung"], j["state"]) for j in listed.json()["jobs"] if j["run_id"] == run_id]
+        assert browsed == [(CLIMBED, "SUCCEEDED"), ("rung 1 of 2 · SPOT", "FAILED")]
     finally:
         context.close()
         _restock(stack)

@@ -210,8 +210,10 @@ def test_a_clear_climbs_the_ladder_again_from_rung_one_and_its_retry_adopts(
 
 
 def test_flex_start_past_its_wait_limit_climbs_deferred(
-    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any, capfd: pytest.CaptureFixture[str]
 ) -> None:
+    """The climb is logged once, at WARNING, though the task scans the rungs again when rung 2's
+    job ends (to say which rung it reached)."""
     flex: dict[str, Any] = {
         "strategy": "FLEX_START",
         "max_wait_duration": "2s",
@@ -222,6 +224,10 @@ def test_flex_start_past_its_wait_limit_climbs_deferred(
     assert states(run) == {"submit": "success"}, states(run)
     ladder = summary_of(run)["ladder"]
     assert [(r["label"], r["ended_because"]) for r in ladder] == [("flex", "flex_start_wait"), ("cpu", None)]
+    out = capfd.readouterr()  # dag.test() prints the task's log
+    climbs = [line for line in (out.out + out.err).splitlines() if "Capacity ladder: rung 1" in line]
+    assert len(climbs) == 1, climbs
+    assert "warn" in climbs[0].lower(), climbs
     jobs = jobs_of(env, dag_id)
     assert jobs[0]["jobSpec"]["scheduling"] == {"strategy": "FLEX_START", "maxWaitDuration": "2s"}
     assert [j["state"] for j in jobs] == ["JOB_STATE_FAILED", "JOB_STATE_SUCCEEDED"]

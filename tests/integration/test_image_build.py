@@ -33,3 +33,27 @@ def test_a_failed_build_raises_the_engines_last_lines_and_pushes_nothing(
     with pytest.raises(urllib.error.HTTPError) as missing:
         urllib.request.urlopen(url)
     assert missing.value.code == 404
+
+
+def test_a_build_and_its_push_are_logged_as_they_happen(
+    container_engine: ContainerEngine,
+    base_image: str,
+    local_registry: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Issue 52: ``build_image``'s log showed 3 lines for a 7 s push; each line of the engine's
+    build steps and push progress is now in the task log, after ``build:`` or ``push:``."""
+    caplog.set_level("INFO")
+    (tmp_path / "Dockerfile").write_text(f"FROM {BASE}\nRUN echo built-here > /built\n")
+    plan = plan_image(tmp_path, f"{local_registry}/aip-tests-{uuid.uuid4().hex[:8]}/logged")
+    hook = ContainerImageHook(container_engine.name, gcp_conn_id=None)
+    hook.build(plan)
+    digest = hook.push(plan)
+    said = caplog.text + "".join(capfd.readouterr())
+    build_lines = [line for line in said.splitlines() if "build: " in line]
+    push_lines = [line for line in said.splitlines() if "push: " in line]
+    assert any("RUN echo built-here" in line for line in build_lines), said
+    assert push_lines, said  # the layers and the manifest, as the engine reports them
+    assert digest.startswith("sha256:")

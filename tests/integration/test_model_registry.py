@@ -165,6 +165,12 @@ def test_a_champion_scored_on_this_runs_data_is_the_one_compared(world: SimpleNa
         " kept the champion"
     )
     assert kept["eval_data"] == "md5:new"
+    assert kept["champion_evaluation"] == {  # the pages show it as the evaluating job's metric
+        "uri": f"gs://{world.bucket}/{evaluation}",
+        "metric": 0.97,
+        "metric_tag": "accuracy",
+        "model_uri": f"gs://{world.bucket}/{world.folder}/job_1",
+    }
     # Without a measurement, the champion's metric was taken on other rows: refused, not compared.
     again = _export(world, "job_3", 0.95, eval_data="md5:new")
     refused = _register(world, again, require_same_eval_data=True)

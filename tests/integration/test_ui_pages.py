@@ -144,6 +144,9 @@ def test_task_tab_draws_the_table_the_best_trial_and_the_charts(framed: Framed) 
         "trial 2: accuracy 0.95; best so far 0.95 (best trial)"
     )
     expect(frame.locator("svg.metric-per-trial polyline.best-so-far")).to_have_count(1)
+    # the metric axis: round values (issue 52: the data's minimum, middle and maximum, 0.81 0.88 0.95)
+    labels = frame.locator("svg.metric-per-trial > text[text-anchor='end']")
+    expect(labels).to_have_text(["0.85", "0.9", "0.95"])
     expect(frame.locator("svg.metric-vs-param[data-param='C']")).to_have_attribute("data-log", "true")
     expect(frame.locator("svg.metric-vs-param[data-param='max_iter']")).to_have_attribute("data-log", "false")
     expect(frame.locator("section.job dl.timeline dd").first).to_have_text("2026-11-23 10:00:00 UTC")
@@ -407,3 +410,92 @@ def test_task_tab_puts_cancel_after_the_title_and_marks_every_tied_trial(framed:
     link = page.locator("ul.links li").first
     expect(link).to_have_text("Google Cloud console")  # no raw URL after the label
     expect(link.get_by_role("link")).to_have_attribute("title", job["console_url"])
+
+
+def _realistic() -> dict[str, Any]:
+    """The example pipeline's tune job as issue 52 saw it: IDs that broke over 3-4 lines at 1280 px."""
+    job_id = "aip_training_pipeline_tune_20261129T050913"
+    rung = {"region": "us-central1", "detail": None, "waited_seconds": 0.4, "trials_finished": None}
+    return {
+        **SUMMARY,
+        "job_id": f"{job_id}_standard",
+        "image_uri": "localhost:5000/aip-examples/iris-trainer:ctx-0123456789abcdef0123",
+        "name": "projects/local-project/locations/us-central1/hyperparameterTuningJobs/8123456789012345678",
+        "output_dir": f"gs://aip-examples/jobs/{job_id}",
+        "console_url": "http://127.0.0.1:8731/console/projects/local-project/locations/us-central1/x",
+        "ladder": [
+            {
+                **rung,
+                "rung": 1,
+                "label": "spot",
+                "placement": "SPOT, n1-standard-4",
+                "job_id": f"{job_id}_spot",
+                "state": "FAILED",
+                "status": "out of capacity",
+                "ended_because": "stockout",
+                "ran_seconds": None,
+            },
+            {
+                **rung,
+                "rung": 2,
+                "label": "standard",
+                "placement": "STANDARD, n1-standard-4",
+                "job_id": f"{job_id}_standard",
+                "state": "SUCCEEDED",
+                "status": "ran",
+                "ran_seconds": 9.1,
+            },
+        ],
+        "labels": {"aip_rung": "standard"},
+    }
+
+
+@pytest.mark.parametrize("width", [1280, 1100])
+def test_no_text_breaks_inside_a_word(framed: Framed, width: int) -> None:
+    """Issue 52: "aip_trai / ning_pip / eline", job IDs over 3-4 lines. Each page, measured in the
+    browser: every line break follows a space, "_", "-", "/" or other punctuation."""
+    from playwright.sync_api import expect
+
+    from tests.fixtures.browser import mid_word_breaks
+
+    page = framed.tab
+    page.set_viewport_size({"width": width, "height": 800})
+    job = _realistic()
+    framed.api["task"] = {"task_state": "success", "job_id": job["job_id"], "job": job_view(job, "tune", -1)}
+    framed.api["run"] = {"jobs": [job_view(job, "tune", -1)]}
+    ident = {
+        "dag_id": "aip_training_pipeline",
+        "run_id": "manual__2026-11-29T05:09:13.123456+00:00",
+        "task_id": "tune",
+        "map_index": -1,
+        "submitted": "2026-11-29T05:09:13.123456+00:00",
+    }
+    rows = [job_list_row({**ident, "job_id": job["job_id"]}, job, "success")] * 3
+    framed.api["jobs"] = {"dags": ["aip_training_pipeline", "aip_retraining"], "jobs": rows}
+    query = "dag_id=aip_training_pipeline&run_id=manual__1&task_id=tune&map_index=-1"
+    for path, drawn in [
+        (f"task?{query}", "table.ladder"),
+        (f"run?{query}", "table.jobs"),
+        ("jobs", "table.jobs"),
+    ]:
+        page.goto(f"{ORIGIN}/aip/ui/{path}")
+        expect(page.locator(drawn)).to_be_visible()
+        assert (path, mid_word_breaks(page)) == (path, [])
+        assert (path, _overflow(page)) == (path, 0)
+
+
+def test_the_trials_table_starts_above_the_fold(framed: Framed) -> None:
+    """Issue 52: at 1280x800 the trials table was below the fold, under the header and the ladder.
+    The header is now shorter: the three times on one line, the facts two to a line."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    page.set_viewport_size({"width": 1280, "height": 800})
+    job = _realistic()
+    framed.api["task"] = {"task_state": "success", "job_id": job["job_id"], "job": job_view(job, "tune", -1)}
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=d&run_id=r&task_id=tune&map_index=-1")
+    expect(page.locator("table.trials")).to_be_visible()
+    top = page.locator("table.trials tbody tr").first.evaluate("e => e.getBoundingClientRect().top")
+    # Airflow's own header, the task's details and its tabs take the window's first ~240 px: the
+    # frame has ~560 of the 800. A two-rung ladder job: its first row at 541 px (627 before).
+    assert top < 560, top

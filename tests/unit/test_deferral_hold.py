@@ -29,7 +29,7 @@ def test_a_task_holds_its_triggers_event_for_the_configured_seconds(monkeypatch:
     monkeypatch.setenv("AIRFLOW__AIP__DEFERRAL_HOLD", "0")  # turned off
     assert release_at(lambda: NOW) is None
     monkeypatch.delenv("AIRFLOW__AIP__DEFERRAL_HOLD")
-    assert release_at(lambda: NOW) == NOW + 30  # the default
+    assert release_at(lambda: NOW) == NOW + 12  # the default
 
 
 def test_a_task_run_in_process_by_dag_test_never_holds(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -80,3 +80,34 @@ def test_a_ladder_whose_every_rung_ran_out_lists_them_all_as_such() -> None:
         ("spot", "out of capacity"),
         ("standard", "out of capacity"),
     ]
+
+
+def test_a_live_read_brings_its_rung_up_to_the_read() -> None:
+    """The header and the ladder row of one page read the same state: the row the task announced
+    when it created the job (QUEUED, running) takes the live read's state, times and part."""
+    announced = rung_record(0, SPOT, {**SPOT_JOB, "state": "QUEUED"}, None, 0.0)
+    ladder = every_rung((SPOT, STANDARD), [], announced, ended=False)
+    running = {**SPOT_JOB, "create_time": "2026-11-25T10:00:00Z", "start_time": "2026-11-25T10:00:04Z"}
+    now = 1795600810.0  # 2026-11-25T10:00:10Z
+    rows = with_rungs(running, ladder, now)["ladder"]
+    assert [(r["state"], r["status"], r["waited_seconds"], r["ran_seconds"]) for r in rows] == [
+        ("RUNNING", "running", 4.0, 6.0),
+        (None, "if needed", None, None),
+    ]
+    done = {**running, "state": "SUCCEEDED", "end_time": "2026-11-25T10:00:07Z"}
+    rows = with_rungs(done, ladder, now)["ladder"]
+    assert [(r["state"], r["status"], r["ran_seconds"]) for r in rows] == [
+        ("SUCCEEDED", "ran", 3.0),
+        (None, "not needed", None),
+    ]
+    assert ladder[0]["state"] == "QUEUED"  # the announced records are left as they were
+
+
+def test_a_live_read_of_the_next_rung_marks_the_rung_before_passed() -> None:
+    """Rung 2's job read before its task announced it: rung 1 can no longer be running."""
+    ladder = every_rung((SPOT, STANDARD), [], rung_record(0, SPOT, SPOT_JOB, None, 0.0), ended=False)
+    rows = with_rungs({**STANDARD_JOB, "state": "RUNNING"}, ladder)["ladder"]
+    assert [(r["label"], r["status"], r["state"], r["job_id"]) for r in rows] == [
+        ("spot", "out of capacity", "RUNNING", "iris_spot"),
+        ("standard", "running", "RUNNING", "iris_standard"),
+    ]

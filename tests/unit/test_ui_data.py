@@ -228,9 +228,11 @@ def test_task_endpoint_for_a_task_without_a_job_or_still_waiting(client: TestCli
         "read_error": None,
         "refresh_s": None,
         "awaiting_decision": False,
+        "held": None,
         "can_cancel": False,
         "cancelled_by": None,
         "champion": None,  # no job: nothing to compare, though the run has an export
+        "image": None,
     }
     assert client.get("/api/task", params=waiting).json()["job_id"] == "iris_tuning_2"
 
@@ -263,6 +265,23 @@ def test_jobs_endpoint_lists_readable_dags_newest_first_and_filters(client: Test
     assert other_dag == []
 
 
+def test_browse_lists_the_rungs_a_ladder_passed_as_their_own_jobs(
+    client: TestClient, session: Session
+) -> None:
+    """Issue 52: Browse hid the stocked-out Spot rungs; each rung that made a job is a row."""
+    _xcom(session, 4, "tune", "training_job_id", "iris_tuning_1_standard", T0 + timedelta(hours=3))
+    session.commit()
+    listed = client.get("/api/jobs", params={"dag_id": DAG}).json()["jobs"]
+    mine = [j for j in listed if j["run_id"] == f"{RUN}-4"]
+    assert [(j["job_id"], j["state"], j["rung"]) for j in mine] == [
+        ("iris_tuning_1_standard", "SUCCEEDED", "rung 2 of 2 · STANDARD"),
+        ("iris_tuning_1_spot", "FAILED", "rung 1 of 2 · SPOT"),
+    ]
+    assert mine[1]["result"]["reason"].startswith("out of capacity (preempted)")
+    failed = client.get("/api/jobs", params={"dag_id": DAG, "state": "FAILED"}).json()["jobs"]
+    assert [j["job_id"] for j in failed] == ["iris_tuning_1_spot"]  # the state filter sees it too
+
+
 @pytest.mark.parametrize("page", ["task", "run", "jobs"])
 def test_pages_and_their_scripts_are_served(client: TestClient, page: str) -> None:
     html = client.get(f"/ui/{page}", params={"dag_id": DAG}).raise_for_status().text
@@ -289,6 +308,51 @@ REGISTERED = {
     "champion_before": {"version_id": "3", "metric": 0.9},
     "console_url": "http://127.0.0.1:8731/models/iris",
 }
+
+
+def test_build_images_tab_names_the_image_and_each_page_names_a_jobs_image(
+    client: TestClient, session: Session
+) -> None:
+    """Issue 52: build_image's tab said "ran no training job"; no page named the image a job ran."""
+    image = "localhost:5000/iris-trainer:ctx-0123456789abcdef0123"
+    _xcom(session, 1, "build_image", "return_value", image, T0)
+    _xcom(session, 1, "prepare_data_2", "return_value", "localhost:5000/iris:latest", T0)  # not a build's
+    session.commit()
+    built = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "build_image"}).json()
+    assert (built["job"], built["image"]) == (None, image)
+    other = client.get("/api/task", params={"dag_id": DAG, "run_id": RUN, "task_id": "prepare_data_2"}).json()
+    assert other["image"] is None
+    _xcom(session, 5, "tune", "training_job_id", "iris_container_1", T0 + timedelta(hours=4))
+    _xcom(
+        session, 5, "tune", "return_value", {**SUMMARY, "job_id": "iris_container_1", "image_uri": image}, T0
+    )
+    session.commit()
+    where = {"dag_id": DAG, "run_id": f"{RUN}-5"}
+    task = client.get("/api/task", params={**where, "task_id": "tune"}).json()
+    run = client.get("/api/run", params=where).json()
+    listed = client.get("/api/jobs", params={"dag_id": DAG}).json()["jobs"]
+    assert task["job"]["image_uri"] == run["jobs"][0]["image_uri"] == image
+    assert [j["image_uri"] for j in listed if j["job_id"] == "iris_container_1"] == [image]
+
+
+def test_a_jobs_view_names_the_image_its_chief_runs() -> None:
+    from airflow_aip.jobs import summarize_job
+    from airflow_aip.jobs.mlv1.view import view_from_ml
+    from airflow_aip.jobs.vertex.view import view_from_vertex
+
+    def vertex(pool: dict[str, Any]) -> Any:
+        resource = {"name": "projects/p/locations/r/customJobs/1", "jobSpec": {"workerPoolSpecs": [pool]}}
+        return summarize_job(view_from_vertex(resource, project_id="p", region="r"))["image_uri"]
+
+    assert (
+        vertex({"containerSpec": {"imageUri": "r-docker.pkg.dev/p/t/i:ctx-1"}})
+        == "r-docker.pkg.dev/p/t/i:ctx-1"
+    )
+    prebuilt = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    assert vertex({"pythonPackageSpec": {"executorImageUri": prebuilt}}) == prebuilt
+    container = {"jobId": "j", "trainingInput": {"masterConfig": {"imageUri": "gcr.io/p/i:1"}}}
+    assert summarize_job(view_from_ml(container, "p"))["image_uri"] == "gcr.io/p/i:1"
+    assert summarize_job(view_from_ml({"jobId": "j", "trainingInput": {}}, "p"))["image_uri"] is None
 
 
 def test_run_and_task_payloads_carry_the_champion_comparison(client: TestClient, session: Session) -> None:

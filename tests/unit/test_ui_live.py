@@ -8,6 +8,7 @@ itself is built by our real Vertex translation from a Vertex AI resource.
 from __future__ import annotations
 
 import threading
+import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
@@ -589,3 +590,82 @@ def test_the_submit_pushes_how_the_tab_reaches_its_job_and_logs_who_cancelled_it
         f"Job {submit.JOB_ID} was cancelled from the Training job tab by ada at 2026-11-25T10:05:00+00:00"
         in capsys.readouterr().out  # the task log (structlog writes it to stdout here)
     )
+
+
+def test_a_task_whose_ended_job_is_held_says_when_it_resumes_and_offers_no_cancel(
+    session: Session, monkeypatch: pytest.MonkeyPatch, state: dict[str, Any]
+) -> None:
+    """Issue 52: the job ended, the trigger holds its event ([aip] deferral_hold): the tab says until
+    when and why, and offers no Cancel for a job that has ended."""
+    import time
+
+    from airflow_aip.ui import app as ui_app
+
+    jobs = FakeJobs(running_job("JOB_STATE_SUCCEEDED", endTime="2026-11-25T10:05:00Z"))
+    _push_job(session, "iris_tuning_live")
+    release = time.time() + 20
+    monkeypatch.setattr(ui_app, "_release_at", lambda db, ti: release)
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    held = client.get("/api/task", params=QUERY).raise_for_status().json()
+    assert (held["job"]["state"], held["refresh_s"], held["can_cancel"]) == ("SUCCEEDED", 5.0, False)
+    assert held["held"]["until"] == datetime.fromtimestamp(release, timezone.utc).isoformat(
+        timespec="seconds"
+    )
+    assert 15 < held["held"]["seconds_left"] <= 20
+    assert held["held"]["issue"] == "apache/airflow#67287"
+
+    state["task"] = "queued"  # the hold is over: the task resumes, still no Cancel
+    resumed = client.get("/api/task", params=QUERY).raise_for_status().json()
+    assert (resumed["held"]["until"], resumed["can_cancel"]) == (None, False)
+
+
+def test_a_running_job_is_not_held_and_may_be_cancelled(
+    session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
+) -> None:
+    from airflow_aip.ui import app as ui_app
+
+    _push_job(session, "iris_tuning_live")
+    monkeypatch.setattr(ui_app, "_release_at", lambda db, ti: pytest.fail("read only for an ended job"))
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+    data = client.get("/api/task", params=QUERY).raise_for_status().json()
+    assert (data["held"], data["can_cancel"]) == (None, True)
+
+
+def test_the_hold_is_read_from_the_deferred_tasks_trigger(session: Session) -> None:
+    """``release_at`` out of the trigger row Airflow stores (its arguments encrypted, as always)."""
+    from airflow.models.taskinstance import TaskInstance
+    from airflow.models.trigger import Trigger
+
+    from airflow_aip.ui.app import _release_at
+
+    trigger = Trigger(
+        classpath="airflow_aip.triggers.training.TrainingJobTrigger", kwargs={"release_at": 1.5e9}
+    )
+    session.add(trigger)
+    session.flush()
+    session.execute(
+        TaskInstance.__table__.insert().values(
+            id=uuid.UUID("01a2267c-7346-7171-a046-8ae4de3f1f3b"),
+            dag_id=DAG,
+            run_id=RUN,
+            task_id=TASK,
+            map_index=-1,
+            try_number=1,
+            trigger_id=trigger.id,
+            state="deferred",
+            pool="default_pool",
+            pool_slots=1,
+            max_tries=0,
+            priority_weight=1,
+            hostname="",
+            unixname="",
+            queue="default",
+            custom_operator_name="",
+            operator="SubmitTrainingJobOperator",
+            executor_config=b"",
+        )
+    )
+    session.commit()
+    assert _release_at(session, (DAG, RUN, TASK, -1)) == 1.5e9
+    assert _release_at(session, (DAG, RUN, "other", -1)) is None

@@ -116,6 +116,7 @@ def test_a_job_comes_to_one_result_whatever_the_page() -> None:
         "trial_id": None,
         "rung": None,
         "reason": None,
+        "source": "export",
     }
     assert job_result(SINGLE, None)["reason"] == "a single job; it reported no metric"
     running = {**SINGLE, "state": "RUNNING"}
@@ -136,6 +137,28 @@ def test_run_view_gives_each_job_its_own_exports_metric() -> None:
     jobs = run_view([("train", -1, SINGLE), ("export", -1, other_export)])
 
     assert [j["reported_metric"] for j in jobs] == [None]
+
+
+def test_the_job_that_scored_the_champion_shows_the_metric_the_gate_read() -> None:
+    """Issue 52: the evaluation-only job's log has ``accuracy=0.9556 … (evaluated)``, and the
+    comparison uses that 0.9556; its own row must not say it "reported no metric"."""
+    evaluator = {**SINGLE, "job_id": "iris_champion_eval_1", "output_dir": "gs://b/jobs/champion_eval/r1"}
+    scored = {
+        "uri": "gs://b/jobs/champion_eval/r1/champion_metrics.json",
+        "metric": 0.9556,
+        "metric_tag": "accuracy",
+        "model_uri": "gs://b/models/v3",
+    }
+    registered = {**REGISTERED, "job_id": "iris_train_1", "champion_evaluation": scored}
+    jobs = run_view(
+        [("evaluate_champion", -1, evaluator), ("register", -1, registered), ("train", -1, SINGLE)]
+    )
+    by_task = {j["task_id"]: j["result"] for j in jobs}
+    assert (by_task["evaluate_champion"]["kind"], by_task["evaluate_champion"]["value"]) == ("metric", 0.9556)
+    assert by_task["evaluate_champion"]["source"] == "evaluation"
+    assert by_task["train"]["reason"] == "a single job; it reported no metric"  # not its file: no metric
+    elsewhere = {**evaluator, "output_dir": "gs://b/jobs/champion_eval/r"}  # a prefix, not its folder
+    assert run_view([("e", -1, elsewhere), ("register", -1, registered)])[0]["result"]["kind"] == "none"
 
 
 def _trials(*objectives: float | None) -> list[dict[str, Any]]:

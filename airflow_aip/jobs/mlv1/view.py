@@ -62,6 +62,7 @@ def view_from_ml(job: Mapping[str, Any], project_id: str | None = None) -> JobVi
         "end_time": job.get("endTime"),
         "labels": dict(job.get("labels") or {}),
         "output_dir": training_input.get("jobDir"),
+        "image_uri": (training_input.get("masterConfig") or {}).get("imageUri"),  # a custom container's
         "is_hyperparameter_tuning_job": tuning,
         "hyperparameter_metric_tag": (
             output.get("hyperparameterMetricTag") or spec.get("hyperparameterMetricTag") or DEFAULT_METRIC_TAG

@@ -106,6 +106,14 @@ IMAGES: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
             "google-cloud-storage==2.19.0",
             "joblib==1.4.2",
             "cloudml-hypertune",
+            # Unlisted, so dated by the list: grpcio 1.71.0rc2 and google-api-python-client 2.162.0
+            # are of February 2025, and these were the releases then. The newest ones print two
+            # FutureWarnings on every import of google.cloud.storage here (google-auth's "grpcio <
+            # 1.83.0 does not support Post-Quantum Cryptography", google.api_core's "non-supported
+            # Python version (3.10)") that an image built then never prints: 4 WARNING lines per
+            # trial in the task log (issue 52).
+            "google-auth==2.38.0 [U]",
+            "google-api-core==2.24.1 [U]",
         ),
         VERTEX,
     ),

@@ -21,6 +21,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.times import queued_seconds, ran_seconds
 from airflow_aip.jobs.trials import best_trial
 from airflow_aip.jobs.vertex.body import TRIAL_JOB_SPEC, job_spec_key
@@ -159,11 +160,50 @@ def every_rung(
     return out
 
 
-def with_rungs(summary: Mapping[str, Any], ladder: Any) -> dict[str, Any]:
-    """A running job's summary (read live, without a ladder) with the rungs its task announced."""
+def with_rungs(summary: Mapping[str, Any], ladder: Any, now: float | None = None) -> dict[str, Any]:
+    """A running job's summary (read live, without a ladder) with the rungs its task announced,
+    brought up to the read: the announced records are as the task saw them when it created the
+    job (QUEUED, running), and a page shows the job's header and its row from the same read.
+
+    The job's row (by ID, else by its ``aip_rung`` label) takes the read's state, times and
+    part (running; ran once it ended); a rung before it still marked running was passed (a task
+    only moves on for capacity); after a job that SUCCEEDED, the rungs after it are not needed.
+    """
     if summary.get("ladder") or not isinstance(ladder, list) or not ladder:
         return dict(summary)
-    return {**summary, "ladder": ladder}
+    rows = [dict(r) if isinstance(r, Mapping) else r for r in ladder]
+    job_id, label = summary.get("job_id"), (summary.get("labels") or {}).get(RUNG_LABEL)
+    records = [(i, r) for i, r in enumerate(rows) if isinstance(r, dict)]
+    mine = next((i for i, r in records if job_id and r.get("job_id") == job_id), None)
+    if mine is None:
+        mine = next((i for i, r in records if label and r.get("label") == label), None)
+    if mine is not None:
+        rows = _brought_up(rows, mine, summary, now)
+    return {**summary, "ladder": rows}
+
+
+def _brought_up(rows: list[Any], mine: int, summary: Mapping[str, Any], now: float | None) -> list[Any]:
+    state = JobState.parse(summary.get("state"))
+    waited, ran = queued_seconds(summary, now), ran_seconds(summary, now)
+    rows[mine] = {
+        **rows[mine],
+        "job_id": summary.get("job_id"),
+        "name": summary.get("name") or rows[mine].get("name"),
+        "state": summary.get("state"),
+        "status": RAN if state.is_terminal else RUNNING,
+        "waited_seconds": round(waited, 1) if waited is not None else None,
+        "ran_seconds": round(ran, 1) if ran is not None else None,
+    }
+    if summary.get("is_hyperparameter_tuning_job"):
+        rows[mine]["trials_finished"] = finished_trials([summary])
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict) or i == mine:
+            continue
+        if i < mine and row.get("status") == RUNNING:
+            rows[i] = {**row, "status": PASSED}
+        elif i > mine and state.is_success and row.get("status") == IF_NEEDED:
+            rows[i] = {**row, "status": NOT_NEEDED}
+    return rows
 
 
 def rung_position(summary: Mapping[str, Any]) -> dict[str, Any] | None:

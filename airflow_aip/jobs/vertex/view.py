@@ -82,6 +82,17 @@ def parse_name(name: str) -> tuple[str, str, str, str]:
     return parts[1], parts[3], parts[4], parts[5]
 
 
+def _image_uri(job_spec: Mapping[str, Any]) -> str | None:
+    """The image the chief runs: a custom container's own, else the pre-built one it installs the
+    package into (``executorImageUri``)."""
+    pools = [p for p in job_spec.get("workerPoolSpecs") or [] if isinstance(p, Mapping)]
+    for pool in pools[:1]:
+        image = (pool.get("containerSpec") or {}).get("imageUri")
+        image = image or (pool.get("pythonPackageSpec") or {}).get("executorImageUri")
+        return str(image) if image else None
+    return None
+
+
 def _parameters(study: Mapping[str, Any]) -> list[dict[str, Any]]:
     out = []
     for param in study.get("parameters") or []:
@@ -161,6 +172,7 @@ def view_from_vertex(resource: Mapping[str, Any], *, project_id: str, region: st
         "end_time": resource.get("endTime"),
         "labels": dict(resource.get("labels") or {}),
         "output_dir": (job_spec.get("baseOutputDirectory") or {}).get("outputUriPrefix"),
+        "image_uri": _image_uri(job_spec),
         "is_hyperparameter_tuning_job": tuning,
         "hyperparameter_metric_tag": metric_id if tuning else None,
         "goal": Goal.parse(metric.get("goal")).value if tuning else None,

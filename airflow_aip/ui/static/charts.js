@@ -30,7 +30,14 @@ function ticks(lo, hi, log) {
     for (let e = Math.floor(Math.log10(lo)); e <= Math.ceil(Math.log10(hi)); e++) out.push(10 ** e);
     return out.filter((v) => v >= lo / 10 && v <= hi * 10);
   }
-  return lo === hi ? [lo] : [lo, (lo + hi) / 2, hi];
+  if (lo === hi) return [lo];
+  // Round values a reader can place (0.85, 0.9, 0.95), not the data's minimum, middle and maximum:
+  // a step of 1, 2 or 5 times a power of ten, giving 2 to 6 ticks inside the range.
+  const rough = (hi - lo) / 5, power = 10 ** Math.floor(Math.log10(rough));
+  const step = [1, 2, 5, 10].map((m) => m * power).find((s) => s >= rough);
+  const out = [];
+  for (let k = Math.ceil(lo / step); k * step <= hi + step * 1e-9; k++) out.push(Number((k * step).toPrecision(12)));
+  return out.length >= 2 ? out : [lo, hi];
 }
 
 function frame(label, xLabel, yLabel) {

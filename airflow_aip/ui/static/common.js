@@ -2,10 +2,33 @@
 // Shared by the three pages. Data enters the DOM through textContent and setAttribute only,
 // never innerHTML: job ids, hyperparameters and error messages are user-controlled text.
 
+// Text wraps where people expect: after "_", "-" and "/" between word characters (a <wbr> there),
+// never inside a word (the pages' CSS breaks a word only when a segment alone is wider than the page).
+// JOB_STATE_SUCCEEDED wraps as "JOB_STATE_ / SUCCEEDED", aip_training_pipeline as "aip_training_ / pipeline".
+// A run of more than 16 word characters (a hash, a 60-digit ID) is no word: it may break every
+// 16 characters, so that a table still fits the page. A URI cut with an ellipsis keeps its line.
+const BREAK_AFTER = new RegExp(String.raw`(?<=[^\W_])[_/-](?=[^\W_])|[^\W_]{16}(?=[^\W_])`, "g");
+const NO_BREAKS = new Set(["OPTION", "TEXTAREA", "TITLE", "SCRIPT", "STYLE"]);
+function breakable(text) {
+  const out = [];
+  let last = 0;
+  for (const m of text.matchAll(BREAK_AFTER)) {
+    const end = m.index + m[0].length;
+    out.push(text.slice(last, end), document.createElement("wbr"));
+    last = end;
+  }
+  out.push(text.slice(last));
+  return out;
+}
+
 const el = (tag, attrs = {}, ...children) => {
   const e = document.createElement(tag);
   for (const [k, v] of Object.entries(attrs)) if (v !== undefined && v !== null) e.setAttribute(k, String(v));
-  for (const c of children) e.append(c instanceof Node ? c : String(c ?? ""));
+  for (const c of children) {
+    if (c instanceof Node) e.append(c);
+    else if (NO_BREAKS.has(e.tagName) || /\buri\b/.test(attrs.class ?? "")) e.append(String(c ?? ""));
+    else e.append(...breakable(String(c ?? "")));
+  }
   return e;
 };
 
@@ -49,7 +72,7 @@ const resultText = (r) => {
   if (!r) return "—";
   const metric = r.metric || "metric";
   if (r.kind === "trial") return `trial ${r.trial_id}: ${metric} ${metricText(r.value)}`;
-  if (r.kind === "metric") return `${metric} ${metricText(r.value)}`;
+  if (r.kind === "metric") return `${metric} ${metricText(r.value)}` + (r.source === "evaluation" ? " (the champion, scored on this run's data)" : "");
   return `— (${r.reason})`;
 };
 

@@ -20,7 +20,8 @@ function caption(data, q) {
   const where = q.get("dag_id") ? ` of ${q.get("dag_id")}` : "";
   return q.get("state")
     ? `${data.jobs.length} of the ${LIMIT} most recent jobs${where} ${data.jobs.length === 1 ? "is" : "are"} ${q.get("state")}; newest first.`
-    : (data.jobs.length === 1 ? `The most recent job${where}.` : `The ${data.jobs.length} most recent jobs${where}, newest first.`);
+    : `${counted(data.jobs.length, "job")}${where}, newest first` +
+      (data.jobs.length >= LIMIT ? ` (the ${LIMIT} most recent).` : " (all there are).");
 }
 
 function draw(data, out) {
@@ -42,7 +43,7 @@ function draw(data, out) {
     return;
   }
   const columns = [
-    { label: "Job", cell: (j) => el("a", { href: taskPage(j) }, j.job_id), sort: (j) => j.job_id },
+    { label: "Job", cell: (j) => el("span", {}, el("a", { href: taskPage(j) }, j.job_id), j.image_uri ? el("span", { class: "muted image-uri", title: j.image_uri }, ` image ${j.image_uri}`) : ""), sort: (j) => j.job_id },
     { label: "Dag", cell: (j) => outLink(airflowPage(j, "dag"), j.dag_id), sort: (j) => j.dag_id },
     { label: "Run", cell: (j) => el("span", { class: "run-id", title: j.run_id }, outLink(airflowPage(j, "run"), j.run_id)), sort: (j) => j.run_id },
     { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },

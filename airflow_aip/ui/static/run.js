@@ -21,6 +21,7 @@ function bestText(job) {
 // A job's output directory, Vertex resource name and console link, under the table.
 function outputItem(j) {
   const li = el("li", { "data-job": j.job_id }, `${j.job_id}: `);
+  if (j.image_uri) li.append("image ", uriText(j.image_uri, "image-uri"), " ");
   if (j.output_dir) li.append("output ", uriText(j.output_dir, "output-dir"), " ");
   if (j.name) li.append(uriText(j.name, "muted resource-name"), " ");
   if (j.console_url) li.append(outLink(j.console_url, j.console_label ?? "Google Cloud console"));
@@ -44,7 +45,7 @@ render(() => getJson("run", params().toString()), (data, out) => {
   const table = sortableTable(`${counted(data.jobs.length, "training job")} in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
   table.classList.add("jobs");
   out.append(el("h1", {}, "Training jobs of this run"), table);
-  const outputs = data.jobs.filter((j) => j.output_dir || j.name || j.console_url);
+  const outputs = data.jobs.filter((j) => j.image_uri || j.output_dir || j.name || j.console_url);
   if (outputs.length) {
     out.append(el("h2", {}, "Where each job ran and wrote"), el("ul", { class: "links outputs" }, ...outputs.map(outputItem)));
   }

@@ -16,6 +16,7 @@ function jobHeader(job, actions) {
   head.append(dl);
   const facts = el("dl", { class: "timeline facts" });
   if (job.result) facts.append(el("dt", {}, job.tuning ? "Best trial" : "Final metric"), el("dd", { class: "result" }, resultText(job.result)));
+  if (job.image_uri) facts.append(el("dt", {}, "Image"), el("dd", {}, uriText(job.image_uri, "image-uri")));
   if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", {}, uriText(job.output_dir, "output-dir")));
   if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", {}, uriText(job.name, "resource-name")));
   if (facts.childElementCount) head.append(facts);
@@ -111,19 +112,31 @@ function drawJob(job, out, actions) {
   const charts = el("div", { class: "charts" },
     figure(metricPerTrial(job), `${metric} of each trial (dots) and the best so far (line).`),
     ...job.parameters.map((p) => figure(metricAgainst(job, p), `${metric} against ${p.name}` + (p.log ? " on a log axis (log-scaled in the search)." : "."))));
-  out.append(el("h2", {}, "Trials"), trialsTable(job), charts);
+  // many hyperparameters: the table scrolls sideways in its box, the page never does
+  out.append(el("h2", {}, "Trials"), el("div", { class: "scroll-x" }, trialsTable(job)), charts);
 }
 
 // While the task waits: the job as last read, why it waits, and who asked for a cancel.
 function liveLines(data) {
   const lines = [];
   if (data.awaiting_decision) lines.push(el("p", { class: "awaiting-decision muted" }, "The champion decision comes from a later task of this run: it shows here when it arrives."));
-  else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state}).`));
+  else if (data.held) lines.push(heldLine(data.held, data.task_state));
+  else if (data.refresh_s) lines.push(el("p", { class: "live muted" }, `Live: read from the job's API, refreshed every ${data.refresh_s} s while the task waits (task ${data.task_state ?? "not scheduled yet"}).`));
   if (data.waiting) lines.push(el("p", { class: "why-waiting" }, data.waiting));
   if (data.read_now) lines.push(el("p", { class: "read-now muted" }, `Read from the job's API now: task ${data.task_state} ended without storing the job (killed, or marked failed, while it waited).`));
   if (data.read_error) lines.push(el("p", { class: "read-error", role: "alert" }, data.read_error));
   if (data.cancelled_by) lines.push(el("p", { class: "cancelled-by" }, `Cancel requested from this tab by ${data.cancelled_by.user} at ${when(data.cancelled_by.at)}.`));
   return lines;
+}
+
+// A job that ended while its task still waits: when the task resumes, and why it has not yet.
+function heldLine(held, taskState) {
+  const why = "because Airflow must read the task's deferral before its trigger may report: " +
+    `an event sooner can fail the task (${held.issue}; [aip] deferral_hold).`;
+  const text = held.until
+    ? `The job ended; the task resumes at ${when(held.until)} (in ${Math.ceil(held.seconds_left)} s), ${why}`
+    : `The job ended; the task resumes now (task ${taskState ?? "not scheduled yet"}) to store what the job did.`;
+  return el("p", { class: "held", role: "status" }, text);
 }
 
 let cancelError = "", confirming = false;
@@ -166,6 +179,9 @@ renderLive(() => getJson("task", params().toString()), (data, out, refresh) => {
     out.append(el("p", { class: "waiting" }, `Task ${task} submitted training job ${data.job_id} (task ${data.task_state ?? "not started"}). ` +
       (data.refresh_s ? "Its state and trials appear here as they are read." : "It left no summary of the job.")));
     if (actions) out.append(actions);
+  } else if (data.image) {
+    out.append(el("h1", {}, "Trainer image"), el("p", { class: "built-image" }, `Task ${task} built and pushed `, uriText(data.image, "image-uri"), "."),
+               el("p", { class: "muted" }, "The tag is a hash of the build context: the same files give the same image on any worker. The task log shows the build's steps and the push."));
   } else {
     out.append(el("p", { class: "no-job" }, `Task ${task} ran no training job` + (data.refresh_s ? " yet." : ".")));
   }
