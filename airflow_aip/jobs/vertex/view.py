@@ -16,6 +16,7 @@ from typing import Any
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.usage import usage_of
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
 TUNING_KIND = "hyperparameterTuningJobs"
@@ -166,5 +167,6 @@ def view_from_vertex(resource: Mapping[str, Any], *, project_id: str, region: st
         "goal": Goal.parse(metric.get("goal")).value if tuning else None,
         "parameters": parameters if tuning else [],
         "trials": [trial_view(t, metric_id, kinds) for t in resource.get("trials") or []],
+        "usage": usage_of(resource) if job_spec else None,
         "spec": dict(resource),
     }
