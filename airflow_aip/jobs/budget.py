@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from airflow_aip.exceptions import ValidationError
@@ -160,3 +160,48 @@ def preflight(
         f"{budget.text()}: {verb}"
     )
     return Preflight(refuse, line, worst)
+
+
+@dataclass
+class Guard:
+    """One wait's guard: the budget (None: costs are only reported), and what it has said so far.
+
+    The runners of the wait step (worker and triggerer) hold one and show it every successful
+    read (:meth:`observe`); it keeps only what it has said (the job's last state, whether it said
+    it cannot estimate) and when to look next (``check_at``). What was spent is always read
+    again from the job's own times.
+    """
+
+    table: PriceTable
+    budget: Budget | None = None
+    spent_before: float = 0.0
+    blind_said: bool = False
+    check_at: float | None = None
+    last_state: str | None = None
+
+    def observe(self, view: Mapping[str, Any], now: float) -> Verdict:
+        """The verdict on a read, with a cost line when the job's state changed."""
+        state = str(view.get("state"))
+        changed, self.last_state = state != self.last_state, state
+        if self.budget is None:
+            self.check_at = None
+            figure = estimate(view, self.table, now)
+            logs = (self.cost_line(view, figure),) if changed else ()
+            return Verdict(False, figure, figure.amount, logs=logs)
+        verdict = judge(
+            view, self.budget, self.table, now=now, spent_before=self.spent_before, blind_said=self.blind_said
+        )
+        self.blind_said = self.blind_said or verdict.blind
+        self.check_at = verdict.check_at
+        if changed and not verdict.over and not verdict.logs:
+            verdict = replace(verdict, logs=(self.cost_line(view, verdict.estimate),))
+        return verdict
+
+    def cost_line(self, view: Mapping[str, Any], figure: Estimate) -> str:
+        """``Training job j1 is RUNNING: cost so far USD 0.12 (estimate, ...); budget USD 5``."""
+        budget = f"; budget {self.budget.text()}" if self.budget is not None else ""
+        earlier = f", earlier tries {money(self.spent_before)}" if self.spent_before else ""
+        return (
+            f"Training job {view.get('job_id')} is {view.get('state')}: "
+            f"cost so far {figure.text()}{earlier}{budget}"
+        )

@@ -10,6 +10,10 @@ where the triggerer's log routing (context variables) sends it to that task's lo
 - A read arrives only when it is news (a new state, a failure, a recovery); the deadline is the
   queue's timeout, after which the step is asked again with the last read, and says timed_out.
 - Lines are logged as they come, at the entry's own level.
+- With a budget (:class:`~airflow_aip.jobs.budget.Guard`), the job is also read, with a get, when
+  the guard says the budget could next be passed (at the most the job can spend per hour): the
+  same verdict as a read each poll, without waking every trigger every round. A tuning job that a
+  list answered without its trials is read with a get at its state changes, for the same reason.
 - When the job has ended, the log stream is drained (the poller applies gcloud's rule) before
   the step's lines and the one event: the job's last lines come before "… is SUCCEEDED".
 """
@@ -22,6 +26,7 @@ from typing import Any
 
 from airflow_aip.hooks.waiting import WaitRunner
 from airflow_aip.jobs.logs import Line, LogStream
+from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.waiting import Seen, Step
 from airflow_aip.triggers.job_polling import JobPoller
 from airflow_aip.triggers.log_polling import LogFollow, log_poller
@@ -60,7 +65,8 @@ class TriggerWait(WaitRunner):
                 if item[0] == "lines":
                     self._log_lines(item[1])
                     continue
-                decided, last = await self._on_read(item[1], inbox)
+                seen = await self._read_now() if item[0] == "guard" else await self._complete(item[1])
+                decided, last = await self._on_read(seen, inbox)
                 item = None  # not held while waiting for the next: 5,000 triggers would hold 5,000 jobs
                 if decided.done:
                     return self.event(decided)
@@ -92,13 +98,42 @@ class TriggerWait(WaitRunner):
         Never before the first read: a job that ended while nobody watched (a triggerer down
         past the deadline) ends the wait as what it is, not as a timeout.
         """
-        if last is None or self.deadline is None:
+        check_at = self.guard.check_at if self.guard is not None else None
+        wakes = [when for when in (self.deadline, check_at) if when is not None]
+        if last is None or not wakes:
             return await inbox.get()
-        timeout = max(0.0, self.deadline - time.time())
+        timeout = max(0.0, min(wakes) - time.time())
         try:
             return await asyncio.wait_for(inbox.get(), timeout)
         except TimeoutError:
+            if check_at is not None and (self.deadline is None or check_at < self.deadline):
+                return "guard", None
             return "job", last
+
+    async def _read_now(self) -> Seen:
+        """The guard's read: the job now, with a get (a failure goes to the wait step as any read's;
+        the guard looks again a poll interval later)."""
+        try:
+            return Seen(await self.poller.hook.aread(self.job_name))
+        except Exception as err:
+            if self.guard is not None:
+                self.guard.check_at = time.time() + self.poll_interval
+            return self.failed_read(err)
+
+    async def _complete(self, seen: Seen) -> Seen:
+        """A running tuning job a list answered without its trials, read whole when its budget is
+        guarded: the estimate sums the trials."""
+        job = seen.job
+        if (
+            self.guard is None
+            or self.guard.budget is None
+            or job is None
+            or not job.get("is_hyperparameter_tuning_job")
+            or job.get("trials")
+            or JobState.parse(job.get("state")).is_terminal
+        ):
+            return seen
+        return await self._read_now()
 
     def _follow(self, stream: LogStream, inbox: asyncio.Queue[Item]) -> LogFollow:
         assert self.logs_hook is not None  # a trigger that streams logs always has its hook
