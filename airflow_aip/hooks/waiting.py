@@ -145,6 +145,8 @@ class WaitRunner:
         if self.guard is None or seen.job is None or decided.action not in ("wait", "ended"):
             return decided
         verdict = self.guard.observe(seen.job, now)
+        if self.guard.check_at is not None:  # never read for the guard more often than the poll
+            self.guard.check_at = max(self.guard.check_at, now + self.poll_interval)
         lines: tuple[tuple[Level, str], ...] = tuple(("info", line) for line in verdict.logs)
         if verdict.over and decided.action == "wait":
             return over_budget(replace(decided, logs=decided.logs + lines), seen.job, verdict.line)

@@ -198,10 +198,10 @@ class Guard:
         return verdict
 
     def cost_line(self, view: Mapping[str, Any], figure: Estimate) -> str:
-        """``Training job j1 is RUNNING: cost so far USD 0.12 (estimate, ...); budget USD 5``."""
+        """``Training job j1 (RUNNING): cost so far USD 0.12 (estimate, ...); budget USD 5``."""
         budget = f"; budget {self.budget.text()}" if self.budget is not None else ""
         earlier = f", earlier tries {money(self.spent_before)}" if self.spent_before else ""
         return (
-            f"Training job {view.get('job_id')} is {view.get('state')}: "
+            f"Training job {view.get('job_id')} ({view.get('state')}): "
             f"cost so far {figure.text()}{earlier}{budget}"
         )

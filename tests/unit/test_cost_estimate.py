@@ -185,8 +185,8 @@ def test_a_tuning_job_sums_its_trials_each_by_its_own_times() -> None:
     assert got.amount == pytest.approx((PAGE["n1-standard-4"] + 100 * PD_SSD_PER_GB_HOUR) * 1.5)
 
 
-def test_a_tuning_job_read_without_its_trials_has_no_estimate() -> None:
-    assert "trials were not read" in estimate(_tuning([], "JOB_STATE_RUNNING"), SNAPSHOT, 1.8e9).missing
+def test_a_tuning_job_without_trials_yet_has_spent_nothing() -> None:
+    assert estimate(_tuning([], "JOB_STATE_RUNNING"), SNAPSHOT, 1.8e9).amount == 0.0
 
 
 def test_a_ladder_sums_its_rungs_and_a_hole_leaves_no_total() -> None:

@@ -1,0 +1,116 @@
+"""A budget through real task runs (dag.test) on the local service: the same estimate and guard as on
+Google, on the local jobs' machine specs and times (the local service bills nothing).
+
+One proof each: a job under its budget is untouched and its summary says what it cost; a tuning job
+over its budget, waited for in the triggerer, is cancelled once and its task fails with the line; a
+bad budget fails before anything is created. (The ladder's refusal: test_capacity_ladder.py.)
+"""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+import pytest
+
+from airflow_aip.jobs.pricing import PriceTable
+from airflow_aip.links import ENDED_JOB_XCOM_KEY
+from tests.fixtures.local_service import LocalService, StagedTrainer
+from tests.fixtures.operators import task_instance
+from tests.fixtures.vertex import aiplatform
+
+pytestmark = pytest.mark.integration
+PROJECT = "budget-ops"
+PARENT = f"projects/{PROJECT}/locations/us-central1"
+
+DAG = """\
+from datetime import datetime
+from airflow.sdk import DAG
+from airflow_aip.operators import SubmitTrainingJobOperator
+
+with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
+    SubmitTrainingJobOperator(
+        task_id="submit", project_id={project!r}, job_id_prefix={name!r},
+        training_input={training_input!r},
+        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+        deferrable={deferrable!r}, poll_interval=0.5, retries=0, budget={budget!r},
+    )
+"""
+HOLDING_TRIALS: dict[str, Any] = {  # two trials that hold 10 minutes: the guard must stop them
+    "goal": "MAXIMIZE",
+    "maxTrials": 2,
+    "maxParallelTrials": 2,
+    "algorithm": "GRID_SEARCH",
+    "params": [{"parameterName": "x", "type": "DISCRETE", "discreteValues": [1, 3]}],
+}
+
+
+def run(loader: Any, trainer: StagedTrainer, module: str, args: list[str], **kw: Any) -> tuple[Any, str]:
+    name = f"aip_budget_{uuid.uuid4().hex[:8]}"
+    training_input = trainer.training_input(module, args)
+    if kw.get("hyperparameters"):
+        training_input["hyperparameters"] = kw["hyperparameters"]
+    source = DAG.format(
+        name=name,
+        project=PROJECT,
+        training_input=training_input,
+        deferrable=kw.get("deferrable", False),
+        budget=kw.get("budget"),
+    )
+    return loader(name, source).test(), name
+
+
+def jobs_of(service: LocalService, dag_id: str, kind: str) -> list[dict[str, Any]]:
+    collection = getattr(aiplatform(service.url).projects().locations(), kind)()
+    listed = collection.list(parent=PARENT, filter=f'labels.airflow-dag-id="{dag_id}"').execute()
+    return list(listed.get(kind, []))
+
+
+def test_a_job_under_its_budget_is_untouched_and_says_what_it_cost(
+    local_env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    dag_run, _ = run(load_test_dag, staged_trainer, "succeed", [], budget=100)
+    ti = task_instance(dag_run, "submit")
+    assert str(ti.state) == "success"
+    cost = ti.xcom_pull(task_ids="submit")["cost"]
+    assert cost["estimate"] is True
+    assert cost["table_date"] == PriceTable.load().date
+    assert cost["currency"] == "USD"
+    assert 0 < cost["amount"] < 100  # BASIC is an n1-standard-4: priced in the table
+    assert cost["seconds"] > 0
+
+
+def test_a_tuning_job_over_its_budget_is_cancelled_once_and_its_task_fails_with_the_line(
+    local_env: LocalService,
+    staged_trainer: StagedTrainer,
+    load_test_dag: Any,
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    dag_run, dag_id = run(
+        load_test_dag,
+        staged_trainer,
+        "tune",
+        ["--hold", "600"],
+        hyperparameters=HOLDING_TRIALS,
+        deferrable=True,
+        budget=0.0001,
+    )
+    ti = task_instance(dag_run, "submit")
+    assert str(ti.state) == "failed"
+    ending = ti.xcom_pull(task_ids="submit", key=ENDED_JOB_XCOM_KEY)
+    assert ending["status"] == "over_budget"
+    assert "is over its budget" in ending["message"]
+    assert "budget USD 0.0001" in ending["message"]
+    assert PriceTable.load().date in ending["message"]
+    (job,) = jobs_of(local_env, dag_id, "hyperparameterTuningJobs")
+    assert job["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    printed = capfd.readouterr()
+    assert (printed.out + printed.err).count("(over budget)") == 1  # the task log's one cancel
+
+
+def test_a_bad_budget_fails_before_anything_is_created(
+    local_env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
+) -> None:
+    dag_run, dag_id = run(load_test_dag, staged_trainer, "succeed", [], budget="lots")
+    assert str(task_instance(dag_run, "submit").state) == "failed"
+    assert jobs_of(local_env, dag_id, "customJobs") == []
