@@ -139,3 +139,38 @@ def _load(path: str) -> PriceTable:
     except (OSError, ValueError, KeyError, TypeError) as err:
         raise ValidationError("price_table", f"{path} is not a price table: {err}") from err
     return PriceTable(data, path)
+
+
+def _describe_row(region: str, section: str, kind: str, name: str) -> str:
+    prefix = f"{section.replace('_', '-')} " if section else ""
+    return f"{prefix}{kind[:-1]} {name} in {region}"
+
+
+def refreshed(
+    data: Mapping[str, Any], rows: Mapping[tuple[str, str, str, str], float], *, as_of: str, source: str
+) -> tuple[dict[str, Any], list[str]]:
+    """The table with the fetched rows (region, section, kind, name) -> per hour, and what changed.
+
+    Rows the fetch did not price are kept from the table before (the change list counts them);
+    the source and date become the fetch's.
+    """
+    out = json.loads(json.dumps(data))
+    changes: list[str] = []
+    for (region, section, kind, name), price in sorted(rows.items()):
+        regional = out.setdefault("regions", {}).setdefault(region, {})
+        holder = regional.setdefault(section, {}) if section else regional
+        table = holder.setdefault(kind, {})
+        old = table.get(name)
+        described = _describe_row(region, section, kind, name)
+        if old is None:
+            changes.append(f"+ {described}: {price:.6g}")
+        elif abs(float(old) - price) > 1e-9:
+            changes.append(f"~ {described}: {float(old):.6g} -> {price:.6g}")
+        table[name] = round(price, 9)
+    out["source"] = {
+        "page": source,
+        "as_of": as_of,
+        "how": "fetched from the Billing Catalog API (services.skus.list) by `python -m airflow_aip.pricing "
+        "refresh`; rows the catalog did not price are kept from the table before",
+    }
+    return out, changes

@@ -121,3 +121,30 @@ def test_the_estimate_of_a_restarted_guard_is_the_jobs_own() -> None:
     """A triggerer restart keeps nothing in memory: the same read gives the same estimate."""
     view = running()
     assert estimate(view, TABLE, START + 900).amount == estimate(dict(view), TABLE, START + 900).amount
+
+
+def test_an_outage_never_cancels_for_cost_and_a_read_past_budget_does() -> None:
+    """The runners' guard (hooks.waiting): a failed read is not judged; a read past budget ends the wait."""
+    import logging
+
+    from airflow_aip.hooks.waiting import SyncWait
+    from airflow_aip.jobs.budget import Guard
+    from airflow_aip.jobs.waiting import Seen
+
+    wait = SyncWait(
+        None,
+        None,
+        "j1",
+        "p",
+        job_name="projects/p/locations/us-central1/customJobs/1",
+        poll_interval=30.0,
+        deadline=None,
+        log=logging.getLogger("test"),
+        guard=Guard(TABLE, Budget(0.01, "USD")),
+    )
+    outage = wait.decide(Seen.failure(ConnectionError("reset"), transient=True))
+    assert outage.action == "wait"
+    over = wait.decide(Seen(running()))  # started 2026-01-01: long past USD 0.01 by now
+    assert over.action == "over_budget"
+    assert "over its budget" in over.error
+    assert wait.event(over)["status"] == "over_budget"
