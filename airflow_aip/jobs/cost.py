@@ -59,6 +59,20 @@ class Estimate:
             out += f"; {money(self.standard)} on standard VMs, {money(self.standard - self.amount)} saved"
         return out + ")"
 
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Estimate:
+        """The estimate a summary carries (``summary["cost"]``), to write or sum again."""
+        return cls(
+            data.get("amount"),
+            str(data.get("currency") or ""),
+            str(data.get("table_date") or ""),
+            data.get("standard"),
+            tuple(data.get("unknown") or ()),
+            str(data.get("missing") or ""),
+            float(data.get("seconds") or 0.0),
+            str(data.get("strategy") or "STANDARD"),
+        )
+
     def to_json(self) -> dict[str, Any]:
         return {
             "amount": None if self.amount is None else round(self.amount, 6),
@@ -122,6 +136,8 @@ def estimate(view: Mapping[str, Any], table: PriceTable, now: float | None = Non
     spans, missing = _spans(view, now)
     if missing:
         return _none(table, missing=missing, strategy=strategy)
+    if not spans:  # never ran: nothing billed, whatever its machines cost
+        return Estimate(0.0, table.currency, table.date, strategy=strategy)
     region = str(view.get("region") or "")
     seconds = _billed(table, spans)
     rate = table.job_rate(usage, region)
@@ -143,6 +159,10 @@ class Total:
     currency: str
     table_date: str
     parts: tuple[Estimate, ...] = field(default=())
+
+    def to_json(self) -> dict[str, Any]:
+        amount = None if self.amount is None else round(self.amount, 6)
+        return {"amount": amount, "currency": self.currency, "estimate": True, "table_date": self.table_date}
 
     def text(self) -> str:
         if self.amount is None:

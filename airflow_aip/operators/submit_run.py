@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
 from airflow_aip.jobs import JobState, Tries, check_if_exists, summarize_job
+from airflow_aip.jobs.cost import Estimate, total
 from airflow_aip.jobs.ids import with_attempt
 from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.request import JobRequest
@@ -288,4 +289,10 @@ class SubmitRun:
                 current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
             records = every_rung(plan.rungs, position.records, current, ended=True)
         label = plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
-        return with_ladder(summary, records, position.earlier, label)
+        out = with_ladder(summary, records, position.earlier, label)
+        if records:
+            climb = total((Estimate.from_json(r["cost"]) for r in records if r.get("cost")), self.table)
+            out["ladder_cost"] = climb.to_json()
+            if self.log is not None:  # a unit test's run may have no task log
+                self.log.info("Capacity ladder: all its rungs' jobs cost %s", climb.text())
+        return out

@@ -126,6 +126,9 @@ def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
     assert summary["job_id"].endswith("_cpu")
     assert first["waited_seconds"] is not None
     assert second["ran_seconds"] is not None
+    assert first["cost"]["amount"] == 0.0  # failed before it ran: nothing billed (its A100 is unpriced)
+    assert second["cost"]["amount"] > 0
+    assert summary["ladder_cost"]["amount"] == pytest.approx(second["cost"]["amount"])
     jobs = jobs_of(env, dag_id)
     assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [
         ("a100", "JOB_STATE_FAILED"),
