@@ -83,7 +83,7 @@ def check_before_submit(
 
     A job of this run still running is never refused: it is adopted, and its wait is guarded.
     """
-    if any(not JobState.parse(job.get("state")).is_terminal for job in jobs):
+    if any(_adoptable(job) for job in jobs):
         return
     worst = worst_case(request.backend.usage(request.body), request.region or "", table)
     decided = preflight(worst, budget, spent_before=spent(jobs, table, log), refuse=refuse, what=what)
@@ -91,6 +91,12 @@ def check_before_submit(
         raise BudgetExceededError(decided.line)
     if decided.line:
         log.warning("%s", decided.line)
+
+
+def _adoptable(job: JobView) -> bool:
+    """A job of this run the submit may adopt: one that has not ended, nor is being cancelled."""
+    state = JobState.parse(job.get("state"))
+    return not state.is_terminal and state is not JobState.CANCELLING
 
 
 def unaffordable(request: JobRequest, left: float, table: PriceTable) -> str | None:

@@ -114,3 +114,41 @@ def test_a_bad_budget_fails_before_anything_is_created(
     dag_run, dag_id = run(load_test_dag, staged_trainer, "succeed", [], budget="lots")
     assert str(task_instance(dag_run, "submit").state) == "failed"
     assert jobs_of(local_env, dag_id, "customJobs") == []
+
+
+def test_a_retry_counts_what_the_earlier_try_spent_read_back_from_its_job(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """Try 1 runs past a tiny budget and is cancelled; its retry (the same task instance, a new
+    process: nothing kept in memory or in Airflow) reads try 1's job back by its labels, and refuses
+    to submit: the budget is spent."""
+    from datetime import datetime, timezone
+
+    from airflow_aip.exceptions import BudgetExceededError
+    from airflow_aip.operators import SubmitTrainingJobOperator
+    from tests.fixtures.operators import FakeTI, task_context
+
+    dag_id = f"aip_budget_{uuid.uuid4().hex[:8]}"
+    when = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
+
+    def one_try() -> None:
+        operator = SubmitTrainingJobOperator(
+            task_id="submit",
+            project_id=PROJECT,
+            job_id_prefix=dag_id,
+            training_input=staged_trainer.training_input("sleep"),
+            executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+            poll_interval=0.5,
+            deferrable=False,
+            budget=0.001,  # USD; one 30-second increment of an n1-standard-4 is about 0.002
+            retries=1,
+        )
+        operator.execute(task_context(FakeTI(dag_id, "submit"), when))  # type: ignore[arg-type]
+
+    with pytest.raises(BudgetExceededError, match="is over its budget"):
+        one_try()
+    with pytest.raises(BudgetExceededError, match=r"budget USD 0\.001 is spent: earlier tries cost 0\.00"):
+        one_try()
+    jobs = jobs_of(local_env, dag_id, "customJobs")
+    assert len(jobs) == 1  # the retry created nothing
+    assert jobs[0]["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
