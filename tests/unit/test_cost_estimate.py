@@ -211,3 +211,29 @@ def test_a_file_that_is_not_a_table_is_a_validation_error(tmp_path: Path) -> Non
 
     with pytest.raises(ValidationError, match="price_table"):
         PriceTable.load(tmp_path / "bad.json")
+
+
+@pytest.mark.parametrize("kind", ["customJobs", "hyperparameterTuningJobs"])
+def test_a_watch_lists_only_what_the_wait_and_the_guard_read(kind: str) -> None:
+    """The poll's readMask (Vertex AI's field names, checked by the local service's rule) keeps the
+    view the wait and the estimate read: its state, times, output dir and usage."""
+    from airflow_aip.jobs.vertex.view import WATCHED_FIELDS
+    from airflow_aip.local.vertex.render import apply_read_mask
+
+    schema = {"customJobs": "GoogleCloudAiplatformV1CustomJob"}.get(
+        kind, "GoogleCloudAiplatformV1HyperparameterTuningJob"
+    )
+    full = job("n1-standard-4", "NVIDIA_TESLA_T4", 1)["spec"]
+    if kind != "customJobs":
+        full = {**full, "trialJobSpec": full.pop("jobSpec"), "studySpec": {"metrics": []}, "maxTrialCount": 2}
+    full["jobSpec" if kind == "customJobs" else "trialJobSpec"]["baseOutputDirectory"] = {
+        "outputUriPrefix": "gs://b/o"
+    }
+    full["encryptionSpec"] = {"kmsKeyName": "k"}
+    masked = apply_read_mask(full, WATCHED_FIELDS[kind], schema)
+    assert "encryptionSpec" not in masked
+    region = "us-central1"
+    before = view_from_vertex(full, project_id="p", region=region)
+    after = view_from_vertex(masked, project_id="p", region=region)
+    for key in ("state", "start_time", "end_time", "usage", "output_dir", "labels", "job_id"):
+        assert after[key] == before[key], key

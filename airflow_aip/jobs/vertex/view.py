@@ -55,6 +55,18 @@ _VALUE_SPECS = {
 }
 
 
+# What a watched job's list read must carry (a list's ``readMask``): what the wait step, the log
+# stream, the budget guard (the pools, the scheduling, the times) and an ended custom job's summary
+# read from :func:`view_from_vertex`, and no more. A mask path stops at a repeated field (FieldMask's
+# rule), so a pool comes whole. A tuning job's trials are read with a get once it has ended.
+_WATCHED = "name,displayName,state,createTime,startTime,endTime,updateTime,error,labels"
+WATCHED_FIELDS = {
+    CUSTOM_KIND: f"{_WATCHED},jobSpec.workerPoolSpecs,jobSpec.scheduling,jobSpec.baseOutputDirectory",
+    TUNING_KIND: f"{_WATCHED},studySpec,maxTrialCount,parallelTrialCount,"
+    "trialJobSpec.workerPoolSpecs,trialJobSpec.scheduling,trialJobSpec.baseOutputDirectory",
+}
+
+
 def job_state(value: object) -> JobState:
     """A Vertex ``JobState`` (name or proto number) as the neutral state; unknown reads as unspecified."""
     name = _STATE_NAMES.get(value, value) if isinstance(value, int) else value
