@@ -162,6 +162,9 @@ def preflight(
     return Preflight(refuse, line, worst)
 
 
+_NOTHING = Estimate(0.0, "", "")  # what a guard without a budget says of a read it need not price
+
+
 @dataclass
 class Guard:
     """One wait's guard: the budget (None: costs are only reported), and what it has said so far.
@@ -185,9 +188,10 @@ class Guard:
         changed, self.last_state = state != self.last_state, state
         if self.budget is None:
             self.check_at = None
+            if not changed or not view.get("start_time"):  # nothing new, or nothing spent yet: no line
+                return Verdict(False, _NOTHING, 0.0)
             figure = estimate(view, self.table, now)
-            logs = (self.cost_line(view, figure),) if changed else ()
-            return Verdict(False, figure, figure.amount, logs=logs)
+            return Verdict(False, figure, figure.amount, logs=(self.cost_line(view, figure),))
         verdict = judge(
             view, self.budget, self.table, now=now, spent_before=self.spent_before, blind_said=self.blind_said
         )

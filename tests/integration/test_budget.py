@@ -152,3 +152,41 @@ def test_a_retry_counts_what_the_earlier_try_spent_read_back_from_its_job(
     jobs = jobs_of(local_env, dag_id, "customJobs")
     assert len(jobs) == 1  # the retry created nothing
     assert jobs[0]["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+
+
+def test_the_sensor_cancels_a_job_past_its_budget_once_and_fails_without_retry(
+    local_env: LocalService, staged_trainer: StagedTrainer, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """The sensor watches a job it did not submit (here: made with Google's own discovery client)."""
+    from airflow.sdk.exceptions import AirflowFailException
+
+    from airflow_aip.sensors import TrainingJobSensor
+    from tests.fixtures.operators import task_context
+    from tests.fixtures.vertex import worker_pool
+
+    body = {
+        "displayName": f"watched_{uuid.uuid4().hex[:8]}",
+        "jobSpec": {"workerPoolSpecs": [worker_pool(staged_trainer, "sleep", [])]},
+    }
+    created = (
+        aiplatform(local_env.url)
+        .projects()
+        .locations()
+        .customJobs()
+        .create(parent=PARENT, body=body)
+        .execute()
+    )
+    sensor = TrainingJobSensor(
+        task_id="watch",
+        project_id=PROJECT,
+        job_id=created["name"],
+        poke_interval=0.5,
+        mode="poke",
+        budget=0.0001,
+    )
+    with pytest.raises(AirflowFailException, match="is over its budget"):
+        sensor.execute(task_context())  # type: ignore[arg-type]
+    job = aiplatform(local_env.url).projects().locations().customJobs().get(name=created["name"]).execute()
+    assert job["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
+    printed = capfd.readouterr()
+    assert (printed.out + printed.err).count("(over budget)") == 1

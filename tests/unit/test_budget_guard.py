@@ -148,3 +148,17 @@ def test_an_outage_never_cancels_for_cost_and_a_read_past_budget_does() -> None:
     assert over.action == "over_budget"
     assert "over its budget" in over.error
     assert wait.event(over)["status"] == "over_budget"
+
+
+def test_without_a_budget_the_cost_is_logged_once_a_job_runs_and_at_each_change_after() -> None:
+    from airflow_aip.jobs.budget import Guard
+
+    guard = Guard(TABLE)
+    queued = running(state="JOB_STATE_QUEUED")
+    del queued["start_time"]
+    assert guard.observe(queued, START).logs == ()  # nothing spent yet: no line
+    first = guard.observe(running(), START + 1800)
+    assert first.logs == (f"Training job j1 (RUNNING): cost so far {first.estimate.text()}",)
+    assert guard.observe(running(), START + 1900).logs == ()  # no change: no line
+    assert not first.over
+    assert guard.check_at is None
