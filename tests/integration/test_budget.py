@@ -3,7 +3,8 @@ Google, on the local jobs' machine specs and times (the local service bills noth
 
 One proof each: a job under its budget is untouched and its summary says what it cost; a tuning job
 over its budget, waited for in the triggerer, is cancelled once and its task fails with the line; a
-bad budget fails before anything is created. (The ladder's refusal: test_capacity_ladder.py.)
+retry counts what its earlier try spent. Under soak: a bad budget fails before anything is created;
+the sensor cancels once and fails without retry. (The ladder's refusal: test_capacity_ladder.py.)
 """
 
 from __future__ import annotations
@@ -108,6 +109,7 @@ def test_a_tuning_job_over_its_budget_is_cancelled_once_and_its_task_fails_with_
     assert (printed.out + printed.err).count("(over budget)") == 1  # the task log's one cancel
 
 
+@pytest.mark.soak  # the rule is the unit tests' (test_budget_guard.py); make test stays under 10 minutes
 def test_a_bad_budget_fails_before_anything_is_created(
     local_env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any
 ) -> None:
@@ -154,6 +156,7 @@ def test_a_retry_counts_what_the_earlier_try_spent_read_back_from_its_job(
     assert jobs[0]["state"] in ("JOB_STATE_CANCELLING", "JOB_STATE_CANCELLED")
 
 
+@pytest.mark.soak  # the worker's guard is make test's once (the retry test); this is the sensor's mapping
 def test_the_sensor_cancels_a_job_past_its_budget_once_and_fails_without_retry(
     local_env: LocalService, staged_trainer: StagedTrainer, capfd: pytest.CaptureFixture[str]
 ) -> None:
