@@ -67,7 +67,10 @@ class TriggerWait(WaitRunner):
                     continue
                 seen = await self._read_now() if item[0] == "guard" else await self._complete(item[1])
                 decided, last = await self._on_read(seen, inbox)
-                item = None  # not held while waiting for the next: 5,000 triggers would hold 5,000 jobs
+                item = (
+                    None  # neither is held while waiting for the next: 5,000 triggers would hold 5,000 jobs
+                )
+                del seen
                 if decided.done:
                     return self.event(decided)
                 watch.read_in(decided.seconds)
