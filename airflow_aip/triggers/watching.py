@@ -45,6 +45,8 @@ class TriggerWait(WaitRunner):
         super().__init__(*args, **kwargs)
         self.poller = poller
         self.follow: LogFollow | None = None  # this job's registration with the log poller
+        self._guard_timer: asyncio.TimerHandle | None = None  # the guard's next look (_arm_guard)
+        self._guard_at: float | None = None
 
     def decide(self, seen: Seen) -> Step:
         """The step's decision; the job is not kept (5,000 waiting triggers would each hold one)."""
@@ -65,19 +67,38 @@ class TriggerWait(WaitRunner):
                 if item[0] == "lines":
                     self._log_lines(item[1])
                     continue
+                if item[0] == "guard":  # the timer fired: the next look is armed anew after this read
+                    self._guard_timer = self._guard_at = None
                 seen = await self._read_now() if item[0] == "guard" else await self._complete(item[1])
                 decided, last = await self._on_read(seen, inbox)
-                item = (
-                    None  # neither is held while waiting for the next: 5,000 triggers would hold 5,000 jobs
-                )
+                item = None  # neither is held while waiting: 5,000 triggers would hold 5,000 jobs
                 del seen
                 if decided.done:
                     return self.event(decided)
                 watch.read_in(decided.seconds)
+                self._arm_guard(inbox)
         finally:
             watch.close()
+            if self._guard_timer is not None:
+                self._guard_timer.cancel()
             if self.follow is not None:
                 self.follow.close()
+
+    def _arm_guard(self, inbox: asyncio.Queue[Item]) -> None:
+        """A timer that puts a ``guard`` item in the inbox when the guard wants to look (a handle on
+        the loop, not a task: 5,000 waiting triggers hold 5,000 small handles, and nothing wakes them
+        before it is due)."""
+        check_at = self.guard.check_at if self.guard is not None else None
+        if check_at == self._guard_at:
+            return
+        if self._guard_timer is not None:
+            self._guard_timer.cancel()
+            self._guard_timer = None
+        self._guard_at = check_at
+        if check_at is not None:
+            loop = asyncio.get_running_loop()
+            when = loop.time() + max(0.0, check_at - time.time())
+            self._guard_timer = loop.call_at(when, inbox.put_nowait, ("guard", None))
 
     async def _on_read(self, seen: Seen, inbox: asyncio.Queue[Item]) -> tuple[Step, Seen]:
         """Decide on a read; follow the job's logs from its first read, drain them once it ended.
@@ -101,16 +122,12 @@ class TriggerWait(WaitRunner):
         Never before the first read: a job that ended while nobody watched (a triggerer down
         past the deadline) ends the wait as what it is, not as a timeout.
         """
-        check_at = self.guard.check_at if self.guard is not None else None
-        wakes = [when for when in (self.deadline, check_at) if when is not None]
-        if last is None or not wakes:
+        if last is None or self.deadline is None:
             return await inbox.get()
-        timeout = max(0.0, min(wakes) - time.time())
+        timeout = max(0.0, self.deadline - time.time())
         try:
             return await asyncio.wait_for(inbox.get(), timeout)
         except TimeoutError:
-            if check_at is not None and (self.deadline is None or check_at < self.deadline):
-                return "guard", None
             return "job", last
 
     async def _read_now(self) -> Seen:
