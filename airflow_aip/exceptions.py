@@ -107,6 +107,11 @@ class JobFailedError(AipError):
         super().__init__(f"Training job {job_id} ended {state}: {error_message or '(no errorMessage)'}")
 
 
+class BudgetExceededError(AipError):
+    """A task's job (or ladder) passed its budget, or would have: the line says the estimate,
+    the budget and the price table's date."""
+
+
 class JobSpecMismatchError(AipError):
     """An existing job of this task instance, with the requested id, has another spec (input or labels)."""
 

@@ -58,6 +58,7 @@ QUIET_PERIOD = 10.0  # seconds between a quiet job's lines (bench.trigger_api_lo
 BIG, SMALL, CHATTY = max(2, round(5000 * SCALE)), max(2, round(1000 * SCALE)), 10
 LOG_BUDGET = 30  # entries.list calls a minute per project: [aip] log_reads_per_minute's default
 WATCH_TIMEOUT = 900.0
+GUARD_BUDGET = 100.0  # USD a job: n1-standard-4 jobs of ~2 minutes never reach it (no cancel)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ class Scenario:
     jobs: int
     logs: bool = False
     long: bool = False  # long-lived jobs, with a steady stretch (STEADY)
+    budget: float | None = None  # each trigger's budget (USD): the guard on
 
     @property
     def api(self) -> str:
@@ -77,6 +79,7 @@ class Scenario:
 SCENARIOS = (
     Scenario("ml_big", "shared", AI_PLATFORM, BIG, long=True),
     Scenario("vertex_big", "shared", VERTEX, BIG, long=True),
+    Scenario("vertex_big_guard", "shared", VERTEX, BIG, long=True, budget=GUARD_BUDGET),
     Scenario("ml_per_job", "per_job", AI_PLATFORM, SMALL, long=True),
     Scenario("vertex_per_job", "per_job", VERTEX, SMALL, long=True),
     Scenario("ml_small", "shared", AI_PLATFORM, SMALL),
@@ -145,6 +148,7 @@ def measure(scenario: Scenario, seed: int) -> dict[str, Any]:
         "poll": POLL,
         "logs": scenario.logs,
         "steady": list(STEADY) if scenario.long else None,
+        "budget": scenario.budget,
         "chatty": [j["job_id"] for j in spec["jobs"] if j["chatty"]],
         "jobs": [{"job_id": job.job_id, "name": fleet.vertex_name(job)} for job in fleet.jobs],
     }

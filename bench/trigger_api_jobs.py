@@ -180,7 +180,14 @@ class Fleet:
     def list_vertex(self, query: Mapping[str, str]) -> dict[str, Any]:
         """``customJobs.list``: ``{"customJobs": [...], "nextPageToken"}``."""
         by_name = (("displayName",), ("labels", JOB_ID_LABEL))
-        return self._list(query, VERTEX_JOB_FILTER_FIELDS, by_name, "customJobs", self.vertex_job)
+        answer = self._list(query, VERTEX_JOB_FILTER_FIELDS, by_name, "customJobs", self.vertex_job)
+        mask = query.get("readMask")
+        if mask and answer.get("customJobs"):  # as Google and the local service do
+            from airflow_aip.local.vertex.render import apply_read_mask
+
+            schema = "GoogleCloudAiplatformV1CustomJob"
+            answer["customJobs"] = [apply_read_mask(job, mask, schema) for job in answer["customJobs"]]
+        return answer
 
     def _list(
         self,

@@ -189,6 +189,54 @@ def _big_rows(big: _Scenario, ours: dict[str, Any], base: dict[str, Any] | None,
     ]
 
 
+def _guard_rows(scenarios: dict[str, _Scenario], stats: dict[str, Any], poll: float) -> list[Figure]:
+    """The budget guard's cost at 5,000 waits: against the same waits without it, and per-job gets."""
+    guard, n = stats["vertex_big_guard"], scenarios["vertex_big_guard"].jobs
+    where = f"Vertex AI, {n} waits, budget guard on"
+    rows = []
+    if "vertex_big" in stats:
+        off = stats["vertex_big"]["steady_core"]
+        met = guard["steady_core"] <= 1.1 * off
+        rows.append(
+            Figure(
+                TOPIC,
+                f"{where}: share of one core waiting (poll {poll:g}s)",
+                "%",
+                _one("guard on", guard["steady_core"]),
+                _one("the same waits, guard off", off),
+                "<= 1.1x guard off",
+                met,
+            )
+        )
+    if "vertex_per_job" in stats:
+        base = stats["vertex_per_job"]["steady_core"]
+        per_job = scenarios["vertex_per_job"].jobs
+        rows.append(
+            Figure(
+                TOPIC,
+                f"{where}: share of one core waiting, against per-job gets",
+                "%",
+                _one("guard on", guard["steady_core"]),
+                _one(f"per-job gets, {per_job} waits", base),
+                "<= 0.05x per-job gets",
+                guard["steady_core"] <= 0.05 * base,
+            )
+        )
+    budget = math.ceil(n / 100)
+    rows.append(
+        Figure(
+            TOPIC,
+            f"{where}: job-API requests per poll round",
+            "req",
+            _one("guard on", guard["rounds"]),
+            None,
+            f"<= {budget}",
+            guard["rounds"] <= budget,
+        )
+    )
+    return rows
+
+
 def _small_rows(ours: dict[str, Any], threads: dict[str, Any], n: int, poll: float) -> list[Figure]:
     label = f"{n} blocking poll threads"
 
@@ -265,6 +313,8 @@ def figures(
         if big in stats:
             base = {**stats[per_job], "n": scenarios[per_job].jobs} if per_job in stats else None
             out += _big_rows(scenarios[big], stats[big], base, poll)
+    if "vertex_big_guard" in stats:
+        out += _guard_rows(scenarios, stats, poll)
     if "ml_small" in stats and "threads" in stats:
         out += _small_rows(stats["ml_small"], stats["threads"], scenarios["ml_small"].jobs, poll)
     if "ml_small" in stats and "ml_per_job" in stats:

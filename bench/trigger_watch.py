@@ -162,6 +162,7 @@ def _watch_with_triggers(
             api_endpoint=config["url"],
             poll_interval=config["poll"],
             stream_logs=config["logs"],
+            **({"budget": {"amount": config["budget"], "currency": "USD"}} if config.get("budget") else {}),
         )
         trigger._log = logs[job["job_id"]] = Collect(keep=config["logs"])
         async for event in trigger.run():

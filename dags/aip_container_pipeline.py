@@ -122,6 +122,7 @@ with DAG(
             },
         },
         deferrable=True,
+        budget=10,  # USD for all its trials: the tuning job is cancelled past it (an estimate)
     )
 
     export = ExportArtifactsOperator(

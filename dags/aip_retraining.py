@@ -207,6 +207,7 @@ with DAG(
         },
         framework="scikit-learn",  # on Vertex AI: the container the iris trainer needs
         deferrable=True,
+        budget=5,  # USD, the price table's currency: the job is cancelled past it (an estimate)
     )
     champion: Any = champion_model()
     # The same trainer, scoring the champion's saved model: nothing is trained, one metrics file lands.

@@ -90,6 +90,16 @@ with DAG(
             "and other machines or regions per rung are set in code (placement=[...]).",
         ),
         "local_stockout": local_stockout_param(),
+        "budget": Param(
+            10,
+            type=["number", "null"],
+            minimum=0,
+            title="Budget (USD)",
+            description="At most this much for the tuning job, every rung of the capacity ladder "
+            "included, in the price table's currency. An estimate from the jobs' machines and times "
+            "(airflow_aip/jobs/prices/): past it, the job is cancelled and the task fails. Empty: no "
+            "budget (the cost is still logged). The local service bills nothing, but the same guard runs.",
+        ),
     },
 ) as dag:
 
@@ -145,6 +155,9 @@ with DAG(
             "scaleTier": "{{ params.scale_tier }}",
             "runtimeVersion": "{{ params.runtime_version }}",
             "pythonVersion": "{{ params.python_version }}",
+            # Each trial ends after an hour at most (Vertex AI's default is 7 days): it bounds the
+            # worst case the budget is checked against before submit, and before each ladder rung.
+            "scheduling": {"maxRunningTime": "3600s"},
             "hyperparameters": {
                 "goal": "MAXIMIZE",
                 "hyperparameterMetricTag": METRIC_TAG,
@@ -163,6 +176,7 @@ with DAG(
         # there is nothing to climb.
         placement="{{ params.capacity_ladder | tojson if params.backend == 'vertex' else '' }}",
         deferrable=True,
+        budget="{{ params.budget if params.budget is not none else '' }}",
     )
 
     export = ExportArtifactsOperator(

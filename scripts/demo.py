@@ -192,6 +192,7 @@ def _report() -> bool:
     """Print the jobs, the best trial and the exported model; False when something is missing."""
     from airflow_aip.hooks import StorageHook
     from airflow_aip.jobs import summarize_job
+    from airflow_aip.jobs.cost import Estimate
 
     jobs = _jobs()
     storage = StorageHook()
@@ -203,6 +204,7 @@ def _report() -> bool:
         s = summarize_job(job)
         print(f"  {s['job_id']}  {s['state']}  trials={len(s['trials'])}")
         print(f"    Vertex AI resource: {s['name']}")
+        print(f"    cost: {Estimate.from_json(s['cost']).text()}")
         for trial in s["trials"]:
             metric = (trial.get("finalMetric") or {}).get("objectiveValue")
             print(f"    trial {trial['trialId']}: {trial.get('hyperparameters')}  accuracy={metric}")
@@ -210,6 +212,7 @@ def _report() -> bool:
             best = s["best_trial"]
             print(f"  best trial: {best['trialId']} accuracy={best['finalMetric']['objectiveValue']}")
     _ladder([summarize_job(job) for job in jobs])
+    _cost([summarize_job(job) for job in jobs])
     manifest: dict[str, Any] = json.loads(storage.read_bytes(manifests[-1].uri))
     print(f"\nExported model: {manifest['model_uri']}")
     print(f"Manifest ({manifests[-1].uri}):")
@@ -229,6 +232,16 @@ def _ladder(summaries: list[dict[str, Any]]) -> None:
     for number, s in enumerate(rungs, 1):
         why = f": {s['error_message']}" if s["state"] == "FAILED" and s.get("error_message") else ""
         print(f"  rung {number} {s['labels']['aip_rung']}: {s['state']}{why}")
+
+
+def _cost(summaries: list[dict[str, Any]]) -> None:
+    """What the run's jobs would have cost on Vertex AI: the same estimate and table as the tasks'."""
+    from airflow_aip.jobs.cost import Estimate, total
+    from airflow_aip.jobs.pricing import PriceTable
+
+    run = total((Estimate.from_json(s["cost"]) for s in summaries), PriceTable.load())
+    print(f"\nWhat the run cost: {run.text()}")
+    print("  (the local service bills nothing: what Vertex AI would charge for these machines and times)")
 
 
 if __name__ == "__main__":

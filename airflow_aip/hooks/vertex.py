@@ -35,7 +35,7 @@ from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
 from airflow_aip.jobs.vertex.capacity import quota_refusal
-from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, job_state, parse_name
+from airflow_aip.jobs.vertex.view import CUSTOM_KIND, TUNING_KIND, WATCHED_FIELDS, job_state, parse_name
 from airflow_aip.jobs.view import JobView, last_segment
 from airflow_aip.jobs.watch import Listed, WatchBatch, batches
 
@@ -141,7 +141,13 @@ class VertexJobHook(RegionalAiplatformHook):
         parsed again: :func:`~airflow_aip.hooks.job_client.alist_watched`)."""
         path = f"v1/{batch.parent}/{batch.kind}"
         return await alist_watched(
-            self, batch, f"{batch.kind}.list", path, batch.kind, partial(self._listed, batch)
+            self,
+            batch,
+            f"{batch.kind}.list",
+            path,
+            batch.kind,
+            partial(self._listed, batch),
+            read_mask=WATCHED_FIELDS.get(batch.kind),
         )
 
     def _listed(self, batch: WatchBatch, listed: list[dict[str, Any]]) -> dict[str, Listed]:

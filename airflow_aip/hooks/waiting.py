@@ -30,12 +30,25 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.logs import DRAIN_INTERVAL, LogStream
 from airflow_aip.jobs.trials import best_trial_report
-from airflow_aip.jobs.waiting import Seen, Step, WaitState, step, step_event, summary_from_event
+from airflow_aip.jobs.waiting import (
+    Level,
+    Seen,
+    Step,
+    WaitState,
+    over_budget,
+    step,
+    step_event,
+    summary_from_event,
+)
+
+if TYPE_CHECKING:
+    from airflow_aip.jobs.budget import Guard
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.logs import JobLogsHook
@@ -82,6 +95,7 @@ class WaitRunner:
         queued_limit: float | None = None,
         what: str = "training job",
         event_of: EventOf | None = None,
+        guard: Guard | None = None,
     ) -> None:
         self.hook = hook
         self.logs_hook = logs_hook
@@ -96,6 +110,7 @@ class WaitRunner:
         self.jitter = jitter or random.random
         self.queued_limit = queued_limit  # a capacity ladder rung's limit on QUEUED (see jobs.waiting)
         self.event_of = event_of  # the event a wait ends with; None: a job's (``step_event``)
+        self.guard = guard  # the cost lines and the budget (airflow_aip.jobs.budget); None: neither
         self.state = WaitState.begin(job_id, time.time(), what)
         self.stream: LogStream | None = None
         self.last_job: Mapping[str, Any] = {}  # the job's view as the last successful read showed it
@@ -108,17 +123,34 @@ class WaitRunner:
         """Apply the step to one read and remember its state; :meth:`report` logs its lines."""
         if seen.job is not None:
             self.last_job = seen.job
+        now = time.time()
         decided = step(
             self.state,
             seen,
-            now=time.time(),
+            now=now,
             deadline=self.deadline,
             poll_interval=self.poll_interval,
             jitter=self.jitter(),
             queued_limit=self.queued_limit,
         )
         self.state = decided.state
-        return decided
+        return self.guarded(decided, seen, now)
+
+    def guarded(self, decided: Step, seen: Seen, now: float) -> Step:
+        """The step, with the guard's word on the read: its cost lines, or ``over_budget``.
+
+        Only a read that succeeded is judged (an outage never cancels for cost), and only while
+        the wait goes on or as it ends (the cost at the end).
+        """
+        if self.guard is None or seen.job is None or decided.action not in ("wait", "ended"):
+            return decided
+        verdict = self.guard.observe(seen.job, now)
+        if self.guard.check_at is not None:  # never read for the guard more often than the poll
+            self.guard.check_at = max(self.guard.check_at, now + self.poll_interval)
+        lines: tuple[tuple[Level, str], ...] = tuple(("info", line) for line in verdict.logs)
+        if verdict.over and decided.action == "wait":
+            return over_budget(replace(decided, logs=decided.logs + lines), seen.job, verdict.line)
+        return replace(decided, logs=decided.logs + lines) if lines else decided
 
     def report(self, decided: Step) -> Step:
         """Log the step's lines, after the job's own lines up to that read: states stay in order."""

@@ -52,6 +52,11 @@ class Backend(ABC):
         """The location a resource name carries (None when the API's names carry none)."""
         return None
 
+    def usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What a job of this body bills for (:mod:`airflow_aip.jobs.vertex.usage`), for its worst
+        case before submit; None where the API has no price table."""
+        return None
+
     @abstractmethod
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         """The labels a job created under ``job_id`` carries."""

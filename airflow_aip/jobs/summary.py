@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_aip.jobs.backends import backend_of
+from airflow_aip.jobs.cost import estimate
+from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import best_trial
 
@@ -38,6 +40,8 @@ SUMMARY_KEYS = (
     "goal",
     "parameters",
     "trials",
+    "usage",
+    "cost",
 )
 
 
@@ -49,11 +53,12 @@ def google_console_url(view: Mapping[str, Any]) -> str | None:
     return backend_of(view).console_url(str(project), name, view)
 
 
-def summarize_job(view: Mapping[str, Any]) -> dict[str, Any]:
+def summarize_job(view: Mapping[str, Any], now: float | None = None) -> dict[str, Any]:
     """What a DAG wants to know about a job (keys: :data:`SUMMARY_KEYS`), JSON-serialisable.
 
     ``parameters`` is the tuned hyperparameters' names, types and scales (from the spec), so the
-    UI can draw a log axis for a log-scaled one without asking the API again.
+    UI can draw a log axis for a log-scaled one without asking the API again. ``cost`` is the
+    job's estimate (:mod:`.cost`, the shipped price table) up to its end, or to ``now`` while it runs.
     """
     tuning = bool(view.get("is_hyperparameter_tuning_job"))
     trials = [dict(t) for t in view.get("trials") or []]
@@ -65,5 +70,6 @@ def summarize_job(view: Mapping[str, Any]) -> dict[str, Any]:
         labels=dict(view.get("labels") or {}),
         parameters=list(view.get("parameters") or []),
         trials=trials,
+        cost=estimate(view, PriceTable.load(), now).to_json(),
     )
     return out

@@ -25,6 +25,9 @@ Keys:
   (name, type and scale of each tuned hyperparameter), ``trials``: in AI Platform's vocabulary
   (``trialId``, ``state``, ``hyperparameters``, ``finalMetric{trainingStep, objectiveValue}``),
   which our users' DAGs already read;
+- ``usage``: what the job bills for (its pools' machines, accelerators, disks and replicas, its
+  scheduling strategy and timeout: :mod:`.vertex.usage`), None where the backend has no prices
+  (ml v1); the cost estimate (:mod:`.cost`) reads it;
 - ``spec``: the job as its API holds it, for the adoption rule's comparison only (never in XCom).
 """
 

@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
-from airflow_aip.exceptions import AipError, JobFailedError, JobWaitTimeoutError
+from airflow_aip.exceptions import AipError, BudgetExceededError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.jobs.backends import backend_of
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.summary import summarize_job
@@ -50,7 +50,7 @@ DEFERRAL_TIMEOUT_MARGIN = 120.0
 QUEUED_NOTE_AFTER = 30.0
 QUEUED_NOTE_INTERVAL = 600.0
 
-Action = Literal["wait", "ended", "timed_out", "failed", "outwaited"]
+Action = Literal["wait", "ended", "timed_out", "failed", "outwaited", "over_budget"]
 Level = Literal["info", "warning"]
 _STATUS = {JobState.SUCCEEDED: "success", JobState.FAILED: "failed", JobState.CANCELLED: "cancelled"}
 
@@ -110,7 +110,8 @@ class Seen:
 @dataclass(frozen=True)
 class Step:
     """The decision: ``wait`` ``seconds`` then read again, or stop (``ended``, ``timed_out``,
-    ``failed``, or ``outwaited``: QUEUED past the capacity ladder rung's ``queued_limit``).
+    ``failed``, ``outwaited``: QUEUED past the capacity ladder rung's ``queued_limit``, or
+    ``over_budget``: the budget guard's, :func:`over_budget`).
 
     ``logs`` are the lines to log now, ``(level, message)``; ``state`` is what to remember.
     ``job`` is the job that ended (``ended``); ``error`` why the wait failed (``failed``).
@@ -232,6 +233,12 @@ def _after_error(
     return Step("wait", remembered, seconds, logs)
 
 
+def over_budget(decided: Step, job: Mapping[str, Any], line: str) -> Step:
+    """The step the budget guard (:mod:`airflow_aip.jobs.budget`) turns a read into past the budget:
+    the wait ends, and its adapter cancels the job once and fails the task with ``line``."""
+    return Step("over_budget", decided.state, logs=(*decided.logs, ("warning", line)), job=job, error=line)
+
+
 # -- the one event a wait ends with (the trigger yields it; the operator and sensor decode it) ----
 
 
@@ -273,6 +280,9 @@ def step_event(decided: Step, project_id: str, now: float, job_name: str = "") -
         return {"status": "timeout", "message": message, "waited_seconds": waited, **base, "summary": last}
     if decided.action == "failed":
         return {"status": "error", "message": decided.error, **base}
+    if decided.action == "over_budget":
+        last = summarize_job(decided.job, now) if decided.job is not None else None
+        return {"status": "over_budget", "message": decided.error, **base, "summary": last}
     if decided.action == "outwaited":
         waited = queued_seconds(decided.job or {}, now) or 0.0
         message = (
@@ -295,4 +305,6 @@ def summary_from_event(event: Mapping[str, Any]) -> dict[str, Any]:
         raise JobFailedError(job_id, state, str(error or ""))
     if status == "timeout":
         raise JobWaitTimeoutError(job_id, state, event.get("waited_seconds"))
+    if status == "over_budget":
+        raise BudgetExceededError(str(event.get("message")))
     raise AipError(f"Waiting for training job {job_id} failed: {event.get('message') or event!r}")

@@ -29,6 +29,8 @@ if TYPE_CHECKING:
     from airflow_aip.hooks.job_client import JobClient
 
 HookFor = Callable[..., "JobClient"]  # (region, **retry): the job hook of a region (the task's own: None)
+Afford = Callable[[int, JobRequest], "str | None"]  # why rung i's request is over budget, or None
+BUDGET = "budget"  # a rung not climbed to: its worst case passes what is left of the budget
 
 
 @dataclass
@@ -63,6 +65,7 @@ def climb(
     create: bool = True,
     earlier: Sequence[Earlier] = (),
     tries: Tries | None = None,
+    afford: Afford | None = None,
     told: set[str] | None = None,
 ) -> Position:
     """Scan the rungs; pass those that ended for capacity; create (or adopt) the first other one.
@@ -71,6 +74,8 @@ def climb(
     wait has ended). ``earlier``: jobs before the ladder whose trials count (resumePreviousJobId).
     ``tries``: after a clear, the rungs' jobs that ended before it are a past run's: the ladder
     starts again at rung 1 (unless one of them still runs: the clear adopts it, as a retry would).
+    ``afford``: with a budget, a rung after the first that has no job yet is passed when its worst
+    case passes what is left (:func:`airflow_aip.operators.spending.unaffordable`), in either mode.
     ``told``: the rungs whose passing this task has logged already (a climb is logged once, at
     WARNING, when it happens; a later scan, and a look with ``create=False``, say nothing).
     """
@@ -85,6 +90,9 @@ def climb(
         if latest is not None and tries is not None and tries.not_this_runs(latest):
             latest = None  # a past run's: neither passed nor adopted
         ending = rung_ending(latest, rung, time.time()) if latest is not None else None
+        if ending is None and latest is None and index > 0 and afford is not None:
+            refused = afford(index, request)
+            ending = Ending(BUDGET, refused) if refused else None
         if ending is None:
             if not create:
                 position.job = latest
@@ -135,6 +143,11 @@ def _passed(position: Position, index: int, rung: Rung, view: JobView | None, en
 
 
 def _log_climb(log: Any, index: int, rung: Rung, ending: Ending) -> None:
+    if ending.reason == BUDGET:
+        log.warning(
+            "Capacity ladder: not climbing to rung %d, %s: %s", index + 1, rung.describe(), ending.detail
+        )
+        return
     log.warning(
         "Capacity ladder: rung %d, %s, ended (%s): %s; trying the next rung",
         index + 1,

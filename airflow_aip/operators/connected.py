@@ -17,6 +17,8 @@ from typing import Any
 from airflow.sdk import BaseOperator
 
 from airflow_aip.hooks.job_reference import GoogleIdentity, JobConnection, JobHooksMixin
+from airflow_aip.jobs.budget import Budget, check_budget
+from airflow_aip.jobs.pricing import PriceTable
 
 
 class GoogleOperator(GoogleIdentity, BaseOperator):
@@ -38,3 +40,25 @@ class JobOperator(JobHooksMixin, GoogleOperator):
         super().__init__(**kwargs)
 
     update_wrapper(__init__, JobConnection.__init__, assigned=())  # its signature: see the module
+
+
+class BudgetedJobOperator(JobOperator):
+    """A job operator that waits on a job under a budget: the submit operator and the sensor.
+
+    Their ``budget``, ``budget_currency`` and ``refuse_over_budget`` arguments (each stored by the
+    subclass's ``__init__``, templated) are checked here, once, before anything is sent
+    (:func:`airflow_aip.jobs.budget.check_budget`: a ValidationError naming the argument).
+    """
+
+    budget: Any
+    budget_currency: Any
+    refuse_over_budget: bool
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+
+    update_wrapper(__init__, JobConnection.__init__, assigned=())  # its signature: see the module
+
+    def checked_budget(self) -> Budget | None:
+        """The task's budget in the price table's currency, or None; checked before any side effect."""
+        return check_budget(self.budget, self.budget_currency, PriceTable.load())

@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
 from airflow_aip.jobs import JobState, Tries, check_if_exists, summarize_job
+from airflow_aip.jobs.cost import Estimate, total
 from airflow_aip.jobs.ids import with_attempt
+from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.capacity import rung_ending
 from airflow_aip.jobs.vertex.ladder import RUNG_LABEL, Rung
@@ -40,7 +42,8 @@ from airflow_aip.jobs.vertex.view import TUNING_KIND
 from airflow_aip.jobs.view import JobView
 from airflow_aip.links import LADDER_XCOM_KEY
 from airflow_aip.masking import masked_values_in
-from airflow_aip.operators.climbing import HookFor, Position, climb
+from airflow_aip.operators.climbing import Afford, HookFor, Position, climb
+from airflow_aip.operators.spending import check_before_submit, run_jobs, spent, unaffordable
 from airflow_aip.operators.submission import submit_job
 
 if TYPE_CHECKING:
@@ -93,6 +96,7 @@ class SubmitRun:
         self.watch = watch
         self.log = watch.log
         self.told: set[str] = set()  # the rungs passed whose climb this task has logged
+        self.table = PriceTable.load()
 
     # -- the earlier job of a resumed study -------------------------------------------------
 
@@ -150,6 +154,7 @@ class SubmitRun:
         """
         queued_limit = rung.queued_limit if rung is not None else None
         job_id, name, project = str(job["job_id"]), str(job["name"]), str(job["project_id"])
+        spent_before = self._spent_before(name)
         if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
             job = self.hook_for(request.region).read(name)
         if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
@@ -160,10 +165,17 @@ class SubmitRun:
                 masked_values=masked_values_in(request.body),
                 region=request.region,
                 queued_limit=queued_limit,
+                spent_before=spent_before,
             )
         hook = self.hook_for(request.region, retry_attempts=1)
         wait = self.watch.wait(
-            hook, job_id, name, project, deadline=self.watch.deadline(), queued_limit=queued_limit
+            hook,
+            job_id,
+            name,
+            project,
+            deadline=self.watch.deadline(),
+            queued_limit=queued_limit,
+            spent_before=spent_before,
         )
         return wait.run(job)
 
@@ -179,8 +191,35 @@ class SubmitRun:
 
     # -- helpers ----------------------------------------------------------------------------
 
+    def _run_jobs(self) -> list[JobView]:
+        plan = self.plan
+        return run_jobs(self.hook_for, plan.requests, plan.rungs, plan.base_id)
+
+    def _spent_before(self, name: str) -> float:
+        """What this run's other jobs (earlier tries, passed rungs) spent: it counts against the budget."""
+        if self.policy.budget is None:
+            return 0.0
+        return spent(self._run_jobs(), self.table, self.log, but=name)
+
+    def _budget_checks(self, create: bool) -> Afford | None:
+        """Before a create: the worst case against what is left (logged, or refused with
+        ``refuse_over_budget``); for a ladder, the rungs it cannot afford (None: no budget)."""
+        budget, plan = self.policy.budget, self.plan
+        if budget is None:
+            return None
+        jobs = self._run_jobs()
+        refuse = self.policy.refuse_over_budget
+        if create and (not plan.rungs or not jobs):
+            what = "ladder's first rung" if plan.rungs else "job"
+            check_before_submit(
+                plan.requests[0], jobs, budget, self.table, self.log, refuse=refuse, what=what
+            )
+        left = budget.amount - spent(jobs, self.table, self.log)
+        return lambda index, request: unaffordable(request, left, self.table)
+
     def _climb(self, *, create: bool = True) -> Position:
         plan = self.plan
+        afford = self._budget_checks(create)
         if not plan.rungs:  # one job, created as any job is
             request = plan.requests[0]
             hook = self.hook_for(request.region)
@@ -202,6 +241,7 @@ class SubmitRun:
             create=create,
             earlier=plan.earlier,
             tries=plan.tries,
+            afford=afford,
         )
 
     def _announce(self, context: Context, job: JobView, rung: Rung | None, position: Position) -> None:
@@ -251,4 +291,10 @@ class SubmitRun:
                 current = rung_record(position.index, plan.rungs[position.index], summary, None, time.time())
             records = every_rung(plan.rungs, position.records, current, ended=True)
         label = plan.rungs[min(position.index, len(plan.rungs) - 1)].label if plan.rungs else ""
-        return with_ladder(summary, records, position.earlier, label)
+        out = with_ladder(summary, records, position.earlier, label)
+        if records:
+            climb = total((Estimate.from_json(r["cost"]) for r in records if r.get("cost")), self.table)
+            out["ladder_cost"] = climb.to_json()
+            if self.log is not None:  # a unit test's run may have no task log
+                self.log.info("Capacity ladder: all its rungs' jobs cost %s", climb.text())
+        return out

@@ -58,7 +58,7 @@ from airflow_aip.jobs import (
 from airflow_aip.jobs.backends import build_requests
 from airflow_aip.jobs.vertex.placement import Placement
 from airflow_aip.links import TrainingJobConsoleLink
-from airflow_aip.operators.connected import JobOperator
+from airflow_aip.operators.connected import BudgetedJobOperator
 from airflow_aip.operators.submit_run import SubmitPlan, SubmitRun
 from airflow_aip.operators.training_args import TrainingInput, fold_deprecated
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
@@ -66,7 +66,7 @@ from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 __all__ = ["Placement", "SubmitTrainingJobOperator", "TrainingInput"]
 
 
-class SubmitTrainingJobOperator(JobOperator):
+class SubmitTrainingJobOperator(BudgetedJobOperator):
     """Submit a training job and, by default, wait for it to end.
 
     trainingInput comes from ``config`` (a config.yaml-style mapping or file path), then
@@ -105,6 +105,16 @@ class SubmitTrainingJobOperator(JobOperator):
     :param cancel_on_kill: cancel the job if the task is killed or gives up waiting.
     :param stream_logs: while waiting, copy the job's log lines (Cloud Logging) into the task log.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
+    :param budget: at most this much, in the price table's currency, for the job (a capacity
+        ladder: for the whole climb; a retry or clear: with what earlier tries of the run spent).
+        Checked at every read of the job while waiting, in the worker or the triggerer: past it,
+        the job is cancelled once and the task fails with the estimate, the budget and the price
+        table's date. Before submit, a worst case (every trial until ``scheduling.timeout``) over
+        it is logged; a ladder never climbs to a rung whose worst case passes what is left.
+        Estimates only (:mod:`airflow_aip.jobs.cost`): a job that cannot be estimated is never
+        cancelled for cost. None: costs are logged, nothing is stopped.
+    :param budget_currency: the budget's currency; must be the price table's (default: it).
+    :param refuse_over_budget: refuse to submit when the worst case is over the budget.
     :param project_id: the Google Cloud project (default: the connection's).
     :param region: the job's region (default: the trainingInput's, then ``[aip] region``).
     :param gcp_conn_id: the Airflow connection to Google Cloud.
@@ -135,6 +145,7 @@ class SubmitTrainingJobOperator(JobOperator):
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
+        "budget",
     )
     template_fields_renderers = {
         name: "json" for name in ("training_input", "config", "vertex_job", "placement", "labels")
@@ -162,6 +173,9 @@ class SubmitTrainingJobOperator(JobOperator):
         cancel_on_kill: bool = True,
         stream_logs: bool = True,
         max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
+        budget: float | str | None = None,
+        budget_currency: str | None = None,
+        refuse_over_budget: bool = False,
         **kwargs: Any,
     ) -> None:
         training_input, placement = fold_deprecated(kwargs, training_input, placement)
@@ -183,6 +197,9 @@ class SubmitTrainingJobOperator(JobOperator):
         self.cancel_on_kill = cancel_on_kill
         self.stream_logs = stream_logs
         self.max_log_lines_per_minute = max_log_lines_per_minute
+        self.budget = budget
+        self.budget_currency = budget_currency
+        self.refuse_over_budget = refuse_over_budget
         self._watch: TaskWatch | None = None  # this try's watch over its job, once it runs (on_kill)
 
     def default_region(self) -> str | None:
@@ -201,6 +218,8 @@ class SubmitTrainingJobOperator(JobOperator):
             cancel_on_kill=self.cancel_on_kill,
             stream_logs=self.stream_logs,
             max_log_lines_per_minute=self.max_log_lines_per_minute,
+            budget=self.checked_budget(),
+            refuse_over_budget=bool(self.refuse_over_budget),
         ).checked()
 
     def build_job(self, context: Context) -> SubmitPlan:

@@ -30,8 +30,10 @@ from typing import TYPE_CHECKING, Any
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
+from airflow_aip.jobs.budget import Budget, Guard
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
+from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.waiting import DEFERRAL_TIMEOUT_MARGIN
 from airflow_aip.links import CONSOLE_URL_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY, record_ending
 from airflow_aip.triggers.hold import release_at
@@ -63,6 +65,12 @@ class WaitPolicy:
     cancel_on_kill: bool = True
     stream_logs: bool = True
     max_log_lines_per_minute: int = DEFAULT_LINES_PER_MINUTE
+    budget: Budget | None = None  # checked by check_budget (airflow_aip.jobs.budget)
+    refuse_over_budget: bool = False
+
+    def guard(self, spent_before: float = 0.0) -> Guard:
+        """A wait's guard: the cost lines, and the budget if any, counting ``spent_before``."""
+        return Guard(PriceTable.load(), self.budget, spent_before)
 
     def checked(self) -> WaitPolicy:
         """This policy, every value checked (ValidationError naming the argument) before anything is sent."""
@@ -161,8 +169,10 @@ class TaskWatch:
         region: str | None = None,
         queued_limit: float | None = None,
         log_cursor: dict[str, Any] | None = None,
+        spent_before: float = 0.0,
     ) -> None:
         """Hand the wait to the trigger (raises TaskDeferred); the task resumes in ``execute_complete``."""
+        budget = self.policy.budget
         defer_wait(
             self.task,
             partial(TrainingJobTrigger.for_task, self.task),
@@ -176,6 +186,8 @@ class TaskWatch:
             log_cursor=log_cursor,
             region=region,
             queued_limit=queued_limit,
+            budget=budget.to_json() if budget is not None else None,
+            spent_before=spent_before,
         )
 
     def wait(
@@ -188,6 +200,7 @@ class TaskWatch:
         deadline: float | None,
         queued_limit: float | None = None,
         follow_while_running: bool = True,
+        spent_before: float = 0.0,
     ) -> SyncWait:
         """The worker's wait on one job; with ``stream_logs``, its log lines go to the task log."""
         streaming = self.policy.stream_logs
@@ -203,6 +216,7 @@ class TaskWatch:
             stream_for=self.log_stream if streaming else None,
             follow_while_running=follow_while_running,
             queued_limit=queued_limit,
+            guard=self.policy.guard(spent_before),
         )
 
     def log_stream(self, job: Mapping[str, Any]) -> LogStream:
@@ -222,8 +236,14 @@ class TaskWatch:
         """The summary a wait's event stands for, or its error once kept for the UI.
 
         Giving up (``wait_timeout``) cancels the job, with ``cancel_on_kill``; an error reading
-        it never does (the retry adopts it).
+        it never does (the retry adopts it). Past the budget, the job is cancelled here, once (the
+        wait's one event comes here once), and the task fails with the guard's line.
         """
+        if event.get("status") == "over_budget":
+            project = str(event.get("project_id"))
+            name = event.get("job_name") or ml_job_name(project, str(event.get("job_id")))
+            self.log.warning("%s", event.get("message"))
+            self.cancel(str(name), project, reason="over budget")
         if cancel_on_timeout and event.get("status") == "timeout" and self.policy.cancel_on_kill:
             project = str(event.get("project_id"))
             name = event.get("job_name") or ml_job_name(project, str(event.get("job_id")))  # older events

@@ -46,16 +46,16 @@ from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
 from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip import config
-from airflow_aip.exceptions import JobFailedError, JobWaitTimeoutError
+from airflow_aip.exceptions import BudgetExceededError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import check_lines_per_minute
 from airflow_aip.links import TrainingJobConsoleLink
 from airflow_aip.masking import masked_values_in
-from airflow_aip.operators.connected import JobOperator
+from airflow_aip.operators.connected import BudgetedJobOperator
 from airflow_aip.operators.watching import TaskWatch, WaitPolicy
 
 
-class TrainingJobSensor(JobOperator, BaseSensorOperator):
+class TrainingJobSensor(BudgetedJobOperator, BaseSensorOperator):
     """Succeeds when the job is SUCCEEDED and returns its summary; fails when it ends otherwise.
 
     :param job_id: our job ID (on Vertex AI: looked up by its label and displayName) or the
@@ -67,6 +67,10 @@ class TrainingJobSensor(JobOperator, BaseSensorOperator):
     :param stream_logs: copy the job's log lines (Cloud Logging) into the task log while waiting.
     :param max_log_lines_per_minute: cap on those lines; the count of lines dropped is logged.
     :param cancel_on_kill: cancel the job when a user kills this task (see the module docstring).
+    :param budget: at most this much for the job, in the price table's currency: checked at each
+        read (each poke, or in the triggerer); past it, the job is cancelled once and the sensor
+        fails (no retry) with the estimate, the budget and the table's date. None: costs are
+        logged only. ``budget_currency``: must be the table's (default: it).
 
     The connection's arguments: :class:`~airflow_aip.hooks.job_reference.JobConnection`.
     """
@@ -79,6 +83,7 @@ class TrainingJobSensor(JobOperator, BaseSensorOperator):
         "gcp_conn_id",
         "api_endpoint",
         "impersonation_chain",
+        "budget",
     )
     operator_extra_links = (TrainingJobConsoleLink(),)
     ui_color = "#d2e3fc"
@@ -92,9 +97,14 @@ class TrainingJobSensor(JobOperator, BaseSensorOperator):
         stream_logs: bool = True,
         max_log_lines_per_minute: int = config.max_log_lines_per_minute(),
         cancel_on_kill: bool = False,
+        budget: float | str | None = None,
+        budget_currency: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(poke_interval=poke_interval, **kwargs)
+        self.budget = budget
+        self.budget_currency = budget_currency
+        self.refuse_over_budget = False
         self.job_id = job_id
         self.deferrable = deferrable
         self.stream_logs = stream_logs
@@ -119,11 +129,13 @@ class TrainingJobSensor(JobOperator, BaseSensorOperator):
             cancel_on_kill=self.cancel_on_kill,
             stream_logs=self.stream_logs,
             max_log_lines_per_minute=self.max_log_lines_per_minute,
+            budget=self.checked_budget(),
         )
         return TaskWatch(self, self.job_api, policy, clock=time.time)
 
     def execute(self, context: Context) -> Any:
         check_lines_per_minute(self.max_log_lines_per_minute)
+        self.checked_budget()  # a bad budget fails before anything is read
         name = self.job_name
         project = self.hook.project_id
         self.watch.announce(context, self.job_id, name, project, self.console_url_for(name, self.job_id))
@@ -179,3 +191,5 @@ class TrainingJobSensor(JobOperator, BaseSensorOperator):
             raise AirflowFailException(str(err)) from err
         except JobWaitTimeoutError as err:
             raise AirflowSensorTimeout(str(err)) from err
+        except BudgetExceededError as err:
+            raise AirflowFailException(str(err)) from err

@@ -43,8 +43,10 @@ from typing import Any
 
 from airflow.triggers.base import TriggerEvent
 
+from airflow_aip.jobs.budget import Budget, Guard
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogCursor, LogStream
 from airflow_aip.jobs.mlv1.view import ml_job_name
+from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.view import AI_PLATFORM
 from airflow_aip.jobs.waiting import job_event, summary_from_event
 from airflow_aip.masking import amask_values
@@ -77,6 +79,11 @@ class TrainingJobTrigger(ConnectedTrigger):
         ladder's rung: the task then cancels it and tries the next rung); None: no limit.
     :param release_at: UNIX time before which the event is held (None: at once); see
         :mod:`airflow_aip.triggers.hold`.
+    :param budget: the task's budget (``Budget.to_json()``; None: costs are only logged): past
+        it, an ``over_budget`` event, and the task cancels the job once
+        (:mod:`airflow_aip.jobs.budget`).
+    :param spent_before: what earlier tries of the same run spent (the task read it back from
+        their jobs); it counts against the budget.
 
     The job's API, as the task's (:class:`~airflow_aip.hooks.job_reference.JobConnection`): its
     ``project_id`` is resolved by the task before deferring; its ``region`` is the job's (Vertex
@@ -96,6 +103,8 @@ class TrainingJobTrigger(ConnectedTrigger):
         "masked_values",
         "queued_limit",
         "release_at",
+        "budget",
+        "spent_before",
     )
 
     def __init__(
@@ -112,6 +121,8 @@ class TrainingJobTrigger(ConnectedTrigger):
         masked_values: Sequence[str] = (),
         queued_limit: float | None = None,
         release_at: float | None = None,
+        budget: dict[str, Any] | None = None,
+        spent_before: float = 0.0,
         **connection: Any,
     ) -> None:
         super().__init__(**connection)
@@ -126,6 +137,8 @@ class TrainingJobTrigger(ConnectedTrigger):
         self.masked_values = list(masked_values)
         self.queued_limit = queued_limit
         self.release_at = release_at
+        self.budget = budget
+        self.spent_before = spent_before
 
     def default_backend(self) -> str:
         return AI_PLATFORM
@@ -148,6 +161,8 @@ class TrainingJobTrigger(ConnectedTrigger):
         region: str | None = None,
         queued_limit: float | None = None,
         release_at: float | None = None,
+        budget: dict[str, Any] | None = None,
+        spent_before: float = 0.0,
     ) -> TrainingJobTrigger:
         """The trigger a waiting task defers to: its job API and its wait settings, handed on whole.
 
@@ -168,6 +183,8 @@ class TrainingJobTrigger(ConnectedTrigger):
             max_log_lines_per_minute=task.max_log_lines_per_minute,
             masked_values=masked_values,
             release_at=release_at,
+            budget=budget,
+            spent_before=spent_before,
         )
 
     def __repr__(self) -> str:
@@ -183,6 +200,7 @@ class TrainingJobTrigger(ConnectedTrigger):
             logs_hook=self.poll_logs_hook if self.stream_logs else None,  # a hook per trigger costs memory
             stream_for=self._log_stream if self.stream_logs else None,
             queued_limit=self.queued_limit,
+            guard=Guard(PriceTable.load(), Budget.from_json(self.budget), self.spent_before),
         )
         try:
             await amask_values(self.masked_values)

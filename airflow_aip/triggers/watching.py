@@ -10,6 +10,10 @@ where the triggerer's log routing (context variables) sends it to that task's lo
 - A read arrives only when it is news (a new state, a failure, a recovery); the deadline is the
   queue's timeout, after which the step is asked again with the last read, and says timed_out.
 - Lines are logged as they come, at the entry's own level.
+- With a budget (:class:`~airflow_aip.jobs.budget.Guard`), the job is also read, with a get, when
+  the guard says the budget could next be passed (at the most the job can spend per hour): the
+  same verdict as a read each poll, without waking every trigger every round. A tuning job that a
+  list answered without its trials is read with a get at its state changes, for the same reason.
 - When the job has ended, the log stream is drained (the poller applies gcloud's rule) before
   the step's lines and the one event: the job's last lines come before "… is SUCCEEDED".
 """
@@ -22,6 +26,7 @@ from typing import Any
 
 from airflow_aip.hooks.waiting import WaitRunner
 from airflow_aip.jobs.logs import Line, LogStream
+from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.waiting import Seen, Step
 from airflow_aip.triggers.job_polling import JobPoller
 from airflow_aip.triggers.log_polling import LogFollow, log_poller
@@ -40,6 +45,8 @@ class TriggerWait(WaitRunner):
         super().__init__(*args, **kwargs)
         self.poller = poller
         self.follow: LogFollow | None = None  # this job's registration with the log poller
+        self._guard_timer: asyncio.TimerHandle | None = None  # the guard's next look (_arm_guard)
+        self._guard_at: float | None = None
 
     def decide(self, seen: Seen) -> Step:
         """The step's decision; the job is not kept (5,000 waiting triggers would each hold one)."""
@@ -60,15 +67,38 @@ class TriggerWait(WaitRunner):
                 if item[0] == "lines":
                     self._log_lines(item[1])
                     continue
-                decided, last = await self._on_read(item[1], inbox)
-                item = None  # not held while waiting for the next: 5,000 triggers would hold 5,000 jobs
+                if item[0] == "guard":  # the timer fired: the next look is armed anew after this read
+                    self._guard_timer = self._guard_at = None
+                seen = await self._read_now() if item[0] == "guard" else await self._complete(item[1])
+                decided, last = await self._on_read(seen, inbox)
+                item = None  # neither is held while waiting: 5,000 triggers would hold 5,000 jobs
+                del seen
                 if decided.done:
                     return self.event(decided)
                 watch.read_in(decided.seconds)
+                self._arm_guard(inbox)
         finally:
             watch.close()
+            if self._guard_timer is not None:
+                self._guard_timer.cancel()
             if self.follow is not None:
                 self.follow.close()
+
+    def _arm_guard(self, inbox: asyncio.Queue[Item]) -> None:
+        """A timer that puts a ``guard`` item in the inbox when the guard wants to look (a handle on
+        the loop, not a task: 5,000 waiting triggers hold 5,000 small handles, and nothing wakes them
+        before it is due)."""
+        check_at = self.guard.check_at if self.guard is not None else None
+        if check_at == self._guard_at:
+            return
+        if self._guard_timer is not None:
+            self._guard_timer.cancel()
+            self._guard_timer = None
+        self._guard_at = check_at
+        if check_at is not None:
+            loop = asyncio.get_running_loop()
+            when = loop.time() + max(0.0, check_at - time.time())
+            self._guard_timer = loop.call_at(when, inbox.put_nowait, ("guard", None))
 
     async def _on_read(self, seen: Seen, inbox: asyncio.Queue[Item]) -> tuple[Step, Seen]:
         """Decide on a read; follow the job's logs from its first read, drain them once it ended.
@@ -99,6 +129,31 @@ class TriggerWait(WaitRunner):
             return await asyncio.wait_for(inbox.get(), timeout)
         except TimeoutError:
             return "job", last
+
+    async def _read_now(self) -> Seen:
+        """The guard's read: the job now, with a get (a failure goes to the wait step as any read's;
+        the guard looks again a poll interval later)."""
+        try:
+            return Seen(await self.poller.hook.aread(self.job_name))
+        except Exception as err:
+            if self.guard is not None:
+                self.guard.check_at = time.time() + self.poll_interval
+            return self.failed_read(err)
+
+    async def _complete(self, seen: Seen) -> Seen:
+        """A running tuning job a list answered without its trials, read whole when its budget is
+        guarded: the estimate sums the trials."""
+        job = seen.job
+        if (
+            self.guard is None
+            or self.guard.budget is None
+            or job is None
+            or not job.get("is_hyperparameter_tuning_job")
+            or job.get("trials")
+            or JobState.parse(job.get("state")).is_terminal
+        ):
+            return seen
+        return await self._read_now()
 
     def _follow(self, stream: LogStream, inbox: asyncio.Queue[Item]) -> LogFollow:
         assert self.logs_hook is not None  # a trigger that streams logs always has its hook

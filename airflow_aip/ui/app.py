@@ -41,6 +41,7 @@ from airflow_aip.links import (
 )
 from airflow_aip.ui import live
 from airflow_aip.ui.browse import RETURN_VALUE, jobs_payload
+from airflow_aip.ui.costs import run_total
 from airflow_aip.ui.live import (
     WAITING_TASK_STATES,
     LiveReads,
@@ -54,6 +55,7 @@ from airflow_aip.ui.views import (
     built_image,
     champion_comparison,
     is_export_result,
+    is_job_summary,
     is_registration,
     job_values,
     map_index_param,
@@ -84,8 +86,14 @@ def page_html(page: str) -> str:
         f"<title>{PAGES[page]}</title><link rel='stylesheet' href='../static/style.css'></head>"
         "<body><main><p id='status' class='status' role='status'>Loading…</p><div id='content'></div></main>"
         "<script src='../static/common.js'></script><script src='../static/charts.js'></script>"
+        "<script src='../static/cost.js'></script>"
         f"<script src='../static/{page}.js'></script></body></html>"
     )
+
+
+def _summaries(values: list[XComRow]) -> list[Any]:
+    """The run's job summaries among its tasks' return values (the run tab's total)."""
+    return [value for _, _, value in values if is_job_summary(value)]
 
 
 def _return_values(session: Session, dag_id: str, run_id: str) -> list[XComRow]:
@@ -370,7 +378,8 @@ def create_app() -> FastAPI:
     @app.get("/api/run", dependencies=[READ_XCOM])
     def run(session: SessionDep, dag_id: str, run_id: str) -> dict[str, Any]:
         values = _return_values(session, dag_id, run_id)
-        return {"jobs": run_view(values), "champion": champion_comparison(v for _, _, v in values)}
+        champion = champion_comparison(v for _, _, v in values)
+        return {"jobs": run_view(values), "champion": champion, "cost": run_total(_summaries(values))}
 
     @app.get("/api/jobs", dependencies=[READ_XCOM])
     def jobs(

@@ -20,6 +20,7 @@ from airflow_aip.jobs.logs import LogCursor, log_filter
 from airflow_aip.jobs.times import seconds_between
 from airflow_aip.jobs.trials import finite_number, objective_value
 from airflow_aip.jobs.vertex.ladder_trials import rung_position
+from airflow_aip.ui.costs import cost_text, cost_view
 from airflow_aip.ui.results import evaluation_of, evaluations, job_result, reported_metric
 
 LOGS_URL = "https://console.cloud.google.com/logs/query;query={query}?{project}"
@@ -240,6 +241,7 @@ def job_view(
         "rung": rung_position(summary),
         "several_jobs": len({t["job_id"] for t in trials if t["job_id"]}) > 1,
         "export": export_view(export) if export is not None else None,
+        "cost": cost_view(summary),
     }
 
 
@@ -399,6 +401,7 @@ def job_list_row(
         else None,
         "best_trial_id": str(best["trialId"]) if best.get("trialId") is not None else None,
         "best_objective": objective_value(best) if best else None,
+        "cost": cost_text(summary) if done else None,
         "exported": bool(export.get("exported")) if is_export_result(export) else None,
         "promoted": bool(export.get("promoted")) if is_export_result(export) else None,
         **_promotion(export, registration),

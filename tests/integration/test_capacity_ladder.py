@@ -50,6 +50,7 @@ with DAG({name!r}, schedule=None, start_date=datetime(2026, 1, 1)) as dag:
         training_input={training_input!r}, placement={ladder!r}, config={config!r},
         executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
         deferrable={deferrable!r}, poll_interval=0.5, retries=0, wait_timeout={wait_timeout!r},
+        budget={budget!r},
     )
     export = ExportArtifactsOperator(
         task_id="export", project_id={project!r}, region={region!r},
@@ -89,6 +90,7 @@ def run_dag(loader: Any, trainer: StagedTrainer, module: str, args: list[str], *
         wait_timeout=kw.get("wait_timeout"),
         export=kw.get("export", False),
         destination=f"gs://{trainer.bucket}/models/{name}",
+        budget=kw.get("budget"),
     )
     return loader(name, source).test(), name
 
@@ -124,6 +126,9 @@ def test_a_stockout_climbs_to_the_next_rung_and_one_model_is_exported(
     assert summary["job_id"].endswith("_cpu")
     assert first["waited_seconds"] is not None
     assert second["ran_seconds"] is not None
+    assert first["cost"]["amount"] == 0.0  # failed before it ran: nothing billed (its A100 is unpriced)
+    assert second["cost"]["amount"] > 0
+    assert summary["ladder_cost"]["amount"] == pytest.approx(second["cost"]["amount"])
     jobs = jobs_of(env, dag_id)
     assert [(j["labels"]["aip_rung"], j["state"]) for j in jobs] == [
         ("a100", "JOB_STATE_FAILED"),
@@ -152,6 +157,17 @@ def ladder_try(training_input: dict[str, Any], ti: FakeTI, **arguments: Any) -> 
     )
     summary: dict[str, Any] = operator.execute(task_context(ti, WHEN))  # type: ignore[arg-type]
     return summary
+
+
+def test_a_ladder_does_not_climb_to_a_rung_it_cannot_afford(
+    env: LocalService, staged_trainer: StagedTrainer, load_test_dag: Any, capfd: pytest.CaptureFixture[str]
+) -> None:
+    # the CPU rung's worst case is 7 days of an n1-standard-4 (about USD 40): over a USD 1 budget
+    run, dag_id = run_dag(load_test_dag, staged_trainer, "succeed", [], ladder=[A100, CPU], budget=1)
+    assert states(run) == {"submit": "failed"}, states(run)
+    assert [j["labels"]["aip_rung"] for j in jobs_of(env, dag_id)] == ["a100"]  # no CPU job made
+    printed = capfd.readouterr()
+    assert "not climbing to rung 2, cpu" in printed.out + printed.err
 
 
 def test_a_retry_passes_the_rungs_already_tried_and_adopts_the_job_of_the_rung_reached(

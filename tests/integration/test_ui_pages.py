@@ -10,6 +10,7 @@ origin is never resolved.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ import pytest
 
 from airflow_aip.ui import TASK_TAB_HREF
 from airflow_aip.ui.app import page_html
+from airflow_aip.ui.costs import run_total
 from airflow_aip.ui.views import job_list_row, job_view
 from tests.fixtures.number_cases import NUMBER_CASES, SIGNED_CASES
 from tests.fixtures.tuning_job import SUMMARY
@@ -84,7 +86,8 @@ def framed(browser: Any) -> Iterator[Framed]:
                         "destination": "gs://b/m/v1",
                     },
                 )
-            ]
+            ],
+            "cost": run_total([SUMMARY]),  # as /api/run answers it
         },
     }
 
@@ -150,6 +153,10 @@ def test_task_tab_draws_the_table_the_best_trial_and_the_charts(framed: Framed) 
     expect(frame.locator("svg.metric-vs-param[data-param='C']")).to_have_attribute("data-log", "true")
     expect(frame.locator("svg.metric-vs-param[data-param='max_iter']")).to_have_attribute("data-log", "false")
     expect(frame.locator("section.job dl.timeline dd").first).to_have_text("2026-11-23 10:00:00 UTC")
+    # an ml v1 job has no price table: the tab says why there is no estimate, and from which table
+    expect(frame.locator("section.cost p.cost-text")).to_contain_text(
+        "Cost: no estimate (the machines of job iris_tuning_1 are not known; price table of "
+    )
 
     frame.get_by_role("button", name="accuracy").click()  # ascending; the failed trial sorts last
     expect(rows.first).to_have_attribute("data-trial", "1")
@@ -191,6 +198,7 @@ def test_run_tab_lists_the_job_with_its_best_trial_and_promotion(framed: Framed)
             "promoted (gs://b/m/v1)",
         ]
     )
+    expect(page.locator("p.run-cost")).to_contain_text("What this run cost: no estimate (")
     row.get_by_role("link", name="tune").click()  # in-frame navigation to the task's view
     expect(page.locator("table.trials tbody tr")).to_have_count(3)
 
@@ -211,6 +219,7 @@ def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed)
             "3",
             "trial 2: accuracy 0.95",
             "exported",
+            re.compile(r"(USD [0-9.]+|no estimate) .*price table of "),  # the fixture's job has no machines
             "2026-11-23 10:00:00 UTC",
         ]
     )

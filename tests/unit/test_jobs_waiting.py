@@ -142,8 +142,9 @@ def test_a_non_transient_error_fails_the_wait_and_says_the_job_is_left_alone() -
 
 
 def test_no_decision_is_a_cancel() -> None:
-    # cancelling is not a step's: "outwaited" (a ladder rung's queued_limit) leaves it to the adapter
-    assert set(get_args(Action)) == {"wait", "ended", "timed_out", "failed", "outwaited"}
+    # cancelling is not a step's: "outwaited" (a ladder rung's queued_limit) and "over_budget" (the
+    # budget guard's, never step()'s) leave it to the adapter
+    assert set(get_args(Action)) == {"wait", "ended", "timed_out", "failed", "outwaited", "over_budget"}
     for seen in (job("RUNNING"), UNAVAILABLE, DENIED, job("SUCCEEDED")):
         for deadline in (None, T0 - 1):
             assert decide(START, seen, deadline=deadline).action in {"wait", "ended", "timed_out", "failed"}

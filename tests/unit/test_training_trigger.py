@@ -36,6 +36,8 @@ def test_serialize_round_trip() -> None:
         masked_values=("s3cr3t-value",),
         queued_limit=900.0,
         release_at=1_690_000_030.0,
+        budget={"amount": 12.5, "currency": "USD"},
+        spent_before=3.25,
     )
     classpath, kwargs = trigger.serialize()
     assert classpath == "airflow_aip.triggers.training.TrainingJobTrigger"
@@ -60,6 +62,8 @@ def test_serialize_round_trip() -> None:
         "masked_values": ["s3cr3t-value"],
         "queued_limit": 900.0,
         "release_at": 1_690_000_030.0,
+        "budget": {"amount": 12.5, "currency": "USD"},
+        "spent_before": 3.25,
     }
 
 

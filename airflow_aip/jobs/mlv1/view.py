@@ -72,5 +72,6 @@ def view_from_ml(job: Mapping[str, Any], project_id: str | None = None) -> JobVi
         "goal": Goal.parse(spec.get("goal")).value if tuning else None,
         "parameters": ml_parameters(spec) if tuning else [],
         "trials": [dict(t) for t in output.get("trials") or []],
+        "usage": None,  # AI Platform Training is shut down: no price table for its machines
         "spec": {"trainingInput": dict(training_input)},
     }

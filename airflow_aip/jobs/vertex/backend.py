@@ -22,6 +22,7 @@ from airflow_aip.jobs.vertex.body import job_spec_of
 from airflow_aip.jobs.vertex.capacity import why_waiting
 from airflow_aip.jobs.vertex.diff import diff_vertex_spec
 from airflow_aip.jobs.vertex.translate import to_vertex
+from airflow_aip.jobs.vertex.usage import usage_of
 from airflow_aip.jobs.vertex.view import parse_name, view_from_vertex
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
@@ -53,6 +54,9 @@ class VertexBackend(Backend):
     def location_of(self, name: str) -> str | None:
         """``projects/P/locations/L/...``: L, the endpoint of the job (ValueError when malformed)."""
         return parse_name(name)[1]
+
+    def usage(self, body: Mapping[str, Any]) -> dict[str, Any] | None:
+        return usage_of(body)
 
     def labels_for(self, labels: Mapping[str, str], job_id: str) -> dict[str, str]:
         return {**labels, JOB_ID_LABEL: sanitize_label_value(job_id)}

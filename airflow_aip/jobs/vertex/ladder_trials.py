@@ -21,6 +21,8 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from airflow_aip.jobs.cost import estimate
+from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.times import queued_seconds, ran_seconds
 from airflow_aip.jobs.trials import best_trial
@@ -105,6 +107,7 @@ def rung_record(
         "waited_seconds": round(waited, 1) if waited is not None else None,
         "ran_seconds": round(ran, 1) if ran is not None else None,
         "trials_finished": finished_trials([view]) if view.get("is_hyperparameter_tuning_job") else None,
+        "cost": estimate(view, PriceTable.load(), now).to_json() if view.get("name") else None,
     }
 
 

@@ -16,6 +16,7 @@ from typing import Any
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.trials import DEFAULT_METRIC_TAG, Goal
 from airflow_aip.jobs.vertex.enums import ENUM_NUMBERS
+from airflow_aip.jobs.vertex.usage import usage_of
 from airflow_aip.jobs.view import VERTEX, JobView, last_segment
 
 TUNING_KIND = "hyperparameterTuningJobs"
@@ -51,6 +52,18 @@ _VALUE_SPECS = {
     "integerValueSpec": "INTEGER",
     "categoricalValueSpec": "CATEGORICAL",
     "discreteValueSpec": "DISCRETE",
+}
+
+
+# What a watched job's list read must carry (a list's ``readMask``): what the wait step, the log
+# stream, the budget guard (the pools, the scheduling, the times) and an ended custom job's summary
+# read from :func:`view_from_vertex`, and no more. A mask path stops at a repeated field (FieldMask's
+# rule), so a pool comes whole. A tuning job's trials are read with a get once it has ended.
+_WATCHED = "name,displayName,state,createTime,startTime,endTime,updateTime,error,labels"
+WATCHED_FIELDS = {
+    CUSTOM_KIND: f"{_WATCHED},jobSpec.workerPoolSpecs,jobSpec.scheduling,jobSpec.baseOutputDirectory",
+    TUNING_KIND: f"{_WATCHED},studySpec,maxTrialCount,parallelTrialCount,"
+    "trialJobSpec.workerPoolSpecs,trialJobSpec.scheduling,trialJobSpec.baseOutputDirectory",
 }
 
 
@@ -178,5 +191,6 @@ def view_from_vertex(resource: Mapping[str, Any], *, project_id: str, region: st
         "goal": Goal.parse(metric.get("goal")).value if tuning else None,
         "parameters": parameters if tuning else [],
         "trials": [trial_view(t, metric_id, kinds) for t in resource.get("trials") or []],
+        "usage": usage_of(resource) if job_spec else None,
         "spec": dict(resource),
     }

@@ -51,6 +51,7 @@ function draw(data, out) {
     { label: "Trials", cell: (j) => (j.tuning === false ? "single job" : j.trials ?? "—"), sort: (j) => j.trials, numeric: true },
     { label: "Result", cell: (j) => resultText(j.result), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => (j.promoted ? el("span", { class: "promoted-as" }, `promoted${j.promoted_as ? `: ${j.promoted_as}` : ""}`) : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
+    { label: "Cost (estimate)", cell: (j) => j.cost ?? "—", sort: (j) => j.cost ?? "" },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];
   const table = sortableTable(caption(data, q), columns, data.jobs, (j) => ({ "data-job": j.job_id }));

@@ -45,6 +45,8 @@ render(() => getJson("run", params().toString()), (data, out) => {
   const table = sortableTable(`${counted(data.jobs.length, "training job")} in this run.`, columns, data.jobs, (j) => ({ "data-job": j.job_id }));
   table.classList.add("jobs");
   out.append(el("h1", {}, "Training jobs of this run"), table);
+  const total = runCostLine(data.cost);
+  if (total) out.append(total);
   const outputs = data.jobs.filter((j) => j.image_uri || j.output_dir || j.name || j.console_url);
   if (outputs.length) {
     out.append(el("h2", {}, "Where each job ran and wrote"), el("ul", { class: "links outputs" }, ...outputs.map(outputItem)));

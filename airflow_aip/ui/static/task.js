@@ -99,6 +99,8 @@ function trialsTable(job) {
 
 function drawJob(job, out, actions) {
   out.append(jobHeader(job, actions));
+  const cost = costBlock(job);
+  if (cost) out.append(cost);
   if (job.ladder.length) out.append(el("h2", {}, "Capacity ladder"), ladderTable(job));
   if (!job.tuning) {
     out.append(el("p", { class: "single-job" }, "A single job, not a hyperparameter-tuning job: it has no trials."));
