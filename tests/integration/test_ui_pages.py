@@ -217,12 +217,13 @@ def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed)
             "tune",
             "SUCCEEDED",
             "3",
-            "trial 2: accuracy 0.95",
+            "trial 2: accuracy 0.95 · no estimate",  # the fixture's job has no machines
             "exported",
-            re.compile(r"(USD [0-9.]+|no estimate) .*price table of "),  # the fixture's job has no machines
             "2026-11-23 10:00:00 UTC",
         ]
     )
+
+    expect(row.locator("span.cost")).to_have_attribute("title", re.compile(r"^no estimate .*price table of "))
 
     page.get_by_label("Dag").select_option("aip_training_pipeline")
     page.get_by_label("Job state").select_option("SUCCEEDED")
@@ -388,11 +389,11 @@ def test_a_single_job_reads_the_same_on_every_page(framed: Framed) -> None:
     expect(page.locator("table.jobs caption")).to_have_text("1 training job in this run.")
     page.goto(f"{ORIGIN}/aip/ui/jobs")
     expect(page.locator("table.jobs tbody td").nth(5)).to_have_text("single job")
-    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text("accuracy 0.93")
+    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text(re.compile(r"^accuracy 0\.93 · no estimate$"))
 
     framed.api["jobs"]["jobs"] = [job_list_row(ident, SINGLE, "success")]  # before the export ran
     page.goto(f"{ORIGIN}/aip/ui/jobs")
-    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text("— (a single job; it reported no metric)")
+    expect(page.locator("table.jobs tbody td").nth(6)).to_have_text("— (a single job; it reported no metric) · no estimate")
 
 
 def test_task_tab_puts_cancel_after_the_title_and_marks_every_tied_trial(framed: Framed) -> None:

@@ -49,9 +49,9 @@ function draw(data, out) {
     { label: "Task", cell: (j) => outLink(airflowPage(j), j.map_index >= 0 ? `${j.task_id} [${j.map_index}]` : j.task_id), sort: (j) => j.task_id },
     { label: "State", cell: (j) => el("span", { title: j.read_now ? "read from the job now" : undefined }, stateText(j.state ?? `task ${j.task_state ?? "?"}`), j.rung ? el("span", { class: "muted rung" }, ` ${j.rung}`) : ""), sort: (j) => j.state ?? "" },
     { label: "Trials", cell: (j) => (j.tuning === false ? "single job" : j.trials ?? "—"), sort: (j) => j.trials, numeric: true },
-    { label: "Result", cell: (j) => resultText(j.result), sort: (j) => j.result?.value },
+    // what the job gave, then what it cost: the estimate's figure, its price table in the tooltip
+    { label: "Result", cell: (j) => el("span", {}, resultText(j.result), j.cost ? el("span", { class: "cost muted", title: j.cost }, ` · ${costFigure(j.cost)}`) : ""), sort: (j) => j.result?.value },
     { label: "Export", cell: (j) => (j.promoted ? el("span", { class: "promoted-as" }, `promoted${j.promoted_as ? `: ${j.promoted_as}` : ""}`) : j.exported ? "exported" : j.exported === false ? "not exported" : "—") },
-    { label: "Cost (estimate)", cell: (j) => j.cost ?? "—", sort: (j) => j.cost ?? "" },
     { label: "Submitted", cell: (j) => when(j.submitted), sort: (j) => j.submitted },
   ];
   const table = sortableTable(caption(data, q), columns, data.jobs, (j) => ({ "data-job": j.job_id }));
@@ -65,3 +65,9 @@ const load = () => {
   return getJson("jobs", q.toString());
 };
 render(load, draw);
+
+// "USD 0.012 (estimate, price table of …)" -> "est. USD 0.012"; "no estimate (…)" -> "no estimate"
+function costFigure(text) {
+  const figure = text.split(" (")[0];
+  return figure.startsWith("no estimate") ? figure : `est. ${figure}`;
+}

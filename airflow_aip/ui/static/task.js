@@ -99,9 +99,14 @@ function trialsTable(job) {
 
 function drawJob(job, out, actions) {
   out.append(jobHeader(job, actions));
-  const cost = costBlock(job);
-  if (cost) out.append(cost);
   if (job.ladder.length) out.append(el("h2", {}, "Capacity ladder"), ladderTable(job));
+  drawTrials(job, out);
+  // below the trials, so the trials table still starts in the first screen at 1280x800
+  const cost = costBlock(job);
+  if (cost) out.append(el("h2", {}, "Cost"), cost);
+}
+
+function drawTrials(job, out) {
   if (!job.tuning) {
     out.append(el("p", { class: "single-job" }, "A single job, not a hyperparameter-tuning job: it has no trials."));
     return;
