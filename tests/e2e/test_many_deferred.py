@@ -59,6 +59,10 @@ pytestmark = pytest.mark.e2e
 TIMEOUT = 300  # seconds for each phase: every task watched, then the run's end
 STEADY_POLLS = 3  # poll intervals the steady window lasts
 EXTRA_GETS = 5  # beyond one per job, over the whole run
+# The UI tests share the stack, and Browse reads each waiting job of every Dag once per view (one get
+# a job, ui/browse.py): one view during this run adds one get per job. Reading jobs one by one at
+# each poll round would still be many times over (a get a job a round: about 13 rounds).
+BROWSE_VIEWS = 1
 # A job's line as a task relays it: "[<replica>] <message>", the logger adding time and level.
 JOB_LINE = re.compile(r"^\[workerpool0-0\] (chatty line \d{4})$")
 EXPECTED_LINES = Counter(f"chatty line {n:04d}" for n in range(1, LINES + LAST_BURST + 1))
@@ -246,7 +250,8 @@ def test_the_whole_run_reads_no_job_one_by_one(many_run: ManyRun) -> None:
     whole = many_run.whole
     count = many_run.jobs_expected
     assert whole["customJobs.create"] == count, whole  # and one lookup list before each create
-    assert whole["customJobs.get"] <= count + EXTRA_GETS, f"jobs read one by one: {whole}"
+    gets = count * (1 + BROWSE_VIEWS) + EXTRA_GETS
+    assert whole["customJobs.get"] <= gets, f"jobs read one by one: {whole}"
 
 
 def test_each_task_log_holds_every_job_line_exactly_once(

@@ -69,7 +69,14 @@ def _held_render(
     assert document is not None
 
     def drawn() -> list[Any] | None:
-        seen = document.evaluate(SNAPSHOT)
+        from playwright.sync_api import Error as PlaywrightError
+
+        try:
+            seen = document.evaluate(SNAPSHOT)
+        except PlaywrightError as err:  # the reload is still navigating: look again
+            if "context was destroyed" not in str(err):
+                raise
+            return None
         return seen if seen[1] else None
 
     return run_id, wait_until(drawn, left, "the held line on the tab", every=0.2)
