@@ -160,10 +160,9 @@ def test_run_tab_and_browse_page_list_the_job(
 
     page.goto(f"/dags/{tuning_run.dag_id}/runs/{quote(tuning_run.run_id, safe='')}")
     page.get_by_role("link", name="Training jobs", exact=True).click()
-    run_row = page.frame_locator("iframe[title='Training jobs']").locator(
-        f"table.jobs tr[data-job='{job_id}']"
-    )
-    expect(run_row).to_have_count(1, timeout=60_000)
+    frame = page.frame_locator("iframe[title='Training jobs']")
+    run_row = frame.locator(f"table.jobs tr[data-job='{job_id}']")
+    _expect_one(frame, run_row)
     expect(run_row.locator("td").last).to_contain_text("exported")
 
     with exclusively(BROWSE_READS):  # it reads every waiting job: none of the many-waits run's
@@ -177,13 +176,31 @@ def _browse_lists_the_job(page: Any, tuning_run: TuningRun, job_id: str) -> None
     page.get_by_role("menuitem", name="Training jobs").click()
     jobs = page.frame_locator("iframe[title='Training jobs']")
     row = jobs.locator(f"table.jobs tr[data-job='{job_id}']")
-    expect(row).to_have_count(1, timeout=60_000)
+    _expect_one(jobs, row)
     jobs.get_by_label("Dag").select_option(tuning_run.dag_id)
     jobs.get_by_label("Job state").select_option("SUCCEEDED")
     jobs.get_by_role("button", name="Filter").click()
     expect(row).to_have_count(1)
     row.get_by_role("link", name=job_id).click()  # the row links to the job's view
     expect(jobs.locator("table.trials tbody tr").first).to_be_visible()
+
+
+def _expect_one(frame: Any, row: Any) -> None:
+    """One such row within a minute; else the failure says what the page showed instead."""
+    from playwright.sync_api import expect
+
+    try:
+        expect(row).to_have_count(1, timeout=60_000)
+    except AssertionError as missing:
+        shown = {part: _text(frame, part) for part in ("#status", "#content")}
+        raise AssertionError(f"{missing}\nwhat the page showed: {shown}") from missing
+
+
+def _text(frame: Any, selector: str) -> str:
+    try:
+        return str(frame.locator(selector).inner_text(timeout=5_000))[:2000]
+    except Exception as unread:  # the frame may not have loaded at all
+        return f"(unread: {unread})"
 
 
 def test_dag_list_and_details_show_the_descriptions(viewer_page: Any, airflow_stack: AirflowStack) -> None:

@@ -47,6 +47,7 @@ class Framed:
     tab: Any
     api: dict[str, Any]
     asked: list[str]  # the API calls the page made, with their query strings
+    failures: dict[str, list[int]]  # per API page, the statuses its next calls get instead
 
 
 @pytest.fixture
@@ -102,7 +103,10 @@ def framed(browser: Any) -> Iterator[Framed]:
             route.fulfill(content_type="text/html", body=page_html(name))
         elif kind == "api":
             asked.append(route.request.url.removeprefix(f"{ORIGIN}/aip/api/"))
-            route.fulfill(content_type="application/json", body=json.dumps(api[name]))
+            if failures.get(name):
+                route.fulfill(status=failures[name].pop(0), content_type="text/plain", body="busy")
+            else:
+                route.fulfill(content_type="application/json", body=json.dumps(api[name]))
         else:
             route.fulfill(
                 content_type="text/html",
@@ -117,11 +121,12 @@ def framed(browser: Any) -> Iterator[Framed]:
             )
 
     asked: list[str] = []
+    failures: dict[str, list[int]] = {}
     context.route(f"{ORIGIN}/**", answer)
     tab = context.new_page()
     errors: list[Any] = []
     tab.on("pageerror", lambda error: errors.append(error))
-    yield Framed(tab, api, asked)
+    yield Framed(tab, api, asked, failures)
     context.close()
     assert errors == []
 
@@ -201,6 +206,28 @@ def test_run_tab_lists_the_job_with_its_best_trial_and_promotion(framed: Framed)
     expect(page.locator("p.run-cost")).to_contain_text("What this run cost: no estimate (")
     row.get_by_role("link", name="tune").click()  # in-frame navigation to the task's view
     expect(page.locator("table.trials tbody tr")).to_have_count(3)
+
+
+def test_a_page_whose_first_load_fails_on_the_way_tries_again(framed: Framed) -> None:
+    """A 5xx (the API server busy or restarting) is not the page's last word; a 403 is."""
+    from playwright.sync_api import expect
+
+    page = framed.tab
+    framed.failures["run"] = [503]
+    page.goto(f"{ORIGIN}/aip/ui/run?dag_id=aip_training_pipeline&run_id=manual__1")
+    expect(page.locator("#status")).to_have_text("The server answered 503. Trying again in 2 s…")
+    expect(page.locator("table.jobs tbody tr")).to_have_count(1)
+    expect(page.locator("#status")).to_have_text("")
+
+    framed.failures["task"] = [502]  # the task tab of an ended job, which would not refresh otherwise
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=aip_training_pipeline&run_id=manual__1&task_id=tune&map_index=-1")
+    expect(page.locator("table.trials tbody tr")).to_have_count(3, timeout=10_000)
+
+    framed.failures["run"] = [403]
+    page.goto(f"{ORIGIN}/aip/ui/run?dag_id=aip_training_pipeline&run_id=manual__1")
+    expect(page.locator("#status")).to_have_text("You may not read this Dag's XComs.")
+    page.wait_for_timeout(2_500)  # past the first try again, had it been one
+    assert [call.split("?")[0] for call in framed.asked] == ["run", "run", "task", "task", "run"]
 
 
 def test_browse_page_filters_by_dag_and_state_and_links_each_job(framed: Framed) -> None:

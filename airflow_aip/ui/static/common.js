@@ -85,11 +85,24 @@ const seconds = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.to
 
 const params = () => new URLSearchParams(location.search);
 
+// A failure that may pass by itself: no answer (the network, or none in ANSWER_WITHIN_MS), or a
+// 5xx while the API server is busy or restarting. The page tries again instead of staying blank.
+class Transient extends Error {}
+const ANSWER_WITHIN_MS = 30_000;
+
 // Each page is {prefix}/ui/<page>; its data is {prefix}/api/<page>.
 async function getJson(path, query) {
-  const r = await fetch(`../api/${path}?${query}`, { credentials: "same-origin", headers: { Accept: "application/json" } });
+  let r;
+  try {
+    r = await fetch(`../api/${path}?${query}`, {
+      credentials: "same-origin", headers: { Accept: "application/json" }, signal: AbortSignal.timeout(ANSWER_WITHIN_MS),
+    });
+  } catch (e) {
+    throw new Transient(e.name === "TimeoutError" ? `The server did not answer in ${ANSWER_WITHIN_MS / 1000} s.` : "The server could not be reached.");
+  }
   if (r.status === 401) throw new Error("You are not logged in to Airflow.");
   if (r.status === 403) throw new Error("You may not read this Dag's XComs.");
+  if (r.status >= 500) throw new Transient(`The server answered ${r.status}.`);
   if (!r.ok) throw new Error(`The server answered ${r.status}.`);
   return r.json();
 }
@@ -232,12 +245,20 @@ function sortableTable(caption, columns, rows, rowAttrs) {
 
 async function render(load, draw) {
   const status = document.getElementById("status");
-  try {
-    const data = await load();
-    status.textContent = "";
-    draw(data, document.getElementById("content"), status);
-  } catch (e) {
-    status.textContent = e.message;
+  for (let wait = 2; ; wait = Math.min(2 * wait, 30)) {
+    try {
+      const data = await load();
+      status.textContent = "";
+      draw(data, document.getElementById("content"), status);
+      return;
+    } catch (e) {
+      if (!(e instanceof Transient)) {
+        status.textContent = e.message;
+        return;
+      }
+      status.textContent = `${e.message} Trying again in ${wait} s…`;
+      await new Promise((done) => setTimeout(done, wait * 1000));
+    }
   }
 }
 
@@ -276,6 +297,7 @@ function renderLive(load, draw) {
       if (focused) document.getElementById(focused)?.focus();
     } catch (e) {
       if (mine !== generation) return;
+      if (!again && e instanceof Transient) again = 5;  // a first load that failed on the way
       status.textContent = e.message + (again ? " Trying again…" : "");
     }
     if (again) timer = setTimeout(refresh, again * 1000);
