@@ -80,6 +80,15 @@ OPTIONS: dict[str, Option] = {
         "one that ends sooner reports its end this many seconds after the deferral. 0 turns the hold off. "
         "Tasks run in-process (dag.test) never hold: there is no executor.",
     ),
+    "defer_after": Option(
+        "12",
+        "integer",
+        "0.4.0",
+        "Seconds a deferrable submit first waits for its job in the worker (reading it 1, 2, 4, 8 s... "
+        "after the create), before it defers. A job that ends sooner ends its task there: no deferral, so "
+        "no deferral_hold either. The default matches deferral_hold: a job ending within it would report "
+        "no sooner deferred. 0 defers at once.",
+    ),
 }
 
 
@@ -123,6 +132,11 @@ def log_reads_per_minute() -> int:
 def deferral_hold() -> float:
     """``[aip] deferral_hold``: seconds a trigger holds an early event after its deferral, at least 0."""
     return float(max(0, _get_int("deferral_hold")))
+
+
+def defer_after() -> float:
+    """``[aip] defer_after``: seconds a deferrable submit waits in the worker before deferring, at least 0."""
+    return float(max(0, _get_int("defer_after")))
 
 
 def default_deferrable() -> bool:

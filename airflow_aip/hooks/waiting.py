@@ -216,3 +216,20 @@ class SyncWait(WaitRunner):
             time.sleep(decided.seconds)
             decided = self.observe()
         return self.event(decided)
+
+    def run_for(self, seconds: float, job: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """As :meth:`run`, for at most ``seconds``: None when the wait goes on past them.
+
+        Reads 1, 2, 4, 8 s... apart (never further than the wait's own interval): a job of a few
+        seconds is seen ending within about its own length again, in a few reads.
+        """
+        until, apart = time.monotonic() + seconds, 1.0
+        decided = self.observe(job)
+        while not decided.done:
+            left = until - time.monotonic()
+            if left <= 0:
+                return None
+            time.sleep(min(decided.seconds, apart, left))
+            apart *= 2
+            decided = self.observe()
+        return self.event(decided)

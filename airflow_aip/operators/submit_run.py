@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import CapacityExhaustedError, ValidationError
@@ -146,29 +147,19 @@ class SubmitRun:
                 return self._summary(self.watch.finish(event), position)
 
     def _wait(self, job: JobView, rung: Rung | None, request: JobRequest) -> dict[str, Any]:
-        """Wait on a rung's job: deferred unless it has ended already (raises TaskDeferred), else here.
+        """Wait on a rung's job: here, or deferred (raises TaskDeferred) if it still runs after
+        ``defer_after`` seconds waited here first.
 
-        The job is read once more just before deferring: one that ended since its create (a
-        stockout, a quota, a trainer crashing at import) ends here, through the same steps as
-        ``execute_complete``, and never waits out the trigger's ``[aip] deferral_hold``.
+        A job that ends sooner (a short job, a stockout, a trainer crashing at import) ends here,
+        through the same steps as ``execute_complete``, and never waits out the trigger's
+        ``[aip] deferral_hold``.
         """
         queued_limit = rung.queued_limit if rung is not None else None
         job_id, name, project = str(job["job_id"]), str(job["name"]), str(job["project_id"])
         spent_before = self._spent_before(name)
-        if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
-            job = self.hook_for(request.region).read(name)
-        if self.policy.deferrable and not JobState.parse(job.get("state")).is_terminal:
-            self.watch.defer(
-                job_id=job_id,
-                job_name=name,
-                project_id=project,
-                masked_values=masked_values_in(request.body),
-                region=request.region,
-                queued_limit=queued_limit,
-                spent_before=spent_before,
-            )
         hook = self.hook_for(request.region, retry_attempts=1)
-        wait = self.watch.wait(
+        wait = partial(
+            self.watch.wait,
             hook,
             job_id,
             name,
@@ -177,7 +168,25 @@ class SubmitRun:
             queued_limit=queued_limit,
             spent_before=spent_before,
         )
-        return wait.run(job)
+        if not self.policy.deferrable:
+            return wait().run(job)
+        # Its log lines only if it ends here: the trigger reads them from the start, within its quota.
+        ended = wait(follow_while_running=False).run_for(self.policy.defer_after)
+        if ended is not None:
+            return ended
+        if self.policy.defer_after:
+            self.log.info(
+                "Job %s still runs after defer_after (%g s): deferring.", job_id, self.policy.defer_after
+            )
+        self.watch.defer(
+            job_id=job_id,
+            job_name=name,
+            project_id=project,
+            masked_values=masked_values_in(request.body),
+            region=request.region,
+            queued_limit=queued_limit,
+            spent_before=spent_before,
+        )
 
     def complete(self, event: dict[str, Any], context: Context) -> dict[str, Any]:
         """Resumed from the trigger: climb on a capacity ending, else end the wait as it ended."""

@@ -100,6 +100,9 @@ class SubmitTrainingJobOperator(BudgetedJobOperator):
         clear adopts too), "new" (always a new job) or "fail".
     :param wait_for_completion: wait for the job to end (else return once it is created).
     :param deferrable: wait in the triggerer rather than in the worker (default ``[aip] deferrable``).
+    :param defer_after: deferrable: seconds first waited in the worker, so a job that ends within
+        them ends the task with no deferral and no ``[aip] deferral_hold`` (default ``[aip] defer_after``;
+        0 defers at once).
     :param poll_interval: seconds between reads of the job (default ``[aip] poll_interval``).
     :param wait_timeout: seconds to wait before giving up (None: no limit of our own).
     :param cancel_on_kill: cancel the job if the task is killed or gives up waiting.
@@ -168,6 +171,7 @@ class SubmitTrainingJobOperator(BudgetedJobOperator):
         if_exists: Literal["adopt", "always_adopt", "fail", "new"] = "adopt",
         wait_for_completion: bool = True,
         deferrable: bool = config.default_deferrable(),
+        defer_after: float = config.defer_after(),
         poll_interval: float = config.poll_interval(),
         wait_timeout: float | None = None,
         cancel_on_kill: bool = True,
@@ -192,6 +196,7 @@ class SubmitTrainingJobOperator(BudgetedJobOperator):
         self.if_exists = if_exists
         self.wait_for_completion = wait_for_completion
         self.deferrable = deferrable
+        self.defer_after = defer_after
         self.poll_interval = poll_interval
         self.wait_timeout = wait_timeout
         self.cancel_on_kill = cancel_on_kill
@@ -213,6 +218,7 @@ class SubmitTrainingJobOperator(BudgetedJobOperator):
         return WaitPolicy(
             wait_for_completion=self.wait_for_completion,
             deferrable=self.deferrable,
+            defer_after=self.defer_after,
             poll_interval=self.poll_interval,
             wait_timeout=self.wait_timeout,
             cancel_on_kill=self.cancel_on_kill,

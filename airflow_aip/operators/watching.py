@@ -25,7 +25,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
 from functools import partial
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
@@ -42,7 +42,7 @@ from airflow_aip.triggers.training import TrainingJobTrigger
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from airflow.sdk import Context
+    from airflow.sdk import BaseOperator, Context
     from airflow.triggers.base import BaseTrigger
 
     from airflow_aip.hooks.job_client import JobClient
@@ -60,6 +60,7 @@ class WaitPolicy:
 
     wait_for_completion: bool = True
     deferrable: bool = False
+    defer_after: float = 0.0  # deferrable: seconds first waited in the worker (``[aip] defer_after``)
     poll_interval: float = 30.0
     wait_timeout: float | None = None
     cancel_on_kill: bool = True
@@ -78,18 +79,22 @@ class WaitPolicy:
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int | float) or value <= 0):
                 raise ValidationError(name, f"must be a positive number of seconds, got {value!r}")
+        if not isinstance(self.defer_after, int | float) or self.defer_after < 0:
+            raise ValidationError(
+                "defer_after", f"must be a number of seconds, 0 or more, got {self.defer_after!r}"
+            )
         check_lines_per_minute(self.max_log_lines_per_minute)
         return self
 
 
 def defer_wait(
-    task: Any,
+    task: BaseOperator,
     trigger: Callable[..., BaseTrigger],
     *,
     wait_timeout: float | None,
     clock: Callable[[], float] = time.time,
     **arguments: Any,
-) -> None:
+) -> NoReturn:
     """Hand a task's wait to ``trigger(**arguments)`` (raises TaskDeferred); resumed in ``execute_complete``.
 
     The one defer of a wait, a job's or an operation's: the trigger's deadline (``end_time``) is
@@ -170,7 +175,7 @@ class TaskWatch:
         queued_limit: float | None = None,
         log_cursor: dict[str, Any] | None = None,
         spent_before: float = 0.0,
-    ) -> None:
+    ) -> NoReturn:
         """Hand the wait to the trigger (raises TaskDeferred); the task resumes in ``execute_complete``."""
         budget = self.policy.budget
         defer_wait(

@@ -250,3 +250,40 @@ def test_a_flood_is_capped_and_the_dropped_count_reported(
     assert len(shown) + sum(dropped) == total  # every entry either shown once or counted as dropped
     numbers = [int(m.split()[-1]) for m in messages(shown, "flood line")]
     assert numbers == sorted(set(numbers))  # in order, none twice
+
+
+def test_a_deferrable_submit_whose_job_ends_within_defer_after_never_defers(
+    local_env: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    """A job of 2 s ends in the worker's first wait: no deferral, so no ``deferral_hold`` after it."""
+    op = operator(staged_trainer, "chatty", CHATTY_ARGS, deferrable=True, defer_after=60)
+    with capture_logs() as captured:
+        summary = op.execute(context())  # TaskDeferred would fail the test here
+    assert summary["state"] == "SUCCEEDED"
+    lines = job_lines(captured)
+    assert messages(lines, "chatty line") == expected_chatty()
+    assert len(lines) == len(set(lines)) == len(log_entries(local_env.url, PROJECT, log_id(summary)))
+    assert not [e for e in captured if "deferring" in str(e["event"])]
+
+
+def test_a_job_running_past_defer_after_defers_and_its_trigger_shows_every_line_once(
+    local_env: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("AIRFLOW__AIP__DEFERRAL_HOLD", "0")  # no executor here: nothing to hold for
+    op = operator(staged_trainer, "chatty", [*CHATTY_ARGS[:3], "6"], deferrable=True, defer_after=2)
+    with capture_logs() as first, pytest.raises(TaskDeferred) as deferred:
+        op.execute(context())
+    assert any(str(e["event"]).endswith("still runs after defer_after (2 s): deferring.") for e in first)
+    trigger = deferred.value.trigger
+    assert isinstance(trigger, TrainingJobTrigger)
+    assert job_lines(first) == []  # the trigger shows them all, from the job's start, within its quota
+
+    async def run() -> list[dict[str, Any]]:
+        return [event.payload async for event in TrainingJobTrigger(**trigger.serialize()[1]).run()]
+
+    with capture_logs() as waited:
+        events = asyncio.run(run())
+    assert [e["status"] for e in events] == ["success"]
+    lines = job_lines(waited)
+    stored = log_entries(local_env.url, PROJECT, log_id({"name": trigger.job_name}))
+    assert len(lines) == len(set(lines)) == len(stored)

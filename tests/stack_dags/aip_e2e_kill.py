@@ -33,7 +33,7 @@ def submit(task_id: str, **kwargs: Any) -> SubmitTrainingJobOperator:
 
 with DAG("aip_e2e_kill", schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
     submit("wait_in_worker", deferrable=False)
-    submit("wait_deferred", deferrable=True)
+    submit("wait_deferred", deferrable=True, defer_after=0)
     for mode in ("poke", "deferred", "reschedule"):
         submitted = submit(f"submit_for_{mode}", wait_for_completion=False)
         job_id = "{{ ti.xcom_pull(task_ids='submit_for_" + mode + "')['job_id'] }}"

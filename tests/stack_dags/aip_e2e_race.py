@@ -29,7 +29,7 @@ FLEX_START_A100 = {"label": "a100", "strategy": "FLEX_START", "max_wait_duration
 
 def race_dag(dag_id: str) -> DAG:
     with DAG(dag_id, schedule=None, start_date=datetime(2026, 1, 1), catchup=False) as dag:
-        waiting: dict[str, Any] = {"deferrable": True, "retries": 0, "poll_interval": 1}
+        waiting: dict[str, Any] = {"deferrable": True, "defer_after": 0, "retries": 0, "poll_interval": 1}
         project = "{{ dag_run.conf['project_id'] }}"
         SubmitTrainingJobOperator(
             task_id="succeed",

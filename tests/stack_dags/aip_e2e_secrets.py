@@ -38,6 +38,7 @@ with DAG("aip_e2e_secrets", schedule=None, start_date=datetime(2026, 1, 1), catc
                 f"{JOB_DIR}/{task_id}",
             ),
             deferrable=deferrable,
+            defer_after=0,
             poll_interval=1,
             retries=0,
         )

@@ -30,6 +30,7 @@ with DAG("aip_e2e_tuning", schedule=None, start_date=datetime(2026, 1, 1), catch
             },
         },
         deferrable=True,
+        defer_after=0,
         poll_interval=2,
         retries=0,
     )

@@ -42,7 +42,13 @@ def ladder_dag(dag_id: str, first_rung: dict[str, Any], seconds: str, **waiting:
 
 
 deferred = ladder_dag(
-    "aip_e2e_ladder_kill", FLEX_START_A100, "600", task_id="wait_deferred", deferrable=True, retries=0
+    "aip_e2e_ladder_kill",
+    FLEX_START_A100,
+    "600",
+    task_id="wait_deferred",
+    deferrable=True,
+    defer_after=0,
+    retries=0,
 )
 in_worker = ladder_dag(
     "aip_celery_ladder_kill",

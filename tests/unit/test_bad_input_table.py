@@ -162,6 +162,7 @@ TABLE = [
     pytest.param(submit(job_id_prefix=["a"]), "job_id_prefix", id="prefix not a string"),
     pytest.param(submit(if_exists="replace"), "if_exists", id="if_exists unknown"),
     pytest.param(submit(poll_interval=0), "poll_interval", id="poll interval zero"),
+    pytest.param(submit(deferrable=True, defer_after=-1), "defer_after", id="defer after negative"),
     pytest.param(submit(wait_timeout=-5), "wait_timeout", id="negative wait timeout"),
     # -- trainingInput rules --------------------------------------------------------------
     pytest.param(submit(region=None), f"{TI}.region", id="region missing"),
