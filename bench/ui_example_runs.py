@@ -1,14 +1,14 @@
-"""Issue 52's figure: how long `make ui`'s two example runs take, at two deferral holds.
+"""Issue 52's figure: how long `make ui`'s two example runs take, per deferral hold and defer_after.
 
-``python -m bench.ui_example_runs``: for each hold (``--holds``, default ``30`` then the
-package's default), a fresh start of the ``make ui`` stack (``scripts/ui.py`` in a new empty
-home, on free ports, with ``AIRFLOW__AIP__DEFERRAL_HOLD`` set), then, as a user of the page
-would, one run of ``aip_training_pipeline`` and, once it ended, one of ``aip_retraining``,
-each triggered with its form's defaults through the REST API. A run's time is Airflow's own
-(the run's ``start_date`` to its ``end_date``). The stack's own first runs (aip_prepare_data's
+``python -m bench.ui_example_runs``: for each ``HOLD:DEFER_AFTER`` (``--settings``; default
+the hold's default with ``defer_after`` 0, the code before the first wait in the worker, then
+both defaults), a fresh start of the ``make ui`` stack (``scripts/ui.py`` in a new empty
+home, on free ports, with ``AIRFLOW__AIP__DEFERRAL_HOLD`` and ``..._DEFER_AFTER`` set), then,
+as a user of the page would, one run of ``aip_training_pipeline`` and, once it ended, one of
+``aip_retraining``, each triggered with its form's defaults through the REST API. A run's time is
+Airflow's own (the run's ``start_date`` to its ``end_date``). The stack's own first runs (aip_prepare_data's
 and the aip_retraining run its Asset event starts) are let finish first, so the runs timed share
-the machine with nothing of the stack's. ``30`` stands for the code before issue 52: the hold
-is what changed how long a run's deferred tasks wait after their jobs end.
+the machine with nothing of the stack's. ``30:0`` stands for the code before issue 52.
 """
 
 from __future__ import annotations
@@ -72,26 +72,34 @@ def _timed(stack: UiStart, dag_id: str) -> dict[str, Any]:
     raise RuntimeError(f"{dag_id} {run_id} did not end")
 
 
-def one_hold(hold: int) -> dict[str, Any]:
+def one_hold(hold: int, defer_after: int) -> dict[str, Any]:
     os.environ["AIRFLOW__AIP__DEFERRAL_HOLD"] = str(hold)
+    os.environ["AIRFLOW__AIP__DEFER_AFTER"] = str(defer_after)
     stack = UiStart(hold, REPO)
     try:
         stack.log_in()
         _settle(stack)
-        return {"hold": hold, "runs": [_timed(stack, dag_id) for dag_id in RUNS]}
+        runs = [_timed(stack, dag_id) for dag_id in RUNS]
+        return {"hold": hold, "defer_after": defer_after, "runs": runs}
     finally:
         stack.stop(Path(os.environ["AIP_BENCH_KEEP"]) if os.environ.get("AIP_BENCH_KEEP") else None)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    default = int(config.OPTIONS["deferral_hold"].default)
-    parser.add_argument("--holds", type=int, nargs="+", default=[30, default])
+    hold, after = (config.OPTIONS[name].default for name in ("deferral_hold", "defer_after"))
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        default=[f"{hold}:0", f"{hold}:{after}"],
+        help="HOLD:DEFER_AFTER pairs, each on a fresh stack (default: deferring at once, then the defaults)",
+    )
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     figures = []
-    for hold in args.holds:
-        figures.append(one_hold(hold))
+    for setting in args.settings:
+        hold_s, _, after_s = setting.partition(":")
+        figures.append(one_hold(int(hold_s), int(after_s or 0)))
         print(json.dumps(figures[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(figures, indent=1))
