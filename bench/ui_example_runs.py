@@ -67,7 +67,9 @@ def _timed(stack: UiStart, dag_id: str) -> dict[str, Any]:
         stack.look()
         run = stack.http.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}").json()
         if run["state"] in TERMINAL:
-            return {"dag_id": dag_id, "state": run["state"], "seconds": _seconds(run)}
+            tis = stack.http.get(f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances").json()
+            tasks = {ti["task_id"]: round(ti.get("duration") or 0, 1) for ti in tis["task_instances"]}
+            return {"dag_id": dag_id, "state": run["state"], "seconds": _seconds(run), "tasks": tasks}
         time.sleep(1)
     raise RuntimeError(f"{dag_id} {run_id} did not end")
 

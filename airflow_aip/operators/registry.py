@@ -132,6 +132,8 @@ class RegisterModelOperator(_RegistryTask):
     :param labels: more labels for the version.
     :param champion_asset: an Asset to emit an event for when the champion changes.
     :param deferrable: wait for the upload in the triggerer (default ``[operators] default_deferrable``).
+    :param defer_after: deferrable: seconds first waited in the worker, so an upload of seconds
+        ends the task with no deferral and no ``[aip] deferral_hold`` (default ``[aip] defer_after``).
     :param poll_interval: seconds between reads of the upload's operation.
     :param upload_timeout: seconds the upload may take before the task fails.
     """
@@ -168,6 +170,7 @@ class RegisterModelOperator(_RegistryTask):
         champion_evaluation: str | None = None,
         require_same_eval_data: bool = False,
         deferrable: bool = config.default_deferrable(),
+        defer_after: float = config.defer_after(),
         poll_interval: float = 10.0,
         upload_timeout: float = 3600.0,
         **kwargs: Any,
@@ -185,6 +188,7 @@ class RegisterModelOperator(_RegistryTask):
         self.champion_evaluation = champion_evaluation
         self.require_same_eval_data = require_same_eval_data
         self.deferrable = deferrable
+        self.defer_after = defer_after
         self.poll_interval = poll_interval
         self.upload_timeout = upload_timeout
 
@@ -215,6 +219,9 @@ class RegisterModelOperator(_RegistryTask):
             return self._finish(context, model, source, started["version"], uploaded=True)
         operation = started["operation"]
         if not operation.get("done") and self.deferrable:
+            ended = self._worker_wait(operation).run_for(self.defer_after)  # an upload of seconds ends here
+            if ended is not None:
+                return self._uploaded(context, model, source, ended)
             api = replace(self.job_api, region=model.location, project_id=self.registry.project_id)
             defer_wait(
                 self,
@@ -252,8 +259,11 @@ class RegisterModelOperator(_RegistryTask):
 
     def _wait(self, operation: Mapping[str, Any]) -> dict[str, Any]:
         """Wait for the upload's operation in the worker (not deferrable): the trigger's event, here."""
+        return self._worker_wait(operation).run(operation_view(str(operation["name"]), operation))
+
+    def _worker_wait(self, operation: Mapping[str, Any]) -> SyncWait:
         name = str(operation["name"])
-        wait = SyncWait(
+        return SyncWait(
             self.wait_registry,
             None,
             name,
@@ -265,7 +275,6 @@ class RegisterModelOperator(_RegistryTask):
             what=WHAT,
             event_of=operation_event,
         )
-        return wait.run(operation_view(name, operation))
 
     def _uploaded(
         self, context: Context, model: ModelRef, source: VersionSource, event: Mapping[str, Any]

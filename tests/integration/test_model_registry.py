@@ -207,6 +207,20 @@ def test_a_deferred_upload_waits_in_the_trigger_and_ends_as_in_the_worker(
     assert _champion(world) == "1"
 
 
+def test_a_deferrable_upload_of_a_second_ends_in_the_worker_within_defer_after(
+    world: SimpleNamespace,
+) -> None:
+    """No deferral, so no ``deferral_hold`` after an upload that took a second."""
+    arguments = {**_arguments(world), "framework": "scikit-learn", "poll_interval": 0.2}
+    manifest = _export(world, "job_quick", 0.9)
+    op = RegisterModelOperator(
+        task_id="register", manifest_uri=manifest, deferrable=True, defer_after=30, **arguments
+    )
+    result = op.execute(_context())  # TaskDeferred would fail the test here
+    assert (result["version_id"], result["uploaded"], result["promoted"]) == ("1", True, True)
+    assert _champion(world) == "1"
+
+
 @pytest.mark.parametrize("case", CASES)
 def test_the_champion_gate_table(world: SimpleNamespace, case: GateCase) -> None:
     """tests/unit/test_champion_gate.py's table, through RegisterModelOperator and the registry."""
