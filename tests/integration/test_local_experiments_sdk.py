@@ -1,0 +1,140 @@
+"""Vertex AI Experiments on the local service, driven by Google's SDK as a notebook or a trainer
+drives it: ``aiplatform.init(experiment=...)``, ``start_run``, ``log_params``, ``log_metrics``,
+``end_run``, then ``get_experiment_df``, on the REST face; and the same handlers on the gRPC
+face (Google's gapic ``MetadataServiceClient`` in clear; the SDK on gRPC through ``aip-local
+env``'s proxy: test_google_clients_env.py). What a run logged outlives the service.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.api_core import exceptions as google_errors
+
+from airflow_aip.local.store import project_number
+from tests.fixtures.experiments import experiment_rows, experiment_tracking
+from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer
+from tests.fixtures.tools import need_module
+from tests.fixtures.vertex import LOCATION, vertex_sdk
+
+pytestmark = pytest.mark.integration
+need_module("pandas")  # the SDK's get_experiment_df answers a DataFrame
+
+
+def _log_run(sdk: Any, experiment: str, run: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
+    sdk.init(experiment=experiment)
+    sdk.start_run(run)
+    sdk.log_params(params)
+    sdk.log_metrics(metrics)
+    sdk.end_run()
+
+
+def test_runs_logged_with_the_sdk_read_back_as_its_data_frame(
+    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    project, experiment = f"exp-{uuid.uuid4().hex[:8]}", f"exp-{uuid.uuid4().hex[:8]}"
+    with (
+        vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as client,
+        experiment_tracking(client) as sdk,
+    ):
+        _log_run(sdk, experiment, "run-1", {"lr": 0.1, "optimizer": "adam"}, {"accuracy": 0.9})
+        _log_run(sdk, experiment, "run-2", {"lr": 0.01}, {"accuracy": 0.8, "loss": 0.4})
+
+        rows = experiment_rows(sdk.get_experiment_df())
+        defaults = sdk.Tensorboard.list(filter="is_default=true")
+        with pytest.raises(google_errors.Conflict, match=f"contexts/{experiment}-run-1 already exists"):
+            sdk.start_run("run-1")
+
+    assert rows["run-1"] == {
+        "experiment_name": experiment,
+        "run_type": "system.ExperimentRun",
+        "state": "COMPLETE",
+        "param.lr": 0.1,
+        "param.optimizer": "adam",
+        "metric.accuracy": 0.9,
+    }
+    assert rows["run-2"]["metric.loss"] == 0.4
+    assert rows["run-2"]["param.lr"] == 0.01
+    # init(experiment=...) backs the experiment with the region's default TensorBoard, made once.
+    assert [board.resource_name.split("/")[:4] for board in defaults] == [
+        ["projects", project_number(project), "locations", LOCATION]
+    ]
+
+
+def test_an_experiment_name_outside_google_s_rule_is_its_400_naming_the_field(
+    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with (
+        vertex_sdk(
+            local_service.url, f"exp-{uuid.uuid4().hex[:8]}", staged_trainer.bucket, monkeypatch
+        ) as client,
+        experiment_tracking(client) as sdk,
+        pytest.raises(google_errors.BadRequest) as raised,  # REST's 400 (gRPC's: InvalidArgument)
+    ):
+        sdk.init(experiment="My_Experiment", experiment_tensorboard=False)
+
+    assert "Field: context_id; Message: must match [a-z0-9][a-z0-9-]{0,127}" in raised.value.message
+    assert "'My_Experiment'" in raised.value.message
+
+
+def test_the_grpc_face_serves_the_same_runs_and_the_same_400(
+    local_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from google.cloud.aiplatform_v1 import MetadataServiceClient
+    from google.cloud.aiplatform_v1.services.metadata_service.transports.grpc import (
+        MetadataServiceGrpcTransport,
+    )
+
+    project, experiment = f"exp-{uuid.uuid4().hex[:8]}", f"exp-{uuid.uuid4().hex[:8]}"
+    with (
+        vertex_sdk(local_service.url, project, staged_trainer.bucket, monkeypatch) as client,
+        experiment_tracking(client) as sdk,
+    ):
+        _log_run(sdk, experiment, "run-1", {"lr": 0.1}, {"accuracy": 0.9})
+    gapic = MetadataServiceClient(
+        transport=MetadataServiceGrpcTransport(channel=local_service.grpc_channel())
+    )
+    store = f"projects/{project}/locations/{LOCATION}/metadataStores/default"
+
+    parent = f"{store.replace(project, project_number(project))}/contexts/{experiment}"
+    runs = gapic.list_contexts(request={"parent": store, "filter": f'parent_contexts:"{parent}"'})
+    run = next(iter(runs))
+    with pytest.raises(google_errors.InvalidArgument) as raised:
+        gapic.create_context(
+            parent=store, context={"schema_title": "system.Experiment"}, context_id="Bad_Name"
+        )
+
+    assert run.name.endswith(f"/contexts/{experiment}-run-1")
+    assert dict(run.metadata["_metrics"]) == {"accuracy": 0.9}
+    assert "Field: context_id; Message: must match" in raised.value.message
+    assert [v.field for v in raised.value.details[0].field_violations] == ["contextId"]
+
+
+def test_what_a_run_logged_outlives_the_service(
+    restarts: Restarts,
+    fake_gcs: Any,
+    staged_trainer: StagedTrainer,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data_dir, project = tmp_path / "data", f"exp-{uuid.uuid4().hex[:8]}"
+    first = restarts.start(data_dir, fake_gcs.url)
+    with (
+        vertex_sdk(first.url, project, staged_trainer.bucket, monkeypatch) as client,
+        experiment_tracking(client) as sdk,
+    ):
+        _log_run(sdk, "kept", "run-1", {"lr": 0.1}, {"accuracy": 0.9})
+    first.stop()
+
+    second = restarts.start(data_dir, fake_gcs.url)
+    with (
+        vertex_sdk(second.url, project, staged_trainer.bucket, monkeypatch) as client,
+        experiment_tracking(client) as sdk,
+    ):
+        rows = experiment_rows(sdk.get_experiment_df("kept"))
+
+    assert rows["run-1"]["metric.accuracy"] == 0.9
+    assert rows["run-1"]["param.lr"] == 0.1
