@@ -16,12 +16,16 @@ from google.api_core import exceptions as google_errors
 
 from airflow_aip.local.store import project_number
 from tests.fixtures.experiments import experiment_rows, experiment_tracking
-from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer
+from tests.fixtures.google_env import run_client
+from tests.fixtures.local_service import LocalService, Restarts, StagedTrainer, own_service
 from tests.fixtures.tools import need_module
-from tests.fixtures.vertex import LOCATION, vertex_sdk
+from tests.fixtures.vertex import LOCATION, sdk_pools, vertex_sdk
 
 pytestmark = pytest.mark.integration
 need_module("pandas")  # the SDK's get_experiment_df answers a DataFrame
+
+# A trainer calls Google's SDK: the host runtime runs it on the service's own Python, which has it.
+host_service = own_service("host_service", ["--runtime", "host"])
 
 
 def _log_run(sdk: Any, experiment: str, run: str, params: dict[str, Any], metrics: dict[str, float]) -> None:
@@ -138,3 +142,40 @@ def test_what_a_run_logged_outlives_the_service(
 
     assert rows["run-1"]["metric.accuracy"] == 0.9
     assert rows["run-1"]["param.lr"] == 0.1
+
+
+def test_a_trainer_s_run_in_a_local_job_reads_back_outside_on_rest_and_on_grpc(
+    host_service: LocalService, staged_trainer: StagedTrainer, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    # The project `aip-local env`'s key file names: the gRPC read below runs with only that environment.
+    experiment, base = (
+        f"trainer-{uuid.uuid4().hex[:8]}",
+        f"gs://{staged_trainer.bucket}/exp/{uuid.uuid4().hex[:8]}",
+    )
+    args = [f"--job-dir={base}", f"--experiment={experiment}", "--learning_rate=0.25"]
+    with (
+        vertex_sdk(host_service.url, "local-project", staged_trainer.bucket, monkeypatch) as client,
+        experiment_tracking(client) as sdk,
+    ):
+        job = sdk.CustomJob(
+            display_name="experiment-probe",
+            worker_pool_specs=sdk_pools(staged_trainer, "experiment_probe", args),
+            base_output_dir=base,
+        )
+        job.run(sync=True)
+        report = staged_trainer.read_json(f"{base}/experiment.json")
+        over_rest = experiment_rows(sdk.get_experiment_df(experiment))
+    over_grpc = run_client(host_service, tmp_path, "sdk_experiment_df", experiment)["rows"]
+
+    run = f"run-{job.resource_name.rsplit('/', 1)[-1]}"
+    assert report == {"run": run}
+    assert over_rest[run] == {
+        "experiment_name": experiment,
+        "run_type": "system.ExperimentRun",
+        "state": "COMPLETE",
+        "param.learning_rate": 0.25,
+        "param.trial": "",
+        "metric.accuracy": 0.75,
+        "metric.loss": 0.5,
+    }
+    assert over_grpc == over_rest

@@ -100,7 +100,7 @@ def test_children_and_attributions_are_what_the_sdk_s_filters_find(handlers: Met
         LOCATION,
         "default",
         {
-            "filter": f'(schema_title="system.ExperimentRun" OR schema_title="x") AND parent_contexts:"{experiment}"'
+            "filter": f'(schema_title="system.ExperimentRun" OR display_name="x") AND parent_contexts:"{experiment}"'
         },
     )
     executions = handlers.metadata.list(
