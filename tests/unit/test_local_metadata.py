@@ -94,14 +94,13 @@ def test_children_and_attributions_are_what_the_sdk_s_filters_find(handlers: Met
     handlers.links.add_context_children(experiment, [run])  # twice is no error, and no duplicate
     handlers.links.add_artifacts_and_executions(experiment, [], [execution])
 
+    wanted = f'parent_contexts:"{experiment}"'
     runs = handlers.metadata.list(
         "contexts",
         PROJECT,
         LOCATION,
         "default",
-        {
-            "filter": f'(schema_title="system.ExperimentRun" OR display_name="x") AND parent_contexts:"{experiment}"'
-        },
+        {"filter": f'(schema_title="system.ExperimentRun" OR display_name="x") AND {wanted}'},
     )
     executions = handlers.metadata.list(
         "executions", PROJECT, LOCATION, "default", {"filter": f'in_context("{experiment}")'}
