@@ -8,6 +8,7 @@ env``'s proxy: test_google_clients_env.py). What a run logged outlives the servi
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -108,7 +109,11 @@ def test_the_grpc_face_serves_the_same_runs_and_the_same_400(
     run = next(iter(runs))
     with pytest.raises(google_errors.InvalidArgument) as raised:
         gapic.create_context(
-            parent=store, context={"schema_title": "system.Experiment"}, context_id="Bad_Name"
+            request={
+                "parent": store,
+                "context": {"schema_title": "system.Experiment"},
+                "context_id": "Bad_Name",
+            }
         )
 
     assert run.name.endswith(f"/contexts/{experiment}-run-1")
@@ -179,3 +184,52 @@ def test_a_trainer_s_run_in_a_local_job_reads_back_outside_on_rest_and_on_grpc(
         "metric.loss": 0.5,
     }
     assert over_grpc == over_rest
+
+
+def test_the_submit_operator_s_summary_carries_what_each_trial_logged(
+    host_service: LocalService,
+    fake_gcs: Any,
+    staged_trainer: StagedTrainer,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    """A tuning job's trainer logs each trial to a run named after its own CustomJob; the worker
+    reads the runs once the job ended and puts them on the trials in XCom, where the tab reads them."""
+    from airflow_aip.operators import SubmitTrainingJobOperator
+    from tests.fixtures.operators import FakeTI, task_context
+
+    monkeypatch.setenv("STORAGE_EMULATOR_HOST", fake_gcs.url)
+    monkeypatch.setenv("CLOUDSDK_API_ENDPOINT_OVERRIDES_AIPLATFORM", host_service.url)
+    experiment, dag_id = f"tuned-{uuid.uuid4().hex[:8]}", f"aip_experiments_{uuid.uuid4().hex[:8]}"
+    training_input = staged_trainer.training_input("experiment_probe", [f"--experiment={experiment}"])
+    training_input["hyperparameters"] = {
+        "goal": "MAXIMIZE",
+        "hyperparameterMetricTag": "accuracy",
+        "maxTrials": 2,
+        "maxParallelTrials": 2,
+        "algorithm": "GRID_SEARCH",
+        "params": [{"parameterName": "learning_rate", "type": "DISCRETE", "discreteValues": [0.25, 0.5]}],
+    }
+    operator = SubmitTrainingJobOperator(
+        task_id="tune",
+        project_id="local-project",
+        job_id_prefix=dag_id,
+        training_input=training_input,
+        executor_image_uri="us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
+        poll_interval=0.5,
+        deferrable=False,
+    )
+
+    when = datetime(2026, 3, 9, 7, 5, 1, tzinfo=timezone.utc)
+    summary = operator.execute(task_context(FakeTI(dag_id, "tune"), when))  # type: ignore[arg-type]
+
+    logged = {
+        trial["hyperparameters"]["learning_rate"]: trial["experimentRun"] for trial in summary["trials"]
+    }
+    assert {rate: run["metrics"] for rate, run in logged.items()} == {
+        "0.25": {"accuracy": 0.75, "loss": 0.5},
+        "0.5": {"accuracy": 0.5, "loss": 1.0},
+    }
+    assert {run["experiment"] for run in logged.values()} == {experiment}
+    trial_jobs = {trial["customJob"].rsplit("/", 1)[-1] for trial in summary["trials"]}
+    assert {run["run"].rsplit("-", 1)[-1] for run in logged.values()} == trial_jobs

@@ -1,7 +1,8 @@
 """Logs to a Vertex AI Experiments run from inside a job, as a trainer does on Vertex AI: Google's
 SDK with no endpoint of its own (the service redirects it), the run named after the job's own
-``CLOUD_ML_JOB_ID`` (a trial's is its own CustomJob's), its arguments as parameters and a metric.
-What happened goes to ``<job-dir>/experiment.json``.
+``CLOUD_ML_JOB_ID`` (a trial's is its own CustomJob's), its arguments as parameters and two
+metrics; a tuning trial also reports ``accuracy`` with cloudml-hypertune. What happened goes to
+``<job-dir>/experiment.json`` (a trial's: ``experiment-<trial id>.json``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,12 @@ def _log(experiment: str, learning_rate: float) -> dict[str, Any]:
     aiplatform.log_params({"learning_rate": learning_rate, "trial": os.environ.get("CLOUD_ML_TRIAL_ID", "")})
     aiplatform.log_metrics({"accuracy": 1.0 - learning_rate, "loss": learning_rate * 2})
     aiplatform.end_run()
+    if os.environ.get("CLOUD_ML_TRIAL_ID"):
+        import hypertune
+
+        hypertune.HyperTune().report_hyperparameter_tuning_metric(
+            hyperparameter_metric_tag="accuracy", metric_value=1.0 - learning_rate
+        )
     return {"run": run}
 
 
@@ -35,7 +42,8 @@ def main() -> None:
     except Exception as exc:  # the report says what went wrong; the test reads it
         report = {"error": repr(exc)}
     print(json.dumps(report))
-    write_to_job_dir(known.job_dir, "experiment.json", report)
+    trial = os.environ.get("CLOUD_ML_TRIAL_ID")
+    write_to_job_dir(known.job_dir, f"experiment-{trial}.json" if trial else "experiment.json", report)
 
 
 if __name__ == "__main__":
