@@ -1,7 +1,8 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
 jobs (:mod:`airflow_aip.local.vertex.api`), Model Registry ``models``
-(:mod:`airflow_aip.local.vertex.models_api`) and custom ``trainingPipelines``
-(:mod:`airflow_aip.local.vertex.pipelines_api`), logging v2 ``entries:list``.
+(:mod:`airflow_aip.local.vertex.models_api`), custom ``trainingPipelines``
+(:mod:`airflow_aip.local.vertex.pipelines_api`), Vertex AI Experiments' ``metadataStores`` and
+``tensorboards`` calls (:mod:`airflow_aip.local.vertex.metadata_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have

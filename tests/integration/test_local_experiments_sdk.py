@@ -233,3 +233,27 @@ def test_the_submit_operator_s_summary_carries_what_each_trial_logged(
     assert {run["experiment"] for run in logged.values()} == {experiment}
     trial_jobs = {trial["customJob"].rsplit("/", 1)[-1] for trial in summary["trials"]}
     assert {run["run"].rsplit("-", 1)[-1] for run in logged.values()} == trial_jobs
+
+
+def test_time_series_and_deletes_stay_google_s_501_on_both_faces(local_service: LocalService) -> None:
+    import httpx
+    from google.cloud.aiplatform_v1 import TensorboardServiceClient
+    from google.cloud.aiplatform_v1.services.tensorboard_service.transports.grpc import (
+        TensorboardServiceGrpcTransport,
+    )
+
+    base = f"{local_service.url}v1/projects/p/locations/{LOCATION}"
+    run = f"{base}/tensorboards/1/experiments/e/runs/r"
+    answers = [
+        httpx.post(f"{run}/timeSeries", json={"displayName": "loss", "valueType": "SCALAR"}),
+        httpx.delete(f"{base}/metadataStores/default/contexts/exp-1"),
+    ]
+    gapic = TensorboardServiceClient(
+        transport=TensorboardServiceGrpcTransport(channel=local_service.grpc_channel())
+    )
+
+    assert [(a.status_code, a.json()["error"]["status"]) for a in answers] == [(501, "UNIMPLEMENTED")] * 2
+    assert "tensorboards.experiments.runs.timeSeries.create" in answers[0].json()["error"]["message"]
+    assert "metadataStores.contexts.delete" in answers[1].json()["error"]["message"]
+    with pytest.raises(google_errors.MethodNotImplemented, match="WriteTensorboardRunData"):
+        gapic.write_tensorboard_run_data(request={"tensorboard_run": run.split("v1/", 1)[1]})
