@@ -59,6 +59,9 @@ class JobClient(Protocol):
     def resolve(self, job_id: str) -> str:
         """The resource name of our job ID."""
 
+    def logged_runs(self, job_ids: Sequence[str], since: str | None) -> dict[str, dict[str, Any]]:
+        """Each job's Experiments run, by job ID (``airflow_aip.jobs.experiments``); {} where none."""
+
     def watch_batches(self, watched: Sequence[tuple[str, str]]) -> list[WatchBatch]: ...
 
     async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]: ...

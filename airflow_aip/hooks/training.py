@@ -147,6 +147,10 @@ class TrainingJobHook(GoogleApiHook):
         """``projects.jobs.create`` under ``job_id`` (409: JobAlreadyExistsError, see create_job)."""
         return self._view(self.create_job(request.for_attempt(job_id)))
 
+    def logged_runs(self, job_ids: Sequence[str], since: str | None) -> dict[str, dict[str, Any]]:
+        """None: AI Platform Training has no Experiments (Vertex AI's: ``VertexJobHook.logged_runs``)."""
+        return {}
+
     def read(self, name: str) -> JobView:
         project, job_id = self._split(name)
         return self._view(self.get_job(job_id, project), project)

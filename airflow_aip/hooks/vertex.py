@@ -31,6 +31,7 @@ from airflow_aip.hooks.aiplatform import RegionalAiplatformHook
 from airflow_aip.hooks.http_shared import is_transient, settled_lookup
 from airflow_aip.hooks.job_client import acancel_unless_ended, alist_watched, cancel_unless_ended
 from airflow_aip.jobs.backend import Backend
+from airflow_aip.jobs.experiments import EXPERIMENT_RUN_SCHEMA, runs_by_job
 from airflow_aip.jobs.labels import JOB_ID_LABEL, sanitize_label_value
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.vertex.backend import VERTEX_AI
@@ -191,6 +192,23 @@ class VertexJobHook(RegionalAiplatformHook):
             self.log,
             name,
         )
+
+    def logged_runs(self, job_ids: Sequence[str], since: str | None) -> dict[str, dict[str, Any]]:
+        """The Vertex AI Experiments run each job's trainer logged to (:mod:`airflow_aip.jobs.experiments`),
+        among the runs created since ``since`` (the job's createTime); none when the project's
+        metadata store does not exist (Experiments never used)."""
+        if not job_ids:
+            return {}
+        condition = f'schema_title="{EXPERIMENT_RUN_SCHEMA}"'
+        if since:
+            condition += f' AND create_time>="{since}"'
+        params: dict[str, Any] = {"pageSize": LIST_PAGE_SIZE, "filter": condition}
+        path = f"v1/{self.parent()}/metadataStores/default/contexts"
+        try:
+            contexts = self.list_all("metadataStores.contexts.list", path, "contexts", params)
+        except JobNotFoundError:
+            return {}
+        return runs_by_job(contexts, job_ids)
 
     def resolve(self, job_id: str) -> str:
         """The resource name of our job ID (JobNotFoundError when no job carries it)."""

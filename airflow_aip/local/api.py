@@ -1,7 +1,8 @@
 """The HTTP faces of the local service: ml v1 ``projects.jobs``, aiplatform v1 custom and tuning
 jobs (:mod:`airflow_aip.local.vertex.api`), Model Registry ``models``
-(:mod:`airflow_aip.local.vertex.models_api`) and custom ``trainingPipelines``
-(:mod:`airflow_aip.local.vertex.pipelines_api`), logging v2 ``entries:list``.
+(:mod:`airflow_aip.local.vertex.models_api`), custom ``trainingPipelines``
+(:mod:`airflow_aip.local.vertex.pipelines_api`), Vertex AI Experiments' ``metadataStores`` and
+``tensorboards`` calls (:mod:`airflow_aip.local.vertex.metadata_api`), logging v2 ``entries:list``.
 
 Paths, bodies and errors are the discovery document's and Google's, so google-api-python-client
 (and TrainingJobHook) talk to it unchanged, with only the endpoint overridden. Errors have
@@ -42,6 +43,7 @@ from airflow_aip.local.store import project_number
 from airflow_aip.local.unserved import google_method, unimplemented_message
 from airflow_aip.local.vertex.api import add_vertex_routes
 from airflow_aip.local.vertex.handlers import VertexHandlers
+from airflow_aip.local.vertex.metadata_api import add_metadata_routes
 from airflow_aip.local.vertex.models import registry_of
 from airflow_aip.local.vertex.models_api import add_model_routes
 from airflow_aip.local.vertex.pipelines_api import add_pipeline_routes
@@ -123,6 +125,7 @@ def create_app(service: TrainingService, handlers: VertexHandlers | None = None)
     add_vertex_routes(app, handlers.jobs, _json_body)
     add_model_routes(app, handlers.registry, _json_body)
     add_pipeline_routes(app, handlers.pipelines, _json_body)
+    add_metadata_routes(app, handlers.metadata, _json_body)
     _add_logging_routes(app, service)
     _add_console_routes(app, service)
     _add_capacity_routes(app, service)

@@ -31,6 +31,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
 from airflow_aip.jobs.budget import Budget, Guard
+from airflow_aip.jobs.experiments import run_job_ids, with_logged_runs
 from airflow_aip.jobs.logs import DEFAULT_LINES_PER_MINUTE, LogStream, check_lines_per_minute
 from airflow_aip.jobs.mlv1.view import ml_job_name
 from airflow_aip.jobs.pricing import PriceTable
@@ -255,7 +256,27 @@ class TaskWatch:
             self.cancel(str(name), project, reason="timeout")
         self.watched = None
         record_ending(event, self.log)
-        return finished(event, self.log)
+        return self.with_logged_runs(finished(event, self.log))
+
+    def with_logged_runs(self, summary: dict[str, Any]) -> dict[str, Any]:
+        """The summary with the Experiments run each trial (or the job) logged to, read once here,
+        in the worker, so the UI draws them from XCom (:mod:`airflow_aip.jobs.experiments`).
+
+        A read that fails leaves the summary as it was: what the trainer logged is extra, never
+        a reason to fail a job that succeeded.
+        """
+        job_ids = run_job_ids(summary)
+        if not job_ids:
+            return summary
+        try:
+            hook = self.hook(summary.get("region") or None)
+            runs = hook.logged_runs(job_ids, summary.get("create_time"))
+        except Exception as err:  # logged: the summary stands without them
+            self.log.warning("Could not read the job's Vertex AI Experiments runs: %s", err)
+            return summary
+        if runs:
+            self.log.info("Experiments runs logged by the job's trainer: %s", ", ".join(sorted(runs)))
+        return with_logged_runs(summary, runs)
 
     def cancel(self, name: str, project: str | None, reason: str) -> None:
         """Cancel through the job's own region (a ladder's rung may have moved it); never raises."""

@@ -160,7 +160,24 @@ def trial_row(trial: Mapping[str, Any]) -> dict[str, Any]:
         "end_time": trial.get("endTime"),
         "duration_s": _rounded(seconds_between(trial.get("startTime"), trial.get("endTime"))),
         "stopped_early": bool(trial.get("isTrialStoppedEarly")),
+        "logged": logged_metrics(trial.get("experimentRun")),
     }
+
+
+def logged_metrics(run: Any) -> dict[str, float | None]:
+    """What a trial (or a job) logged to its Vertex AI Experiments run (``experimentRun`` in the
+    summary: :mod:`airflow_aip.jobs.experiments`), each metric a number or None."""
+    metrics = run.get("metrics") if isinstance(run, Mapping) else None
+    if not isinstance(metrics, Mapping):
+        return {}
+    return {str(name): finite_number(value) for name, value in metrics.items()}
+
+
+def experiment_run_view(run: Any) -> dict[str, Any] | None:
+    """A single job's Experiments run as the tab names it: its run, experiment and metrics."""
+    if not isinstance(run, Mapping) or not run.get("run"):
+        return None
+    return {"run": str(run["run"]), "experiment": run.get("experiment"), "metrics": logged_metrics(run)}
 
 
 def ladder_row(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -237,6 +254,8 @@ def job_view(
         "result": job_result(summary, export, evaluation),
         "parameters": _parameters(summary, trials),
         "trials": trials,
+        "logged_metrics": sorted({name for t in trials for name in t["logged"]}),
+        "experiment_run": experiment_run_view(summary.get("experiment_run")),
         "ladder": ladder,
         "rung": rung_position(summary),
         "several_jobs": len({t["job_id"] for t in trials if t["job_id"]}) > 1,

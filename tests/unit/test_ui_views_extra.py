@@ -244,3 +244,19 @@ def test_no_champion_comparison_without_a_gate() -> None:
 
     assert champion_comparison([SINGLE, ungated, no_alias]) is None
     assert champion_comparison([]) is None
+
+
+def test_each_trial_shows_what_it_logged_to_experiments_and_a_single_job_its_run() -> None:
+    run = {"run": "projects/1/locations/l/metadataStores/default/contexts/exp-run-7", "experiment": "exp"}
+    trials = [dict(t) for t in SUMMARY["trials"]]
+    trials[0]["experimentRun"] = {**run, "metrics": {"accuracy": 0.8, "loss": "NaN"}}
+    trials[1]["experimentRun"] = {**run, "metrics": {"f1": 0.5}}
+
+    tuned = job_view({**SUMMARY, "trials": trials}, "tune", -1)
+    single = job_view({**SINGLE, "experiment_run": {**run, "metrics": {"loss": 0.25}}}, "train", -1)
+
+    assert tuned["logged_metrics"] == ["accuracy", "f1", "loss"]
+    assert [t["logged"] for t in tuned["trials"]] == [{"accuracy": 0.8, "loss": None}, {"f1": 0.5}, {}]
+    assert single["experiment_run"] == {"run": run["run"], "experiment": "exp", "metrics": {"loss": 0.25}}
+    assert job_view(SUMMARY, "tune", -1)["logged_metrics"] == []
+    assert job_view(SINGLE, "train", -1)["experiment_run"] is None

@@ -17,6 +17,7 @@ from google.longrunning import operations_pb2
 from google.protobuf import empty_pb2
 
 from airflow_aip.local.grpc_face.messages import list_query, parent_of, resource_of
+from airflow_aip.local.grpc_face.metadata_routes import metadata_rows
 from airflow_aip.local.grpc_face.status import Unserved
 from airflow_aip.local.logs.filters import page_size
 from airflow_aip.local.unserved import google_method
@@ -284,4 +285,6 @@ def served_methods(handlers: VertexHandlers) -> dict[str, Method]:
         *_model_writes(handlers),
         _operation(handlers),
     ]
+    for service, (name, request, response, verb, path, call) in metadata_rows(handlers.metadata):
+        methods.append(Method(f"{service}/{name}", request, response, verb, path, call))
     return {method.name: method for method in methods}

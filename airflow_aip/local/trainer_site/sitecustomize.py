@@ -15,9 +15,10 @@ does nothing until the trainer imports ``google.cloud.aiplatform`` (directly, or
 
 The trainer's own ``aiplatform.init(...)`` afterwards still applies on top (its location,
 experiment, staging bucket...); only an explicit ``api_endpoint`` or ``api_transport="grpc"``
-of its own undoes this. Experiments, TensorBoard and every other client the SDK builds read the
-same settings, so they reach the local service too, which answers what it serves and
-UNIMPLEMENTED for what it does not.
+of its own undoes this. Experiments (``init(experiment=...)``, ``start_run``, ``log_params``,
+``log_metrics``: :mod:`airflow_aip.local.vertex.metadata`), TensorBoard and every other client
+the SDK builds read the same settings, so they reach the local service too, which answers what
+it serves and UNIMPLEMENTED for what it does not.
 """
 
 from __future__ import annotations

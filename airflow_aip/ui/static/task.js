@@ -79,14 +79,17 @@ function trialsTable(job) {
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : ""), cls: "short" },
     ...job.parameters.map((p) => ({ label: p.name, cell: (t) => metricText(t.params[p.name]), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
     { label: metric, cell: (t) => metricText(t.objective), sort: (t) => t.objective, numeric: true },
+    // what each trial's trainer logged to its Vertex AI Experiments run (airflow_aip/jobs/experiments.py)
+    ...(job.logged_metrics ?? []).map((name) => ({ label: `${name} (logged)`, cell: (t) => metricText(t.logged?.[name]), sort: (t) => t.logged?.[name], numeric: true })),
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
   ];
   const best = job.trials.find((t) => t.key === job.best_trial_key);
   const bestText = best ? `Best: trial ${best.id}${job.several_jobs ? ` of ${best.rung || "this job"}` : ""} (highlighted). ` : "No best trial. ";
   const across = job.several_jobs ? ` across ${new Set(job.trials.map((t) => t.job_id)).size} jobs` : "";
+  const logged = (job.logged_metrics ?? []).length ? "Columns marked (logged) are what each trial logged to its Vertex AI Experiments run. " : "";
   const caption = `${job.trials.length} trials${across}, ${job.goal === "MINIMIZE" ? "minimizing" : "maximizing"} ${metric}. ` +
-    bestText + tiedText(job) + "Click a heading to sort.";
+    bestText + tiedText(job) + logged + "Click a heading to sort.";
   const table = sortableTable(caption, columns, job.trials, (t) => ({
     "data-trial": t.id,
     "data-job": t.job_id ?? undefined,
@@ -109,6 +112,7 @@ function drawJob(job, out, actions) {
 function drawTrials(job, out) {
   if (!job.tuning) {
     out.append(el("p", { class: "single-job" }, "A single job, not a hyperparameter-tuning job: it has no trials."));
+    if (job.experiment_run) out.append(experimentRunLine(job.experiment_run));
     return;
   }
   if (job.trials.length === 0) {
@@ -121,6 +125,13 @@ function drawTrials(job, out) {
     ...job.parameters.map((p) => figure(metricAgainst(job, p), `${metric} against ${p.name}` + (p.log ? " on a log axis (log-scaled in the search)." : "."))));
   // many hyperparameters: the table scrolls sideways in its box, the page never does
   out.append(el("h2", {}, "Trials"), el("div", { class: "scroll-x" }, trialsTable(job)), charts);
+}
+
+// A single job's Vertex AI Experiments run: which, and what its trainer logged there.
+function experimentRunLine(run) {
+  const metrics = Object.entries(run.metrics).map(([name, value]) => `${name} ${metricText(value)}`).join(", ");
+  const where = run.experiment ? ` of experiment ${run.experiment}` : "";
+  return el("p", { class: "experiment-run", "data-run": run.run }, `Logged to Experiments run ${run.run.split("/").pop()}${where}: ${metrics || "no metrics"}.`);
 }
 
 // While the task waits: the job as last read, why it waits, and who asked for a cancel.
