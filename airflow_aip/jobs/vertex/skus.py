@@ -33,7 +33,7 @@ from typing import Any
 
 from airflow_aip.jobs.vertex.hardware import MACHINES
 
-VERTEX_AI_SERVICE = "C7E2-9256-1C43"  # [U] the Billing Catalog's service ID of Vertex AI
+VERTEX_AI_SERVICE = "C7E2-9256-1C43"  # the Billing Catalog's Vertex AI, as public scripts and bills name it
 GPUS = {  # words of a SKU's description -> acceleratorType, longest first
     "a100 80gb": "NVIDIA_A100_80GB",
     "h100 80gb": "NVIDIA_H100_80GB",
