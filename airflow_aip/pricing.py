@@ -44,7 +44,8 @@ def _refresh(args: argparse.Namespace) -> int:
 
 def _show(args: argparse.Namespace) -> int:
     table = PriceTable.load(args.table)
-    print(f"{table.describe()}, in {table.currency}; {table.data['source'].get('how', '')}")
+    counts = ", ".join(f"{n} {status}" for status, n in table.provenance_counts().items())
+    print(f"{table.describe()}, in {table.currency}; rows: {counts}; {table.data['source'].get('how', '')}")
     return 0
 
 

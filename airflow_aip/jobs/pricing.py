@@ -7,7 +7,10 @@ boot disk type's rate per GB-hour, and Spot's and Flex-Start's own machine and a
 a pool that consumes a reservation is counted at the on-demand rows (the reservation bills its
 machines whether or not the job runs). Time is billed in ``billing_increment_seconds``.
 
-A price the table does not hold is *unknown*: :meth:`PriceTable.pool_rate` names the missing
+Each row says how it is known (``provenance``, keyed ``region/[spot|flex_start/]kind/name``):
+``sourced`` (a published figure, with the source's URL and the day it was seen in ``sources``),
+``derived`` (arithmetic on sourced unit prices) or ``unverified``; a row without an entry is
+unverified. A price the table does not hold is *unknown*: :meth:`PriceTable.pool_rate` names the missing
 row (``spot accelerator NVIDIA_L4 in us-central1``) and gives no number. Nothing estimates a
 missing price as zero: a budget checked against a zero would let a job run on for ever.
 """
@@ -130,6 +133,28 @@ class PriceTable:
     def has_currency(self, currency: str) -> bool:
         return currency == self.currency
 
+    def provenance(self, key: str) -> str:
+        """How the row ``region/[section/]kind/name`` is known: sourced, derived or unverified."""
+        return str(((self.data.get("provenance") or {}).get(key) or {}).get("status") or "unverified")
+
+    def row_keys(self) -> list[str]:
+        """Every priced row's key, as ``provenance`` names it."""
+        keys = []
+        for region, regional in (self.data.get("regions") or {}).items():
+            for section in ("", *STRATEGY_SECTIONS.values()):
+                holder = (regional.get(section) or {}) if section else regional
+                for kind in ("machines", "accelerators", "disks"):
+                    prefix = f"{region}/{section}/" if section else f"{region}/"
+                    keys += [f"{prefix}{kind}/{name}" for name in holder.get(kind) or {}]
+        return keys
+
+    def provenance_counts(self) -> dict[str, int]:
+        """How many rows are sourced, derived and unverified: what ``show`` says of the table."""
+        counts = {"sourced": 0, "derived": 0, "unverified": 0}
+        for key in self.row_keys():
+            counts[self.provenance(key)] = counts.get(self.provenance(key), 0) + 1
+        return counts
+
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> PriceTable:
@@ -167,6 +192,9 @@ def refreshed(
         elif abs(float(old) - price) > 1e-9:
             changes.append(f"~ {described}: {float(old):.6g} -> {price:.6g}")
         table[name] = round(price, 9)
+        key = f"{region}/{section}/{kind}/{name}" if section else f"{region}/{kind}/{name}"
+        out.setdefault("provenance", {})[key] = {"status": "sourced", "source": "catalog"}
+    out.setdefault("sources", {})["catalog"] = {"url": source, "seen": as_of, "quote": "services.skus.list"}
     out["source"] = {
         "page": source,
         "as_of": as_of,

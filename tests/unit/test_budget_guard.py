@@ -14,7 +14,7 @@ from airflow_aip.jobs.vertex.view import view_from_vertex
 
 TABLE = PriceTable.load()
 START = 1767225600.0  # 2026-01-01T00:00:00Z
-RATE = 0.218499 + 100 * 0.17 / 730  # n1-standard-4 with its default boot disk, per hour
+RATE = 0.21849885 + 100 * 0.1955 / 730  # n1-standard-4 with its default boot disk, per hour
 
 
 def running(machine: str = "n1-standard-4", state: str = "JOB_STATE_RUNNING", **extra: Any) -> dict[str, Any]:

@@ -14,17 +14,15 @@ from airflow_aip.jobs.vertex.view import view_from_vertex
 
 SNAPSHOT = PriceTable.load()
 
-# Figures as Google's page shows them (https://cloud.google.com/vertex-ai/pricing, custom-trained
-# models, us-central1, USD per hour), written here apart from the table so a wrong row fails.
-PAGE = {
-    "n1-standard-4": 0.218499,
-    "n1-standard-8": 0.436998,
-    "n1-standard-16": 0.873996,
-    "NVIDIA_TESLA_T4": 0.4025,
-    "NVIDIA_TESLA_V100": 2.852,
-    "NVIDIA_TESLA_P100": 1.679,
-}
-PD_SSD_PER_GB_HOUR = 0.17 / 730  # Compute Engine's pd-ssd, USD per GB-month / 730 hours
+# Published figures, written here apart from the table so a wrong row fails (the table's `sources`
+# say where each was seen): us-central1, USD per hour.
+# - n1-standard-4 on demand: Vertex AI's pricing page, custom-trained models ($0.21849885).
+# - A bill of a3-highgpu-8g + 8 x H100 80GB + a 2,000 GB pd-ssd boot disk, SKU by SKU: $101.5429684 an
+#   hour on demand, $52.0306163 with Flex-Start (Compute Engine's DWS SKUs + Vertex AI's fee).
+# - pd-ssd: Vertex AI's own SKU, $0.1955 per GB-month / 730.
+PAGE = {"n1-standard-4": 0.21849885}
+A3_H100_HOUR = {"STANDARD": 101.5429684, "FLEX_START": 52.0306163}
+PD_SSD_PER_GB_HOUR = 0.1955 / 730
 
 
 def job(
@@ -38,12 +36,14 @@ def job(
     replicas: int = 1,
     strategy: str | None = None,
     region: str = "us-central1",
+    disk_gb: int = 100,
     **extra: Any,
 ) -> dict[str, Any]:
     spec: dict[str, Any] = {"machineType": machine}
     if gpu:
         spec.update(acceleratorType=gpu, acceleratorCount=count)
-    job_spec: dict[str, Any] = {"workerPoolSpecs": [{"machineSpec": spec, "replicaCount": str(replicas)}]}
+    pool = {"machineSpec": spec, "replicaCount": str(replicas), "diskSpec": {"bootDiskSizeGb": disk_gb}}
+    job_spec: dict[str, Any] = {"workerPoolSpecs": [pool]}
     if strategy:
         job_spec["scheduling"] = {"strategy": strategy, "timeout": "3600s"}
     resource = {
@@ -60,21 +60,44 @@ def job(
     )
 
 
-@pytest.mark.parametrize(
-    ("machine", "gpu", "count", "hours"),
-    [
-        ("n1-standard-4", "NVIDIA_TESLA_T4", 1, 1.0),
-        ("n1-standard-8", "NVIDIA_TESLA_V100", 1, 2.0),
-        ("n1-standard-16", "NVIDIA_TESLA_P100", 4, 0.5),
-    ],
-)
-def test_three_jobs_by_hand_against_the_page(machine: str, gpu: str, count: int, hours: float) -> None:
-    end = f"2026-01-01T{int(hours):02d}:{int(hours % 1 * 60):02d}:00Z"
-    by_hand = (PAGE[machine] + count * PAGE[gpu] + 100 * PD_SSD_PER_GB_HOUR) * hours
-    got = estimate(job(machine, gpu, count, end=end), SNAPSHOT)
-    assert got.amount == pytest.approx(by_hand, rel=1e-6)
+def test_n1_standard_4_by_hand_against_the_page() -> None:
+    got = estimate(job("n1-standard-4", end="2026-01-01T02:00:00Z"), SNAPSHOT)
+    assert got.amount == pytest.approx((PAGE["n1-standard-4"] + 100 * PD_SSD_PER_GB_HOUR) * 2, rel=1e-6)
     assert got.currency == "USD"
     assert got.table_date == SNAPSHOT.date
+
+
+@pytest.mark.parametrize("strategy", ["STANDARD", "FLEX_START"])
+def test_eight_h100s_by_hand_against_a_bill(strategy: str) -> None:
+    view = job(
+        "a3-highgpu-8g", "NVIDIA_H100_80GB", 8, end="2026-01-01T00:30:00Z", disk_gb=2000, strategy=strategy
+    )
+    got = estimate(view, SNAPSHOT)
+    assert got.amount == pytest.approx(A3_H100_HOUR[strategy] / 2, rel=1e-6)
+    if strategy == "FLEX_START":
+        assert got.standard == pytest.approx(A3_H100_HOUR["STANDARD"] / 2, rel=1e-6)
+
+
+def test_every_row_says_how_it_is_known_and_a_sourced_one_where() -> None:
+    data = json.loads(Path(SNAPSHOT.path).read_text())
+    keys = SNAPSHOT.row_keys()
+    assert set(data["provenance"]) == set(keys)  # no row unmarked, no mark without a row
+    for key, row in data["provenance"].items():
+        assert row["status"] in ("sourced", "derived", "unverified"), key
+        if row["status"] != "unverified":
+            source = data["sources"][row["source"]]
+            assert source["url"].startswith("https://"), key
+            assert source["seen"], key
+    assert SNAPSHOT.provenance("us-central1/machines/n1-standard-4") == "sourced"
+    assert SNAPSHOT.provenance("us-central1/accelerators/NVIDIA_TESLA_T4") == "unverified"
+    assert SNAPSHOT.provenance("europe-west4/machines/n1-standard-4") == "unverified"  # no such row
+    assert all(price > 0 for price in _prices(data["regions"]))
+
+
+def _prices(node: Any) -> list[float]:
+    if isinstance(node, dict):
+        return [price for child in node.values() for price in _prices(child)]
+    return [float(node)]
 
 
 def test_the_snapshot_says_its_source_date_and_that_it_was_not_fetched() -> None:

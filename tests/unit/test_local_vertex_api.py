@@ -251,3 +251,35 @@ def test_lists_page_newest_first_and_leave_trials_out(client: TestClient) -> Non
     listed = client.get(TUNING).json()["hyperparameterTuningJobs"]
     assert [j["name"] for j in listed] == [tuning.json()["name"]]
     assert "trials" not in listed[0]
+
+
+@pytest.mark.parametrize(
+    ("mask", "says"),
+    [
+        ("colour", "has no field 'colour'"),
+        ("jobSpec.colour", "CustomJobSpec has no field 'colour'"),
+        ("state.name", "has no field 'name'"),  # a scalar ends the path
+        ("jobSpec.workerPoolSpecs.machineSpec", "past the repeated field 'workerPoolSpecs'"),
+        ("labels.team", "past the repeated field 'labels'"),  # a map is repeated too
+    ],
+)
+def test_a_bad_read_mask_is_a_400_naming_it_before_anything_is_read(
+    client: TestClient, mask: str, says: str
+) -> None:
+    for path in (CUSTOM, TUNING, f"{PARENT}/trainingPipelines"):
+        if path != CUSTOM:
+            mask = mask.replace("jobSpec.", "trialJobSpec." if path == TUNING else "trainingTaskInputs.")
+        response = client.get(path, params={"readMask": mask})  # nothing listed: still a 400
+        status, reason, field = _violation(response)
+        assert (status, reason, field) == (400, "INVALID_ARGUMENT", "readMask"), (path, mask)
+        if path == CUSTOM:
+            assert says in response.json()["error"]["message"]
+
+
+def test_a_read_mask_takes_either_case_and_stops_at_a_repeated_field(client: TestClient) -> None:
+    client.post(CUSTOM, json=_custom(labels={"team": "a"}))
+    mask = "job_spec.worker_pool_specs,jobSpec.scheduling.timeout,labels"
+    listed = client.get(CUSTOM, params={"readMask": mask}).json()["customJobs"][0]
+    assert set(listed) == {"jobSpec", "labels"}
+    assert listed["jobSpec"]["workerPoolSpecs"][0]["machineSpec"] == {"machineType": "n1-standard-4"}
+    assert "scheduling" not in listed["jobSpec"]  # not set: nothing to show

@@ -24,13 +24,18 @@ from airflow_aip.pricing import main
 
 
 def sku(
-    description: str, nanos: int, units: int = 0, usage: str = "OnDemand", unit: str = "h"
+    description: str,
+    nanos: int,
+    units: int = 0,
+    usage: str = "OnDemand",
+    unit: str = "h",
+    region: str = "us-central1",
 ) -> dict[str, Any]:
     return {
         "name": f"services/C7E2-9256-1C43/skus/{abs(hash(description)) % 10**8}",
         "description": description,
         "category": {"serviceDisplayName": "Vertex AI", "resourceFamily": "Compute", "usageType": usage},
-        "serviceRegions": ["us-central1"],
+        "serviceRegions": [region],
         "pricingInfo": [
             {
                 "pricingExpression": {
@@ -57,6 +62,20 @@ PAGES = [
         sku("Vertex AI: Training on Nvidia L4 GPU running in Americas", 644046000),
         sku("Vertex AI: Training on Nvidia Tesla T4 GPU running in Americas", 402500000),  # unchanged
         sku("Vertex AI: Training commitment N1 Standard 4", 1, usage="Commit1Yr"),
+        # a fee is a fraction of a price: never a row (the H100's is 1.4694826 against 11.2660332)
+        sku("Vertex AI: Training/Pipelines management fee on NVIDIA H100 80GB in Iowa", 469482600, 1),
+        # a family's per-vCPU and per-GB SKUs price its machine types whose memory is known
+        sku(
+            "Vertex AI: Training/Pipelines on N1 Predefined Instance Core running in Netherlands",
+            40000000,
+            region="europe-west4",
+        ),
+        sku(
+            "Vertex AI: Training/Pipelines on N1 Predefined Instance Ram running in Netherlands",
+            5000000,
+            unit="GiBy.h",
+            region="europe-west4",
+        ),
     ],
 ]
 
@@ -110,10 +129,14 @@ def test_refresh_writes_the_rows_the_catalog_prices_and_prints_what_changed(
     assert "+ spot machine n1-standard-4 in us-central1: 0.07" in printed
     assert "+ accelerator NVIDIA_L4 in us-central1: 0.644046" in printed
     assert not any("NVIDIA_TESLA_T4" in line for line in printed)  # same price: no change
-    assert "2 SKUs named nothing we price" in printed[-1]
+    assert "3 SKUs named nothing we price" in printed[-1]
+    assert not any("H100" in line for line in printed)
+    assert "+ machine n1-standard-8 in europe-west4: 0.47" in printed  # 8 x 0.04 + 30 GB x 0.005
     table = PriceTable.load(out)
     assert table.data["regions"]["us-central1"]["spot"]["machines"]["n1-standard-4"] == 0.07
     assert table.data["regions"]["us-central1"]["machines"]["n1-standard-8"] == 0.436998  # kept
+    assert table.provenance("europe-west4/machines/n1-highmem-2") == "sourced"  # by the fetch
+    assert table.provenance("us-central1/machines/n1-standard-8") == "unverified"  # kept as it was
     assert table.source == f"{catalog}v1/services/C7E2-9256-1C43/skus"
     assert "fetched from the Billing Catalog API" in table.data["source"]["how"]
     assert [q.get("pageToken") for q in Catalog.seen] == [None, ["1"]]
@@ -124,7 +147,7 @@ def test_credentials_sign_the_request_with_google_auth(catalog: str) -> None:
     from google.oauth2.credentials import Credentials
 
     token = Credentials(token="ya29.local-token")  # a token that needs no refresh
-    assert len(list_skus("C7E2-9256-1C43", endpoint=catalog, credentials=token)) == 6
+    assert len(list_skus("C7E2-9256-1C43", endpoint=catalog, credentials=token)) == 9
     assert Catalog.seen[0]["authorization"] == ["Bearer ya29.local-token"]
 
 

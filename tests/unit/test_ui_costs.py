@@ -12,7 +12,7 @@ from airflow_aip.jobs.vertex.view import view_from_vertex
 from airflow_aip.ui.costs import cost_series, cost_view, run_total
 from airflow_aip.ui.views import job_list_row, job_view
 
-RATE = 0.218499 + 100 * 0.17 / 730  # n1-standard-4 with its default boot disk, USD per hour
+RATE = 0.21849885 + 100 * 0.1955 / 730  # n1-standard-4 with its default boot disk, USD per hour
 DATE = PriceTable.load().date
 
 

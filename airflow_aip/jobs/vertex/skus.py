@@ -11,10 +11,18 @@ for a CustomJob), by the words of the description:
   ``n1-standard-4``); an accelerator row when it names a GPU (``Nvidia Tesla T4``);
 - Spot when it says ``Spot`` or ``Preemptible`` (or the usage type is ``Preemptible``);
   Flex-Start when it says ``DWS`` or ``Flex``; else the standard row;
-- the price of the first tier, per hour.
+- the price of the first tier, per hour;
+- a family's per-vCPU and per-GB SKUs (``Vertex AI: Training/Pipelines on N1 Predefined Instance
+  Core running in Americas``, ``... Ram ...``) price each of its machine types whose memory we know
+  (vCPUs x core + GB x RAM), unless a SKU prices the machine type itself;
+- a ``management fee`` SKU is never a row: Vertex AI adds it to Compute Engine's SKUs for Spot,
+  Flex-Start and reservations, so on its own it is a fraction of the price (the H100's fee is
+  USD 1.47 an hour against 11.27 on demand).
 
-[U] unverified: the exact wording of Vertex AI's training SKUs; this machine had no network to
-read the catalog. A SKU that names nothing we know is skipped (and counted), never guessed.
+The wording above is as public bills and scripts quote it (the table's ``sources``); it was not
+read from the catalog itself here. A SKU that names nothing we know is skipped (and counted),
+never guessed. [U] unverified: Spot and Flex-Start on Vertex AI bill through Compute Engine's
+SKUs plus that fee, which this mapping (Vertex AI's service only) does not combine yet.
 """
 
 from __future__ import annotations
@@ -25,7 +33,7 @@ from typing import Any
 
 from airflow_aip.jobs.vertex.hardware import MACHINES
 
-VERTEX_AI_SERVICE = "C7E2-9256-1C43"  # [U] the Billing Catalog's service ID of Vertex AI
+VERTEX_AI_SERVICE = "C7E2-9256-1C43"  # the Billing Catalog's Vertex AI, as public scripts and bills name it
 GPUS = {  # words of a SKU's description -> acceleratorType, longest first
     "a100 80gb": "NVIDIA_A100_80GB",
     "h100 80gb": "NVIDIA_H100_80GB",
@@ -39,7 +47,8 @@ GPUS = {  # words of a SKU's description -> acceleratorType, longest first
     "h200": "NVIDIA_H200_141GB",
     "b200": "NVIDIA_B200",
 }
-_PER_HOUR = {"h": 1.0, "min": 60.0, "s": 3600.0}
+_PER_HOUR = {"h": 1.0, "min": 60.0, "s": 3600.0, "GiBy.h": 1.0, "GBy.h": 1.0}
+_PART = re.compile(r"\b([a-z]\d[a-z]?) (?:predefined )?instance (core|ram)\b")
 Row = tuple[str, str, str, str]  # (region, section: "" | spot | flex_start, machines | accelerators, name)
 
 
@@ -78,18 +87,37 @@ def hourly_price(sku: Mapping[str, Any]) -> float | None:
     return None
 
 
+def _composed(parts: Mapping[tuple[str, str, str, str], float]) -> dict[Row, float]:
+    """Machine rows from a family's per-vCPU and per-GB prices: vCPUs x core + GB x RAM."""
+    rows: dict[Row, float] = {}
+    for (region, section, family, part), core in parts.items():
+        ram = parts.get((region, section, family, "ram"))
+        if part != "core" or ram is None:
+            continue
+        for name, machine in MACHINES.items():
+            if name.startswith(f"{family}-") and machine.memory_gb:
+                rows[(region, section, "machines", name)] = machine.vcpus * core + machine.memory_gb * ram
+    return rows
+
+
 def sku_rows(skus: Iterable[Mapping[str, Any]]) -> tuple[dict[Row, float], int]:
     """Every row the SKUs price (region, section, kind, name) -> USD per hour; and how many were skipped."""
     rows: dict[Row, float] = {}
+    parts: dict[tuple[str, str, str, str], float] = {}
     skipped = 0
     for sku in skus:
         text = str(sku.get("description") or "").lower()
-        section = _section(sku, text) if "training" in text else None
-        named = _named(text) if section is not None else None
-        price = hourly_price(sku) if named is not None else None
-        if section is None or named is None or price is None:
+        usable = "training" in text and "management fee" not in text
+        section = _section(sku, text) if usable else None
+        part = _PART.search(text) if section is not None else None
+        named = _named(text) if section is not None and part is None else None
+        price = hourly_price(sku) if named is not None or part is not None else None
+        if section is None or (named is None and part is None) or price is None:
             skipped += 1
             continue
         for region in sku.get("serviceRegions") or []:
-            rows[(str(region), section, *named)] = price
-    return rows, skipped
+            if part is not None:
+                parts[(str(region), section, part.group(1), part.group(2))] = price
+            elif named is not None:
+                rows[(str(region), section, *named)] = price
+    return {**_composed(parts), **rows}, skipped

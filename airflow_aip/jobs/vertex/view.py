@@ -59,7 +59,9 @@ _VALUE_SPECS = {
 # stream, the budget guard (the pools, the scheduling, the times) and an ended custom job's summary
 # read from :func:`view_from_vertex`, and no more. A mask path stops at a repeated field (FieldMask's
 # rule), so a pool comes whole. A tuning job's trials are read with a get once it has ended.
-_WATCHED = "name,displayName,state,createTime,startTime,endTime,updateTime,error,labels"
+# ``updateTime`` is left out: nothing reads it, and a job whose other fields are as last round's
+# then answers byte for byte the same (the poller parses nothing for it).
+_WATCHED = "name,displayName,state,createTime,startTime,endTime,error,labels"
 WATCHED_FIELDS = {
     CUSTOM_KIND: f"{_WATCHED},jobSpec.workerPoolSpecs,jobSpec.scheduling,jobSpec.baseOutputDirectory",
     TUNING_KIND: f"{_WATCHED},studySpec,maxTrialCount,parallelTrialCount,"

@@ -20,7 +20,7 @@ from airflow_aip.jobs.schema import schema
 from airflow_aip.local import pages
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, FilterField, FilterFields, parse_filter
-from airflow_aip.local.vertex.render import apply_read_mask
+from airflow_aip.local.vertex.render import apply_read_mask, read_mask_paths
 
 PIPELINE_SCHEMA = "GoogleCloudAiplatformV1TrainingPipeline"
 
@@ -67,6 +67,7 @@ def list_page(
 ) -> dict[str, Any]:
     """One ``ListTrainingPipelinesResponse`` page of ``resources`` (a location's pipelines, as answered)."""
     node = parse_filter(filter_text, PIPELINE_FILTER_FIELDS)
+    read_mask_paths(read_mask, PIPELINE_SCHEMA)  # a bad mask is a 400 before anything is read
     size = pages.page_size(page_size)
     after = pages.decode_token(page_token, _after)
     newest_first = sorted(((_position(r), r) for r in resources), key=lambda entry: entry[0], reverse=True)

@@ -14,6 +14,7 @@ spec sets ``enableWebAccess`` has ``webAccessUris`` while it runs.
 from __future__ import annotations
 
 import copy
+import functools
 import hashlib
 from collections.abc import Mapping
 from datetime import timedelta
@@ -190,16 +191,45 @@ def _camel(segment: str) -> str:
     return head + "".join(part[:1].upper() + part[1:] for part in rest)
 
 
+def _mask_path(path: str, schema_name: str) -> tuple[str, ...]:
+    """One ``readMask`` path as the resource's JSON names, or a 400 naming it and what is wrong.
+
+    FieldMask's rules (google/protobuf/field_mask.proto): each segment a field of the message the
+    path has reached (snake_case or lowerCamelCase), and "a repeated field is not allowed except
+    at the last position": a list or a map ends the path, as does a scalar.
+    """
+    segments = tuple(_camel(s) for s in path.split("."))
+    current: str | None = schema_name
+    for index, segment in enumerate(segments):
+        message = schema(current, AIPLATFORM_V1) if current else {}
+        prop = (message.get("properties") or {}).get(segment)
+        if prop is None:
+            where = message.get("id", "").removeprefix("GoogleCloudAiplatformV1") or "a scalar"
+            raise ValidationError("readMask", f"invalid path {path!r}: {where} has no field {segment!r}")
+        repeated = prop.get("type") == "array" or "additionalProperties" in prop
+        if repeated and index < len(segments) - 1:
+            raise ValidationError(
+                "readMask", f"invalid path {path!r}: a path cannot go on past the repeated field {segment!r}"
+            )
+        current = prop.get("$ref")
+    return segments
+
+
+@functools.lru_cache(maxsize=64)
+def read_mask_paths(mask: str | None, schema_name: str) -> tuple[tuple[str, ...], ...]:
+    """The mask's paths, each checked (:func:`_mask_path`); () without a mask. A list checks its
+    mask before it reads anything, as Google does: a bad mask is a 400 even when nothing matches."""
+    return tuple(
+        _mask_path(p, schema_name) for p in filter(None, (p.strip() for p in (mask or "").split(",")))
+    )
+
+
 def apply_read_mask(resource: Mapping[str, Any], mask: str | None, schema_name: str) -> dict[str, Any]:
     """Only the fields a ``readMask`` names (``name,state,job_spec.worker_pool_specs``); all without one."""
     if not mask:
         return dict(resource)
-    known = schema(schema_name, AIPLATFORM_V1)["properties"]
     out: dict[str, Any] = {}
-    for path in filter(None, (p.strip() for p in mask.split(","))):
-        segments = [_camel(s) for s in path.split(".")]
-        if segments[0] not in known:
-            raise ValidationError("readMask", f"unknown field {path!r}")
+    for segments in read_mask_paths(mask, schema_name):
         source: Any = resource
         target = out
         for i, segment in enumerate(segments):

@@ -53,6 +53,7 @@ from airflow_aip.local.vertex.render import (
     JOB_STATES,
     TUNING_JOBS,
     apply_read_mask,
+    read_mask_paths,
     render,
     trial_custom_job,
 )
@@ -221,6 +222,7 @@ class VertexJobs:
     ) -> dict[str, Any]:
         number, location = self.parent(project, location)
         node = parse_filter(filter_text, VERTEX_JOB_FILTER_FIELDS)
+        read_mask_paths(read_mask, _SCHEMAS[kind])  # a bad mask is a 400 before anything is read
         size = pages.page_size(page_size)
         plan, field = _narrowest_lookup(node)
 
