@@ -171,6 +171,24 @@ def test_task_tab_draws_the_table_the_best_trial_and_the_charts(framed: Framed) 
     expect(frame.locator("th[aria-sort='descending']")).to_have_text("accuracy")
 
 
+def test_task_tab_shows_what_each_trial_logged_to_experiments(framed: Framed) -> None:
+    """A column per metric the trials' trainers logged to Vertex AI Experiments, from XCom."""
+    from playwright.sync_api import expect
+
+    trials = [dict(t) for t in SUMMARY["trials"]]
+    for trial, loss in zip(trials, (0.52, 0.11), strict=False):  # the failed third logged nothing
+        trial["experimentRun"] = {"run": f"runs/run-{trial['trialId']}", "metrics": {"loss": loss}}
+    framed.api["task"]["job"] = job_view({**SUMMARY, "trials": trials}, "tune", -1)
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=aip_training_pipeline&run_id=manual__1&task_id=tune&map_index=-1")
+
+    expect(page.locator("table.trials thead th")).to_have_text(
+        ["Trial", "State", "C", "max_iter", "accuracy", "loss (logged)", "Steps", "Duration"]
+    )
+    expect(page.locator("table.trials tbody tr td:nth-child(6)")).to_have_text(["0.52", "0.11", "—"])
+    expect(page.locator("table.trials caption")).to_contain_text("logged to its Vertex AI Experiments run")
+
+
 def test_task_tab_says_so_when_the_task_ran_no_job(framed: Framed) -> None:
     from playwright.sync_api import expect
 
