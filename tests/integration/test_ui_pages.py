@@ -189,6 +189,20 @@ def test_task_tab_shows_what_each_trial_logged_to_experiments(framed: Framed) ->
     expect(page.locator("table.trials caption")).to_contain_text("logged to its Vertex AI Experiments run")
 
 
+def test_a_trials_column_writes_its_numbers_with_one_number_of_decimals(framed: Framed) -> None:
+    from playwright.sync_api import expect
+
+    job = framed.api["task"]["job"]
+    for trial, value in zip(job["trials"], (1, 0.9778, None), strict=True):
+        trial["objective"] = value
+    page = framed.tab
+    page.goto(f"{ORIGIN}/aip/ui/task?dag_id=aip_training_pipeline&run_id=manual__1&task_id=tune&map_index=-1")
+
+    columns = page.locator("table.trials tbody tr")
+    expect(columns.locator("td:nth-child(5)")).to_have_text(["1.0000", "0.9778", "—"])  # accuracy
+    expect(columns.locator("td:nth-child(4)")).to_have_text(["10", "20", "30"])  # max_iter: integers stay
+
+
 def test_task_tab_says_so_when_the_task_ran_no_job(framed: Framed) -> None:
     from playwright.sync_api import expect
 

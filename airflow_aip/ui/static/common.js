@@ -60,6 +60,19 @@ const metricText = (x) => {
   return sign + trim(digits.slice(0, e + 1) + "." + digits.slice(e + 1));
 };
 
+// One number of decimals in a column: each value as metricText writes it, then padded with zeros
+// to the most decimals a plain value of the column has ("1.0000" beside "0.9778", not "1").
+function alignedTexts(values) {
+  const texts = values.map(metricText);
+  const plain = (t) => /^-?\d+(\.\d+)?$/.test(t);
+  const places = Math.max(0, ...texts.filter(plain).map((t) => (t.split(".")[1] ?? "").length));
+  return texts.map((t) => {
+    if (!places || !plain(t)) return t;
+    const [whole, part = ""] = t.split(".");
+    return `${whole}.${part.padEnd(places, "0")}`;
+  });
+}
+
 // A difference: its sign always written (+0.02222, -1.5, 0).
 const signedText = (x) => {
   const t = metricText(x);

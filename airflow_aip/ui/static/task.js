@@ -73,14 +73,18 @@ function tiedText(job) {
 
 function trialsTable(job) {
   const metric = job.metric || "objective";
+  const aligned = (value) => {  // a column's cells, one number of decimals (alignedTexts)
+    const texts = new Map(alignedTexts(job.trials.map(value)).map((text, i) => [job.trials[i], text]));
+    return (t) => texts.get(t);
+  };
   const columns = [
     { label: "Trial", cell: (t) => (t.key === job.best_trial_key ? `★ ${t.id}` : t.id), sort: (t) => Number(t.id) },
     ...(job.several_jobs ? [{ label: "Ran on", cell: ranOn, sort: (t) => `${t.rung ?? ""} ${t.job_id ?? ""}` }] : []),
     { label: "State", cell: (t) => t.state + (t.stopped_early ? " (stopped early)" : ""), cls: "short" },
-    ...job.parameters.map((p) => ({ label: p.name, cell: (t) => metricText(t.params[p.name]), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
-    { label: metric, cell: (t) => metricText(t.objective), sort: (t) => t.objective, numeric: true },
+    ...job.parameters.map((p) => ({ label: p.name, cell: aligned((t) => t.params[p.name]), sort: (t) => t.values[p.name] ?? t.params[p.name], numeric: true })),
+    { label: metric, cell: aligned((t) => t.objective), sort: (t) => t.objective, numeric: true },
     // what each trial's trainer logged to its Vertex AI Experiments run (airflow_aip/jobs/experiments.py)
-    ...(job.logged_metrics ?? []).map((name) => ({ label: `${name} (logged)`, cell: (t) => metricText(t.logged?.[name]), sort: (t) => t.logged?.[name], numeric: true })),
+    ...(job.logged_metrics ?? []).map((name) => ({ label: `${name} (logged)`, cell: aligned((t) => t.logged?.[name]), sort: (t) => t.logged?.[name], numeric: true })),
     { label: "Steps", cell: (t) => t.step ?? "—", sort: (t) => t.step, numeric: true },
     { label: "Duration", cell: (t) => seconds(t.duration_s), sort: (t) => t.duration_s, numeric: true },
   ];
