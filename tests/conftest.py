@@ -28,7 +28,7 @@ os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(REPO / "dags")
 os.environ["AIRFLOW__DATABASE__SQL_ALCHEMY_CONN"] = f"sqlite:///{_HOME / 'airflow.db'}"
 os.environ.setdefault("AIRFLOW__CORE__ALLOWED_DESERIALIZATION_CLASSES", "airflow_aip.*")
 # A deferrable task in these tests defers at once, as its test is about the deferral; the tests of
-# the first wait in the worker name ``defer_after``, and the e2e stack runs the default (stack.py).
+# the first wait in the worker name ``defer_after``.
 os.environ["AIRFLOW__AIP__DEFER_AFTER"] = "0"
 # Nothing in the tests may reach Google: a stray call fails fast instead of hanging on a metadata server.
 os.environ["GCE_METADATA_HOST"] = "127.0.0.1:9"

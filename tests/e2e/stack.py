@@ -28,7 +28,6 @@ from types import FrameType
 import httpx
 import psutil
 
-from airflow_aip.config import OPTIONS
 from airflow_aip.local.storage.gcs import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
 from tests.fixtures import servers
@@ -81,8 +80,9 @@ def _env(home: Path, db_url: str, port: int, service_env: dict[str, str], bucket
         **service_env,
         "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": db_url,
         "AIRFLOW__API__PORT": str(port),
-        # The example Dags wait as a user's would; the stack's own Dags of deferral say defer_after=0
-        "AIRFLOW__AIP__DEFER_AFTER": OPTIONS["defer_after"].default,
+        # Every task defers at once, the example Dags' too: this tier proves deferral and the
+        # trigger in the triggerer (the first wait in the worker: tests/integration, and bench/)
+        "AIRFLOW__AIP__DEFER_AFTER": "0",
         # Tasks waiting in a worker hold a slot each (the kill Dag has two for 600 s, and tests run
         # at once on the one stack): 4 slots queued the tasks resuming from a trigger behind them.
         "AIRFLOW__CORE__PARALLELISM": "8",

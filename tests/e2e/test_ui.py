@@ -243,11 +243,12 @@ _SIDEWAYS = "document.documentElement.scrollWidth - document.documentElement.cli
 def test_the_tabs_and_browse_fit_a_1280_px_window(
     viewer_page: Any, airflow_stack: AirflowStack, tuning_run: TuningRun
 ) -> None:
-    """In Airflow's own frames at 1280 px, neither Airflow's page nor the plugin's scrolls sideways."""
+    """In Airflow's own frames at 1280 x 800, neither Airflow's page nor the plugin's scrolls
+    sideways, and the task tab's first trial shows without scrolling (above the fold)."""
     from playwright.sync_api import expect
 
     page = viewer_page
-    page.set_viewport_size({"width": 1280, "height": 1000})
+    page.set_viewport_size({"width": 1280, "height": 800})
     run = f"/dags/{tuning_run.dag_id}/runs/{quote(tuning_run.run_id, safe='')}"
     pages = [
         (f"{run}/tasks/{TASK}/plugin/aip-training-job", "Training job", "table.trials"),
@@ -262,5 +263,9 @@ def test_the_tabs_and_browse_fit_a_1280_px_window(
                 expect(frame.locator(drawn)).to_be_visible(timeout=60_000)
                 inner = frame.locator("html").evaluate(f"() => {_SIDEWAYS}")
                 assert (url, inner, page.evaluate(_SIDEWAYS)) == (url, 0, 0)
+                if drawn == "table.trials":  # where it lies in Airflow's page, its chrome above it
+                    first = frame.locator("table.trials tbody tr").first.bounding_box()
+                    assert first is not None
+                    assert first["y"] + first["height"] <= 800, f"the first trial ends at {first}"
     finally:
         page.set_viewport_size({"width": 1400, "height": 1300})

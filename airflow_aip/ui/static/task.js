@@ -6,8 +6,13 @@ function jobHeader(job, actions) {
   const head = el("section", { class: "job", "data-job": job.job_id });
   head.append(el("h1", {}, `Training job ${job.job_id}`));
   if (actions) head.append(actions);
-  head.append(el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
-  if (job.rung) head.append(el("p", { class: "rung", "data-rung": job.rung.label }, `Capacity ladder: ${job.rung.text}`));
+  // the state, the ladder's rung and the links share a line: the trials table stays in the first screen
+  const line = el("div", { class: "state-line" });
+  line.append(el("p", {}, "State: ", stateText(job.state), job.error_message ? ` — ${job.error_message}` : ""));
+  if (job.rung) line.append(el("p", { class: "rung", "data-rung": job.rung.label }, `Capacity ladder: ${job.rung.text}`));
+  const links = [external(job.console_label ?? "Google Cloud console", job.console_url), external("Job logs (Cloud Logging)", job.logs_url)].filter(Boolean);
+  if (links.length) line.append(el("ul", { class: "links" }, ...links));
+  head.append(line);
   if (job.ended_because) head.append(el("p", { class: "ended-because" }, `The task's wait ended: ${job.ended_because}`));
   const dl = el("dl", { class: "timeline" });
   for (const [label, at] of [["Created", job.create_time], ["Started", job.start_time], ["Ended", job.end_time]]) {
@@ -20,8 +25,6 @@ function jobHeader(job, actions) {
   if (job.output_dir) facts.append(el("dt", {}, "Output directory"), el("dd", {}, uriText(job.output_dir, "output-dir")));
   if (job.name) facts.append(el("dt", {}, "Vertex resource"), el("dd", {}, uriText(job.name, "resource-name")));
   if (facts.childElementCount) head.append(facts);
-  const links = [external(job.console_label ?? "Google Cloud console", job.console_url), external("Job logs (Cloud Logging)", job.logs_url)].filter(Boolean);
-  if (links.length) head.append(el("ul", { class: "links" }, ...links));
   return head;
 }
 
