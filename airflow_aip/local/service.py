@@ -28,7 +28,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
@@ -50,6 +50,9 @@ from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.permissions import Permissions, PermissionSettings
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, JobView, project_number, validate_project
+
+if TYPE_CHECKING:
+    from airflow_aip.local.egress.passthrough import PassThrough
 
 _log = logging.getLogger(__name__)
 _REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -87,6 +90,8 @@ class ServiceConfig:
     container_engine: str = "none"
     # --prebuilt-images: present (default), pull or never (executor/prebuilt.py).
     prebuilt_images: str = "present"
+    # --pass-through-host: Google API hosts a trainer reaches with the developer's ADC (egress/passthrough.py)
+    pass_through_hosts: tuple[str, ...] = ()
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -97,6 +102,15 @@ NO_ENGINE = (
     "custom containers need a container engine, and none was found on this machine (podman or docker, "
     "working as this service's user; see aip-local serve --container-engine)"
 )
+
+
+def _passing(hosts: tuple[str, ...]) -> PassThrough | None:
+    """The pass-through of ``hosts`` (validated by the CLI: :func:`.egress.routes.pass_through_refusal`)."""
+    if not hosts:
+        return None
+    from airflow_aip.local.egress.passthrough import PassThrough
+
+    return PassThrough(frozenset(h.lower().rstrip(".") for h in hosts))
 
 
 def _reject_containers(job: dict[str, Any]) -> None:
@@ -139,6 +153,7 @@ class TrainingService:
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
+            _passing(config.pass_through_hosts),
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
