@@ -44,6 +44,7 @@ from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSetting
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.executor.prebuilt import PrebuiltImages
 from airflow_aip.local.executor.processes import kill_group
+from airflow_aip.local.executor.replica_network import remove_left_over_networks
 from airflow_aip.local.executor.trials import without_report_times
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
@@ -170,6 +171,8 @@ class TrainingService:
         if self.engine is not None:  # a killed service's replicas may still run in containers
             for name in self.engine.remove_left_over():
                 _log.warning("removed container %s, left behind by this data dir's last service", name)
+            for name in remove_left_over_networks(self.engine):
+                _log.warning("removed network %s, left behind by this data dir's last service", name)
         for record in self.store.records():
             state = JobState.parse(record.job.get("state"))
             if state is JobState.QUEUED:

@@ -1,0 +1,61 @@
+"""A container job's replicas as hosts of their own, and the pools the service does not run.
+
+Google's Reduction Server pool (``us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver``)
+is an image only Google's registry serves: the plan skips it, and the job's log says so. A job whose
+every pool is a container gets a network of its own; one that mixes processes keeps the host's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from airflow_aip.local.executor.containers import ContainerEngine, store_key
+from airflow_aip.local.executor.plans import REDUCTION_SERVER, reduction_server, vertex_plan
+from airflow_aip.local.executor.replica_network import networked
+
+MACHINE = {"machineType": "n1-standard-4"}
+
+
+def _pool(image: str, count: int = 1) -> dict[str, Any]:
+    return {"machineSpec": MACHINE, "replicaCount": str(count), "containerSpec": {"imageUri": image}}
+
+
+def _job(*pools: dict[str, Any]) -> dict[str, Any]:
+    resource = {"jobSpec": {"workerPoolSpecs": list(pools)}}
+    return {
+        "kind": "customJobs",
+        "jobId": "1",
+        "location": "us-central1",
+        "projectNumber": "7",
+        "resource": resource,
+    }
+
+
+def test_a_reduction_server_pool_is_skipped_and_the_log_says_so() -> None:
+    trainer = "localhost/trainer:1"
+    plan = vertex_plan(_job(_pool(trainer), _pool(trainer, 2), _pool(f"{REDUCTION_SERVER}:latest", 4)))
+    assert [p.cluster_key for p in plan.pools] == ["workerpool0", "workerpool1"]
+    assert plan.images == (trainer,)  # nothing to pull from Google's restricted registry
+    [note] = plan.notes
+    assert note.startswith(f"workerpool2 runs Google's Reduction Server ({REDUCTION_SERVER}:latest): not run")
+
+
+def test_only_googles_reduction_server_image_is_one() -> None:
+    assert reduction_server(f"{REDUCTION_SERVER}@sha256:{'0' * 64}")
+    assert reduction_server(REDUCTION_SERVER)
+    assert not reduction_server("us-docker.pkg.dev/my-project/training/reductionserver:latest")
+    assert not reduction_server("")
+
+
+def test_a_network_of_its_own_only_when_every_pool_is_a_container(tmp_path: Path) -> None:
+    engine = ContainerEngine("/usr/bin/podman", store_key(tmp_path))
+    containers = vertex_plan(_job(_pool("localhost/trainer:1"), _pool("localhost/trainer:1", 2)))
+    image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
+    package = {"executorImageUri": image, "packageUris": ["gs://b/t.tar.gz"], "pythonModule": "t.task"}
+    mixed = vertex_plan(
+        _job(_pool("localhost/trainer:1"), {"replicaCount": "1", "pythonPackageSpec": package})
+    )
+    assert networked(containers.pools, engine)
+    assert not networked(mixed.pools, engine)
+    assert not networked(containers.pools, None)
