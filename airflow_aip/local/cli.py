@@ -145,6 +145,13 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
     )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
     serve.add_argument(
+        "--deployment",
+        default=os.environ.get("AIP_LOCAL_DEPLOYMENT") or "",
+        help='a deployment made for others names itself (docker-compose.yaml: "docker compose"): a job '
+        "it cannot run as Vertex AI would (no /gcs/, no private /tmp, no container engine) is refused at "
+        "create, naming it; without it such a job runs and its log says what differs",
+    )
+    serve.add_argument(
         "--pass-through-host",
         action="append",
         default=[],
@@ -344,6 +351,7 @@ def _service_config(
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
         pass_through_hosts=tuple(args.pass_through_host),
+        deployment=args.deployment,
     )
 
 

@@ -38,6 +38,7 @@ from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.deployment import check_private_tmp, no_engine
 from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
@@ -93,6 +94,9 @@ class ServiceConfig:
     prebuilt_images: str = "present"
     # --pass-through-host: Google API hosts a trainer reaches with the developer's ADC (egress/passthrough.py)
     pass_through_hosts: tuple[str, ...] = ()
+    # --deployment: a deployment made for others names itself; jobs it cannot run as Vertex would are
+    # refused at create, naming it (local/deployment.py). "": a developer's own service.
+    deployment: str = ""
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -114,13 +118,21 @@ def _passing(hosts: tuple[str, ...]) -> PassThrough | None:
     return PassThrough(frozenset(h.lower().rstrip(".") for h in hosts))
 
 
-def _reject_containers(job: dict[str, Any]) -> None:
+def _reject_containers(job: dict[str, Any], deployment: str) -> None:
     for replica in _REPLICAS:
         if (job["trainingInput"].get(replica) or {}).get("imageUri"):
             raise ValidationError(
                 f"trainingInput.{replica}.imageUri",
-                f"{NO_ENGINE}: submit packageUris and pythonModule instead",
+                f"{no_engine(deployment, NO_ENGINE)}: submit packageUris and pythonModule instead",
             )
+
+
+def _check_deployment(job: dict[str, Any], deployment: str) -> None:
+    """An ml v1 tuning job with process replicas, where the named deployment has no private /tmp."""
+    training_input = job["trainingInput"]
+    images = [(training_input.get(replica) or {}).get("imageUri") for replica in _REPLICAS]
+    if training_input.get("hyperparameters") and not images[0]:
+        check_private_tmp(deployment, "trainingInput.hyperparameters")
 
 
 class TrainingService:
@@ -266,7 +278,8 @@ class TrainingService:
         validate_project(project)
         job = validate_job(body)
         if self.engine is None:
-            _reject_containers(job)
+            _reject_containers(job, self.config.deployment)
+        _check_deployment(job, self.config.deployment)
         training_input = job["trainingInput"]
         self.permissions.check_create(
             ml_service_agent(project_number(project)),
