@@ -71,8 +71,9 @@ def test_another_google_host_is_refused_naming_the_flag_that_passes_it(tmp_path:
     assert way is Way.REFUSE
     assert "aip-local serve --pass-through-host bigquery.googleapis.com" in why
     assert way_of("bigquery.googleapis.com", 443, frozenset({"bigquery.googleapis.com"}))[0] is Way.PASS
-    # Sign-in never names the flag: it cannot be passed.
+    # Sign-in never names the flag: it cannot be passed; nor does the client proxy (Airflow's side).
     assert "--pass-through-host" not in way_of("oauth2.googleapis.com", 443)[1]
+    assert "--pass-through-host" not in way_of("bigquery.googleapis.com", 443, trainer=False)[1]
     refusals: list[tuple[str, str]] = []
     with TrainerIO(PLAN, tmp_path, on_refusal=lambda host, why: refusals.append((host, why))) as trainer_io:
         got = _replica(dict(trainer_io.env()))

@@ -59,9 +59,12 @@ def pass_through_refusal(host: str) -> str | None:
     return None
 
 
-def way_of(host: str, port: int, passed: frozenset[str] = frozenset()) -> tuple[Way, str]:
+def way_of(
+    host: str, port: int, passed: frozenset[str] = frozenset(), *, trainer: bool = True
+) -> tuple[Way, str]:
     """Where a ``CONNECT host:port`` goes, and why (the reason phrase of a refusal); ``passed``: the
-    hosts named by :data:`PASS_FLAG`."""
+    hosts named by :data:`PASS_FLAG`; ``trainer``: a job's proxy asks (a refusal then names the flag,
+    which passes a trainer's calls only)."""
     name = host.lower().rstrip(".").strip("[]")
     if name in passed and port == 443:
         return Way.PASS, "Google, with the developer's credentials"
@@ -74,7 +77,7 @@ def way_of(host: str, port: int, passed: frozenset[str] = frozenset()) -> tuple[
             why = "Vertex AI is served on port 443 of its API hosts, by the local service"
         elif name.endswith(".google.internal") or name == "169.254.169.254":
             why = "the job's metadata server is at GCE_METADATA_HOST"
-        elif pass_through_refusal(name) is None:
+        elif trainer and pass_through_refusal(name) is None:
             why = (
                 "a trainer's calls to Google stay on this machine "
                 f"(aip-local serve {PASS_FLAG} {name} passes them with your own credentials)"
