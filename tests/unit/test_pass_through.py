@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import socket
+import ssl
 import subprocess
 import sys
 from pathlib import Path
@@ -161,3 +164,27 @@ def test_each_passed_request_is_named_in_the_jobs_log(tmp_path: Path) -> None:
         "Passed to Google with the developer's credentials (not the job's service account): "
         "GET bigquery.googleapis.com/bigquery/v2/projects/p/datasets"
     )
+
+
+def test_a_grpc_client_of_a_passed_host_is_told_in_the_log_it_is_not_passed(
+    tmp_path: Path, google_standin: GoogleStandIn, developer_adc: Path
+) -> None:
+    passing = PassThrough(
+        frozenset({"pubsub.googleapis.com"}), upstream=lambda host: (google_standin.url, google_standin.tls)
+    )
+    told = queue.Queue[tuple[str, str]]()
+    with TrainerIO(PLAN, tmp_path, passing=passing, on_pass=lambda *said: told.put(said)) as trainer_io:
+        env = dict(trainer_io.env())
+        host, port = env["https_proxy"].removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=10) as raw:
+            raw.sendall(b"CONNECT pubsub.googleapis.com:443 HTTP/1.1\r\n\r\n")
+            assert raw.recv(1024).startswith(b"HTTP/1.1 200")
+            grpc_like = ssl.create_default_context(cafile=env["SSL_CERT_FILE"])
+            grpc_like.set_alpn_protocols(["h2"])  # what a gRPC client offers, and nothing else
+            with grpc_like.wrap_socket(raw, server_hostname="pubsub.googleapis.com") as tls:
+                assert tls.selected_alpn_protocol() == "h2"
+                assert told.get(timeout=10) == (
+                    "pubsub.googleapis.com",
+                    "not passed: gRPC (HTTP/2) is not passed through; use the client's REST",
+                )
+    assert google_standin.seen == []

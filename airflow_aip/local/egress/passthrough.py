@@ -17,13 +17,15 @@ calls go to Google instead:
 
 gRPC (HTTP/2) is not passed: a replica that picks ``h2`` is told so in the job's log and its
 connection closed; Google's gRPC clients take ``transport="rest"``. Where the requests go is
-:attr:`PassThrough.upstream`: Google by the host's name, or, in tests, a stand-in on loopback.
+:attr:`PassThrough.upstream`: Google by the host's name, or, in tests, a stand-in on loopback
+(given in-process, or to a service process by :data:`TEST_UPSTREAM`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import ssl
 import threading
 from collections.abc import Callable
@@ -63,8 +65,17 @@ def developer_credentials() -> Any:
     return credentials
 
 
+# Tests only: a stand-in for Google (its base URL, and the CA file it is verified by), since no test
+# reaches Google; read by the service process at each new passed host.
+TEST_UPSTREAM = "AIP_LOCAL_TEST_GOOGLE_UPSTREAM"
+TEST_UPSTREAM_CA = "AIP_LOCAL_TEST_GOOGLE_UPSTREAM_CA"
+
+
 def google_upstream(host: str) -> Upstream:
-    """Google itself, by the host's name, verified by the public roots."""
+    """Google itself, by the host's name, verified by the public roots (or a test's stand-in)."""
+    stand_in = os.environ.get(TEST_UPSTREAM)
+    if stand_in:
+        return stand_in.rstrip("/"), ssl.create_default_context(cafile=os.environ.get(TEST_UPSTREAM_CA))
     return f"https://{host}", True
 
 
@@ -158,7 +169,9 @@ class PassThroughServer:
         _, leaf, key = authority(directory).write(directory)
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(leaf, key)
-        self.tls.set_alpn_protocols(["h2", "http/1.1"])
+        # The server's order wins: HTTP/1.1 for a client offering both (curl), h2 only for one that
+        # offers nothing else (gRPC), so it can be told it is not passed.
+        self.tls.set_alpn_protocols(["http/1.1", "h2"])
         listener = listen_loopback()
         self.address: tuple[str, int] = listener.getsockname()[:2]
         config = uvicorn.Config(GooglePassThrough(passing), log_level="warning", lifespan="off", http="h11")
