@@ -8,11 +8,12 @@ so locally, when every pool of a job runs in a container:
 - the engine makes a bridge network for the attempt (``<engine> network create``, the subnet the
   engine's choice, labelled as the containers are, removed with them);
 - each replica runs with ``--network`` it, an address of its own (the gateway's + 1 + its rank),
-  ``--hostname workerpoolN-i`` (ml v1: ``master-0``, ``worker-0``, ...), and ``--add-host`` for
-  every other replica: its own network namespace, so fixed in-image ports never collide;
+  ``--hostname workerpoolN-i`` (ml v1: ``master-replica-0``, ``worker-replica-0``, ...), and
+  ``--add-host`` for every other replica: its own network namespace, so fixed in-image ports
+  never collide;
 - ``CLUSTER_SPEC``, ``TF_CONFIG`` and ``MASTER_ADDR``/``MASTER_PORT`` name ``<hostname>:2222``
-  (:data:`CLUSTER_PORT`; [U] unverified: Vertex's hostnames carry a prefix and a hash, e.g.
-  ``cmle-training-workerpool0-<hash>-0``, as public logs show; the port 2222 matches them);
+  (:data:`CLUSTER_PORT`; [U] unverified: Vertex's own hostnames, which may carry a generated
+  prefix or suffix, and that its port is 2222 in every pool);
 - what a replica reaches on this machine's loopback (the job's metadata server and proxy, the
   Cloud Storage emulator, the service) it reaches at the gateway's address: its variables name the
   gateway instead of ``127.0.0.1``, and a relay per port listens there (bound before the bridge
