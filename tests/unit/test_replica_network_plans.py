@@ -12,7 +12,7 @@ from typing import Any
 
 from airflow_aip.local.executor.containers import ContainerEngine, store_key
 from airflow_aip.local.executor.plans import REDUCTION_SERVER, reduction_server, vertex_plan
-from airflow_aip.local.executor.replica_network import networked
+from airflow_aip.local.executor.replica_network import networked, shared_network_note
 
 MACHINE = {"machineType": "n1-standard-4"}
 
@@ -59,3 +59,8 @@ def test_a_network_of_its_own_only_when_every_pool_is_a_container(tmp_path: Path
     assert networked(containers.pools, engine)
     assert not networked(mixed.pools, engine)
     assert not networked(containers.pools, None)
+    # The job's log says so when containers keep the host's network, and only then.
+    assert "fixed port (2222) held by two replicas collides" in (
+        shared_network_note(mixed.pools, engine) or ""
+    )
+    assert shared_network_note(containers.pools, engine) is None

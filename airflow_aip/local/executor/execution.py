@@ -42,6 +42,7 @@ from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
+from airflow_aip.local.executor.replica_network import shared_network_note
 from airflow_aip.local.executor.runner import Attempt, AttemptOutcome, AttemptSpec, logs_url
 from airflow_aip.local.executor.trainer_io import TrainerIO
 from airflow_aip.local.executor.trials import TuningRun
@@ -251,7 +252,8 @@ class JobExecution:
         processes = any(not p.image_uri for p in plan.pools)
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
         gpus = accelerator_notes(plan.pools, self.settings.engine)
-        for note in [n for n in (unmountable, shared_tmp) if n] + gpus:
+        shared_network = shared_network_note(plan.pools, self.settings.engine)
+        for note in [n for n in (unmountable, shared_tmp, shared_network) if n] + gpus:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None

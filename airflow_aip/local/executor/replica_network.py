@@ -48,6 +48,17 @@ def networked(pools: Sequence[PoolPlan], engine: ContainerEngine | None) -> bool
     return engine is not None and bool(pools) and all(p.image_uri for p in pools)
 
 
+def shared_network_note(pools: Sequence[PoolPlan], engine: ContainerEngine | None) -> str | None:
+    """The job's log line for a job whose containers keep the host's network (it mixes in processes)."""
+    if engine is None or networked(pools, engine) or not any(p.image_uri for p in pools):
+        return None
+    return (
+        "the job mixes container and process pools, so its replicas share this machine's network: "
+        "each listens on its own loopback port from CLUSTER_SPEC, hostnames are this machine's, and a "
+        "fixed port (2222) held by two replicas collides, unlike on Vertex AI"
+    )
+
+
 class ReplicaNetwork:
     """One attempt's network: made at construction, removed by :meth:`remove`."""
 
