@@ -7,12 +7,14 @@ every pool is a container gets a network of its own; one that mixes processes ke
 
 from __future__ import annotations
 
+import socket
+import subprocess
 from pathlib import Path
 from typing import Any
 
 from airflow_aip.local.executor.containers import ContainerEngine, store_key
 from airflow_aip.local.executor.plans import REDUCTION_SERVER, reduction_server, vertex_plan
-from airflow_aip.local.executor.replica_network import networked, shared_network_note
+from airflow_aip.local.executor.replica_network import ReplicaNetwork, networked, shared_network_note
 
 MACHINE = {"machineType": "n1-standard-4"}
 
@@ -64,3 +66,50 @@ def test_a_network_of_its_own_only_when_every_pool_is_a_container(tmp_path: Path
         shared_network_note(mixed.pools, engine) or ""
     )
     assert shared_network_note(containers.pools, engine) is None
+
+
+class _Engine(ContainerEngine):
+    """The engine's CLI answered here (a network whose gateway is 127.0.0.2, on this machine)."""
+
+    def network_command(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        self.calls.append(argv[0])
+        return subprocess.CompletedProcess(argv, 0, "127.0.0.2 " if argv[0] == "inspect" else "", "")
+
+    @property
+    def calls(self) -> list[str]:
+        calls: list[str] = self.__dict__.setdefault("_calls", [])  # the dataclass is frozen
+        return calls
+
+
+def test_loopback_services_are_relayed_at_the_gateway_and_a_next_attempt_gets_the_port_again(
+    tmp_path: Path,
+) -> None:
+    engine = _Engine("/usr/bin/podman", store_key(tmp_path))
+    pools = vertex_plan(_job(_pool("localhost/trainer:1", 2))).pools
+    with socket.create_server(("127.0.0.1", 0)) as service:
+        port = service.getsockname()[1]
+        service.settimeout(5)
+        env = {"GCE_METADATA_HOST": f"127.0.0.1:{port}", "no_proxy": "127.0.0.1,localhost,::1"}
+        for trial in ("1", "2"):  # the second attempt's network has the same gateway, at once
+            network = ReplicaNetwork(engine, "p/j", trial, pools)
+            assert network.run_flags("workerpool0-1")[:6] == [
+                "--network",
+                network.name,
+                "--ip",
+                "127.0.0.4",
+                "--hostname",
+                "workerpool0-1",
+            ]
+            assert network.hosts == {"workerpool0": ["workerpool0-0:2222", "workerpool0-1:2222"]}
+            seen = network.replica_env(env)
+            assert seen == {
+                "GCE_METADATA_HOST": f"127.0.0.2:{port}",
+                "no_proxy": "127.0.0.1,localhost,::1,127.0.0.2",
+            }
+            with socket.create_connection(("127.0.0.2", port), timeout=5) as replica:
+                accepted, _ = service.accept()
+                with accepted:
+                    replica.sendall(b"ping")
+                    assert accepted.recv(4) == b"ping"
+            network.remove()
+    assert engine.calls == ["create", "inspect", "rm"] * 2

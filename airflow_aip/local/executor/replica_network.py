@@ -26,12 +26,15 @@ hostname of its own to match): its replicas' names stay ``127.0.0.1:<port>``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import ipaddress
 import re
 import socket
 import threading
+import time
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 from airflow_aip.local.egress.tunnel import pipe
 from airflow_aip.local.executor.containers import JOB_LABEL, STORE_LABEL, ContainerEngine
@@ -68,6 +71,10 @@ class ReplicaNetwork:
         self.engine = engine
         digest = hashlib.sha256(f"{job}/{trial or ''}".encode()).hexdigest()[:12]
         self.name = f"aip-{engine.store}-{digest}"
+        self._relays: dict[int, socket.socket] = {}
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
         made = engine.network_command(
             "create",
             "--label",
@@ -85,9 +92,6 @@ class ReplicaNetwork:
         self.hosts = {
             p.cluster_key: [f"{p.task_name(i)}:{CLUSTER_PORT}" for i in range(p.count)] for p in pools
         }
-        self._relays: dict[int, socket.socket] = {}
-        self._lock = threading.Lock()
-        self._closed = threading.Event()
 
     def _gateway(self) -> str:
         template = (
@@ -127,40 +131,76 @@ class ReplicaNetwork:
         with self._lock:
             if port in self._relays:
                 return
-            listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            listener.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
-            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                listener.bind((self.gateway, port))
-            except OSError:  # bound on every address already (a service on 0.0.0.0): reachable as is
-                listener.close()
+            listener = _listen(self.gateway, port)
+            if listener is None:  # bound on every address already (a service on 0.0.0.0): reachable as is
                 return
-            listener.listen(64)
             self._relays[port] = listener
-        threading.Thread(
-            target=self._accept, args=(listener, port), daemon=True, name=f"relay-{port}"
-        ).start()
+            thread = threading.Thread(
+                target=self._accept, args=(listener, port), daemon=True, name=f"relay-{port}"
+            )
+            self._threads.append(thread)
+            thread.start()
 
     def _accept(self, listener: socket.socket, port: int) -> None:
         listener.settimeout(0.5)  # so a removed network's relay ends
-        while not self._closed.is_set():
-            try:
-                client, _ = listener.accept()
-            except TimeoutError:
-                continue
-            except OSError:
-                return
-            client.settimeout(None)
-            threading.Thread(target=_pass, args=(client, port), daemon=True).start()
+        with listener:
+            while not self._closed.is_set():
+                try:
+                    client, _ = listener.accept()
+                except TimeoutError:
+                    continue
+                except OSError:
+                    return
+                client.settimeout(None)
+                threading.Thread(target=_pass, args=(client, port), daemon=True).start()
 
     def remove(self) -> None:
-        """Close the relays and remove the network (its containers are gone by then)."""
+        """Close the relays (their ports free again before this returns: the next attempt's network
+        may get the same gateway) and remove the network (its containers are gone by then)."""
         self._closed.set()
         with self._lock:
             for listener in self._relays.values():
-                listener.close()
+                with contextlib.suppress(OSError):
+                    listener.shutdown(socket.SHUT_RDWR)  # wakes an accept() in progress
+            threads, self._threads = self._threads, []
             self._relays.clear()
+        for thread in threads:
+            thread.join(timeout=5)
         self.engine.network_command("rm", "--force", self.name)
+
+
+def _listen(address: str, port: int, patience: float = 5.0) -> socket.socket | None:
+    """A listener on ``address:port`` (bound before the address exists: ``IP_FREEBIND``); None when
+    the port stays taken on every address. A port just freed by the previous attempt's relay on the
+    same gateway may take a moment."""
+    deadline = time.monotonic() + patience
+    while True:
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_IP, _IP_FREEBIND, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            listener.bind((address, port))
+        except OSError:
+            listener.close()
+            if time.monotonic() > deadline or _wildcard_bound(port):
+                return None
+            time.sleep(0.05)
+            continue
+        listener.listen(64)
+        return listener
+
+
+def _wildcard_bound(port: int) -> bool:
+    """Whether something listens on ``0.0.0.0:port`` (then every address reaches it already), as
+    ``/proc/net/tcp`` lists it (state ``0A``: LISTEN)."""
+    try:
+        table = Path("/proc/net/tcp").read_text().splitlines()[1:]
+    except OSError:
+        return False
+    wanted = f"00000000:{port:04X}"
+    return any(
+        line.split()[1] == wanted and line.split()[3] == "0A" for line in table if len(line.split()) > 3
+    )
 
 
 def _pass(client: socket.socket, port: int) -> None:
