@@ -10,6 +10,12 @@ FROM ${AIRFLOW_IMAGE}
 # The local training service's data dir: a named volume copies this owner on first use.
 USER root
 RUN mkdir -p /opt/aip-local && chown airflow:0 /opt/aip-local
+# /gcs/ for a trainer, as Vertex AI mounts Cloud Storage: rclone over FUSE, in a mount namespace
+# per replica (airflow_aip/local/executor/gcs_mount.py); docker-compose.yaml runs aip-local as root
+# with /dev/fuse and SYS_ADMIN for it.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends rclone fuse3 \
+    && rm -rf /var/lib/apt/lists/*
 USER airflow
 
 # .dockerignore lets in only what the package build needs.

@@ -49,6 +49,7 @@ pytest_plugins = [
     "tests.fixtures.browser",
     "tests.fixtures.cpu",
     "tests.fixtures.ui_home",
+    "tests.fixtures.google_standin",
 ]
 
 

@@ -144,6 +144,22 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
         help="install job packages from the local cache only, never an index",
     )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+    serve.add_argument(
+        "--deployment",
+        default=os.environ.get("AIP_LOCAL_DEPLOYMENT") or "",
+        help='a deployment made for others names itself (docker-compose.yaml: "docker compose"): a job '
+        "it cannot run as Vertex AI would (no /gcs/, no private /tmp, no container engine) is refused at "
+        "create, naming it; without it such a job runs and its log says what differs",
+    )
+    serve.add_argument(
+        "--pass-through-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a Google API host (e.g. bigquery.googleapis.com; repeat for each) whose calls from a trainer "
+        "go to Google with your own Application Default Credentials, each one in the job's log; without it "
+        "they are refused with a 403",
+    )
 
 
 def add_fault_arguments(serve: argparse.ArgumentParser) -> None:
@@ -210,6 +226,28 @@ def _refused_arguments(args: argparse.Namespace, loopback: bool) -> str | None:
         return f"--fault-rate must be within [0, 1], got {args.fault_rate}"
     if not 0.0 <= args.model_upload_seconds <= 3600.0:
         return f"--model-upload-seconds must be within [0, 3600], got {args.model_upload_seconds}"
+    return _refused_pass_through(args.pass_through_host)
+
+
+def _refused_pass_through(hosts: list[str]) -> str | None:
+    """Why ``--pass-through-host`` is refused: a host not Google's API, or no ADC to pass it with."""
+    from airflow_aip.local.egress.routes import pass_through_refusal
+
+    for host in hosts:
+        refused = pass_through_refusal(host)
+        if refused:
+            return refused
+    if not hosts:
+        return None
+    from airflow_aip.local.egress.passthrough import developer_credentials
+
+    try:
+        developer_credentials()
+    except Exception as exc:  # google.auth's DefaultCredentialsError, a malformed file
+        return (
+            f"--pass-through-host needs your Application Default Credentials "
+            f"(gcloud auth application-default login): {exc}"
+        )
     return None
 
 
@@ -312,6 +350,8 @@ def _service_config(
         allow_python_mismatch=args.allow_python_mismatch,
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
+        pass_through_hosts=tuple(args.pass_through_host),
+        deployment=args.deployment,
     )
 
 

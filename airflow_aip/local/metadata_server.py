@@ -21,16 +21,26 @@ What it answers, as Compute Engine's does (cloud.google.com/compute/docs/metadat
 - ``instance/zone`` (``projects/<number>/zones/<region>-a`` [U] unverified: the zone letter);
 - anything else: 404, as the real server answers an unknown key.
 
+- ``.../<default|email>/identity?audience=...`` (``format=standard|full``): an identity token,
+  a JWT with Google's claims for the service account (``iss`` ``https://accounts.google.com``,
+  ``aud``, ``azp``, ``sub``, ``iat``, ``exp`` one hour on; ``format=full`` adds ``email``,
+  ``email_verified`` and ``google.compute_engine``); no audience: 400, as Compute Engine answers.
+
 The token is ``ya29.aip-local.<hash of the job>``: the local services (the API, the Cloud
 Storage emulator) accept any bearer token, so a trainer's own calls to them work with it; Google
 refuses it, so a call that still reaches Google fails instead of acting with anyone's rights.
-Not served: identity tokens (``.../identity?audience=``), instance attributes, custom metadata.
+An identity token is signed RS256 by a key the service makes when it starts (:func:`identity_key`,
+its ``kid`` the key's hash), not by Google: the local services accept it as any bearer token, and
+a verifier holding Google's certificates refuses it, as Google refuses the access token.
+Not served: instance attributes, custom metadata.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -59,6 +69,58 @@ class TrainerIdentity:
         """An access token stable for the job: one the local services accept and Google refuses."""
         digest = hashlib.sha256(f"{self.project_id}/{self.service_account}".encode()).hexdigest()
         return f"ya29.aip-local.{digest[:32]}"
+
+
+@functools.cache
+def identity_key() -> Any:
+    """The RSA key identity tokens are signed with: made once per service process (its public half,
+    ``identity_key().public_key()``, verifies them)."""
+    from cryptography.hazmat.primitives.asymmetric import rsa
+
+    return rsa.generate_private_key(public_exponent=65537, key_size=2048)
+
+
+def _unique_id(account: str) -> str:
+    """A service account's numeric unique ID, as Google's ``sub``: 21 digits, stable for the account."""
+    return str(int(hashlib.sha256(account.encode()).hexdigest(), 16))[:21]
+
+
+def identity_token(identity: TrainerIdentity, audience: str, full: bool) -> str:
+    """A Google-shaped identity token for the job's service account and ``audience``."""
+    from google.auth import crypt, jwt
+
+    now = int(time.time())
+    unique = _unique_id(identity.service_account)
+    claims: dict[str, Any] = {
+        "aud": audience,
+        "azp": unique,
+        "exp": now + TOKEN_SECONDS + 1,
+        "iat": now,
+        "iss": "https://accounts.google.com",
+        "sub": unique,
+    }
+    if full:
+        claims["email"] = identity.service_account
+        claims["email_verified"] = True
+        claims["google"] = {
+            "compute_engine": {
+                "project_id": identity.project_id,
+                "project_number": int(number) if (number := identity.project_number).isdigit() else number,
+                "zone": f"{identity.region}-a",
+            }
+        }
+    from cryptography.hazmat.primitives import serialization
+
+    key = identity_key()
+    pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
+    public = key.public_key().public_bytes(
+        serialization.Encoding.DER, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
+    kid = hashlib.sha256(public).hexdigest()[:40]
+    token: bytes = jwt.encode(crypt.RSASigner.from_string(pem, kid), claims)
+    return token.decode()
 
 
 def _tree(identity: TrainerIdentity) -> dict[str, Any]:
@@ -145,6 +207,8 @@ class _Handler(BaseHTTPRequestHandler):
         keys = [k for k in url.path[len(ROOT) :].split("/") if k]
         if keys[-1:] == ["token"]:
             return self._token(keys)
+        if keys[-1:] == ["identity"]:
+            return self._identity(keys, query)
         node: Any = _tree(self.server.identity)
         for key in keys:
             if not isinstance(node, dict) or key not in node:
@@ -157,11 +221,26 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, json.dumps(_as_json(node)), "application/json")
         return self._send(200, _as_text(node))
 
+    def _account(self, keys: list[str]) -> bool:
+        """Whether ``keys`` name one of the service account's keys (``default`` or its email)."""
+        return (
+            keys[:2] == ["instance", "service-accounts"]
+            and len(keys) == 4
+            and keys[2] in ("default", self.server.identity.service_account)
+        )
+
+    def _identity(self, keys: list[str], query: dict[str, list[str]]) -> None:
+        if not self._account(keys):
+            return self._send(404, "Not Found\n")
+        audience = (query.get("audience") or [""])[0]
+        if not audience:
+            return self._send(400, "non-empty audience parameter required\n")
+        full = (query.get("format") or ["standard"])[0] == "full"
+        return self._send(200, identity_token(self.server.identity, audience, full))
+
     def _token(self, keys: list[str]) -> None:
         identity = self.server.identity
-        if keys[:2] != ["instance", "service-accounts"] or len(keys) != 4:
-            return self._send(404, "Not Found\n")
-        if keys[2] not in ("default", identity.service_account):
+        if not self._account(keys):
             return self._send(404, "Not Found\n")
         body = {"access_token": identity.token, "expires_in": TOKEN_SECONDS, "token_type": "Bearer"}
         return self._send(200, json.dumps(body), "application/json")

@@ -28,7 +28,7 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from airflow_aip.exceptions import JobNotFoundError, ValidationError
 from airflow_aip.jobs import JobState, validate_job
@@ -38,18 +38,23 @@ from airflow_aip.local.capacity import CapacitySettings, RegionCapacity
 from airflow_aip.local.capacity_needs import Needs, needs_of
 from airflow_aip.local.capacity_queue import QuotaGate
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.deployment import check_private_tmp, no_engine
 from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.executor.prebuilt import PrebuiltImages
 from airflow_aip.local.executor.processes import kill_group
+from airflow_aip.local.executor.replica_network import remove_left_over_networks
 from airflow_aip.local.executor.trials import without_report_times
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import ML_JOB_FILTER_FIELDS, parse_filter
 from airflow_aip.local.permissions import Permissions, PermissionSettings
 from airflow_aip.local.store import JOB_ID_FIELD, JobStore, JobView, project_number, validate_project
+
+if TYPE_CHECKING:
+    from airflow_aip.local.egress.passthrough import PassThrough
 
 _log = logging.getLogger(__name__)
 _REPLICAS = ("masterConfig", "workerConfig", "parameterServerConfig", "evaluatorConfig")
@@ -87,6 +92,11 @@ class ServiceConfig:
     container_engine: str = "none"
     # --prebuilt-images: present (default), pull or never (executor/prebuilt.py).
     prebuilt_images: str = "present"
+    # --pass-through-host: Google API hosts a trainer reaches with the developer's ADC (egress/passthrough.py)
+    pass_through_hosts: tuple[str, ...] = ()
+    # --deployment: a deployment made for others names itself; jobs it cannot run as Vertex would are
+    # refused at create, naming it (local/deployment.py). "": a developer's own service.
+    deployment: str = ""
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -99,13 +109,30 @@ NO_ENGINE = (
 )
 
 
-def _reject_containers(job: dict[str, Any]) -> None:
+def _passing(hosts: tuple[str, ...]) -> PassThrough | None:
+    """The pass-through of ``hosts`` (validated by the CLI: :func:`.egress.routes.pass_through_refusal`)."""
+    if not hosts:
+        return None
+    from airflow_aip.local.egress.passthrough import PassThrough
+
+    return PassThrough(frozenset(h.lower().rstrip(".") for h in hosts))
+
+
+def _reject_containers(job: dict[str, Any], deployment: str) -> None:
     for replica in _REPLICAS:
         if (job["trainingInput"].get(replica) or {}).get("imageUri"):
             raise ValidationError(
                 f"trainingInput.{replica}.imageUri",
-                f"{NO_ENGINE}: submit packageUris and pythonModule instead",
+                f"{no_engine(deployment, NO_ENGINE)}: submit packageUris and pythonModule instead",
             )
+
+
+def _check_deployment(job: dict[str, Any], deployment: str) -> None:
+    """An ml v1 tuning job with process replicas, where the named deployment has no private /tmp."""
+    training_input = job["trainingInput"]
+    images = [(training_input.get(replica) or {}).get("imageUri") for replica in _REPLICAS]
+    if training_input.get("hyperparameters") and not images[0]:
+        check_private_tmp(deployment, "trainingInput.hyperparameters")
 
 
 class TrainingService:
@@ -139,6 +166,7 @@ class TrainingService:
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
+            _passing(config.pass_through_hosts),
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)
@@ -155,6 +183,8 @@ class TrainingService:
         if self.engine is not None:  # a killed service's replicas may still run in containers
             for name in self.engine.remove_left_over():
                 _log.warning("removed container %s, left behind by this data dir's last service", name)
+            for name in remove_left_over_networks(self.engine):
+                _log.warning("removed network %s, left behind by this data dir's last service", name)
         for record in self.store.records():
             state = JobState.parse(record.job.get("state"))
             if state is JobState.QUEUED:
@@ -248,7 +278,8 @@ class TrainingService:
         validate_project(project)
         job = validate_job(body)
         if self.engine is None:
-            _reject_containers(job)
+            _reject_containers(job, self.config.deployment)
+        _check_deployment(job, self.config.deployment)
         training_input = job["trainingInput"]
         self.permissions.check_create(
             ml_service_agent(project_number(project)),

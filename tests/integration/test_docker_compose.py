@@ -224,6 +224,23 @@ def test_training_service_command_parses_and_uses_the_emulator(services: dict[st
     assert str(args.data_dir) in volume_targets, "jobs must survive a container restart"
 
 
+def test_training_service_runs_as_make_ui_runs_it_or_names_itself(services: dict[str, Any]) -> None:
+    """Root, /dev/fuse and SYS_ADMIN give each replica /gcs/ and a private /tmp, as `make ui` does;
+    what this deployment still cannot give (a container engine) is refused at create, naming it."""
+    from airflow_aip.local.cli import build_parser
+
+    service = services["aip-local"]
+    assert str(service["user"]).split(":")[0] == "0"
+    assert [d if isinstance(d, str) else f"{d['source']}:{d['target']}" for d in service["devices"]] == [
+        "/dev/fuse:/dev/fuse"
+    ]
+    assert "SYS_ADMIN" in service["cap_add"]
+    assert build_parser().parse_args(service["command"][1:]).deployment == "docker compose"
+    # root's home is not the image's airflow user's, where Python 3.10 was installed
+    assert service["environment"]["UV_PYTHON_INSTALL_DIR"] == "/home/airflow/.local/share/uv/python"
+    assert "rclone fuse3" in (REPO / "Dockerfile").read_text()
+
+
 def test_dags_are_mounted(services: dict[str, Any]) -> None:
     for name in AIRFLOW_SERVICES:
         assert "./dags:/opt/airflow/dags" in services[name]["volumes"], name

@@ -9,6 +9,8 @@ containers. Every test ends with none of its containers left.
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -121,7 +123,8 @@ def test_sdk_custom_job_runs_the_container_with_vertex_environment(
     assert (seen["RANK"], seen["WORLD_SIZE"], seen["AIP_TEST_IMAGE_ROLE"]) == ("0", "1", "master")
     assert '"workerpool0"' in seen["CLUSTER_SPEC"]
     assert '"chief"' in seen["TF_CONFIG"]
-    assert seen["GCE_METADATA_HOST"].startswith("127.0.0.1:")  # the job's metadata server, over loopback
+    # The job's metadata server, at the gateway of the replica's own network (relayed to loopback).
+    assert re.fullmatch(r"\d+\.\d+\.\d+\.1:\d+", seen["GCE_METADATA_HOST"]), seen["GCE_METADATA_HOST"]
     if mount_unavailable() is None:
         assert seen["via"] == "/gcs"
 
@@ -193,8 +196,16 @@ def test_replicas_rendezvous_over_master_addr_and_port(
     done = wait_for_job(_custom_jobs(ctr.service.url), job["name"], VERTEX_TERMINAL)
     assert done["state"] == "JOB_STATE_SUCCEEDED", done.get("error")
     met = ctr.trainer.read_json(f"{ctr.out}model/rendezvous.json")
-    assert met["heard"] == [1, 2]
-    assert (met["WORLD_SIZE"], met["MASTER_ADDR"]) == ("3", "127.0.0.1")
+    # Each replica is a host of its own, named as in CLUSTER_SPEC, and holds port 2222 itself.
+    assert met["heard"] == ["1 workerpool1-0", "2 workerpool1-1"]
+    assert met["hostname"] == "workerpool0-0"
+    assert (met["WORLD_SIZE"], met["MASTER_ADDR"], met["MASTER_PORT"]) == ("3", "workerpool0-0", "2222")
+    assert json.loads(met["CLUSTER_SPEC"])["cluster"] == {
+        "workerpool0": ["workerpool0-0:2222"],
+        "workerpool1": ["workerpool1-0:2222", "workerpool1-1:2222"],
+    }
+    # The image's own PYTHONPATH is kept, after the Vertex AI SDK's redirection.
+    assert met["PYTHONPATH"] == "/opt/aip-local/trainer_site:/opt/image-lib"
 
 
 @pytest.mark.usefixtures("none_left")

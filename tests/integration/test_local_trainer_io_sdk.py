@@ -20,9 +20,18 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.local.egress.passthrough import TEST_UPSTREAM, TEST_UPSTREAM_CA
 from airflow_aip.local.executor.gcs_mount import mount_unavailable
 from airflow_aip.local.storage.gcs import FakeGcsServer
-from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, own_service, serving
+from tests.fixtures.google_standin import DEVELOPER_TOKEN, GoogleStandIn
+from tests.fixtures.local_service import (
+    LocalService,
+    Restarts,
+    StagedTrainer,
+    log_entries,
+    own_service,
+    serving,
+)
 from tests.fixtures.tools import GCS_MOUNT, GCS_MOUNT_INSTALL, missing, need_module
 from tests.fixtures.vertex import sdk_pools, vertex_sdk
 
@@ -126,7 +135,54 @@ def test_google_storage_and_vertex_by_name_reach_the_emulator_and_the_service_an
         for e in log_entries(local_service.url, job.project, job_id)
         if e["severity"] == "WARNING" and "refused" in e["textPayload"]
     ]
-    assert [w.split("refuses ")[1].split(":")[0] for w in warnings] == ["oauth2.googleapis.com"]
+    assert [w.split("refuses ")[1].split(":")[0] for w in warnings] == [
+        "oauth2.googleapis.com",
+        "bigquery.googleapis.com",
+    ]
+    # Another Google API's refusal names the flag that would pass it.
+    assert "aip-local serve --pass-through-host bigquery.googleapis.com" in warnings[1]
+    assert "CONNECT tunnel failed, response 403" in report["curl_bigquery"]["err"]
+
+
+def test_a_passed_host_reaches_google_with_the_developers_credentials_and_the_log_names_each_call(
+    fake_gcs: FakeGcsServer,
+    staged_trainer: StagedTrainer,
+    restarts: Restarts,
+    google_standin: GoogleStandIn,
+    developer_adc: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Google is out of reach here: the service sends the passed host to a stand-in (TEST_UPSTREAM),
+    over TLS, as it would send it to Google."""
+    monkeypatch.setenv(TEST_UPSTREAM, google_standin.url)
+    monkeypatch.setenv(TEST_UPSTREAM_CA, str(google_standin.ca_file))
+    flags = ["--runtime", "host", "--pass-through-host", "bigquery.googleapis.com"]
+    service = restarts.start(tmp_path / "data", fake_gcs.url, extra_args=flags)
+    base = f"gs://{staged_trainer.bucket}/pass/{uuid.uuid4().hex[:8]}"
+    with vertex_sdk(service.url, f"pass-{uuid.uuid4().hex[:8]}", staged_trainer.bucket, monkeypatch) as sdk:
+        job = sdk.CustomJob(
+            display_name="pass-through",
+            worker_pool_specs=sdk_pools(staged_trainer, "egress_probe", [f"--job-dir={base}"]),
+            base_output_dir=base,
+        )
+        job.run(sync=True)
+    report = staged_trainer.read_json(f"{base}/egress.json")
+    assert report["curl_bigquery"]["code"] == 0, report["curl_bigquery"]
+    number = job.resource_name.split("/")[1]
+    datasets = f"/bigquery/v2/projects/{number}/datasets"
+    assert json.loads(report["curl_bigquery"]["out"]) == {"ok": True, "path": datasets}
+    [seen] = google_standin.seen
+    assert seen.headers["authorization"] == f"Bearer {DEVELOPER_TOKEN}"  # never the job's ya29.aip-local.
+    assert seen.headers["host"] == "bigquery.googleapis.com"
+    lines = [
+        e["textPayload"] for e in log_entries(service.url, job.project, job.resource_name.rsplit("/", 1)[-1])
+    ]
+    passed = [line for line in lines if line.startswith("Passed to Google")]
+    assert passed == [
+        "Passed to Google with the developer's credentials (not the job's service account): "
+        f"GET bigquery.googleapis.com{datasets}"
+    ]
 
 
 def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(

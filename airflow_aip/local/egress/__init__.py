@@ -12,10 +12,15 @@ any job (Airflow's processes, ``aip-local env``) is :mod:`.clients`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from airflow_aip.local.egress.tunnel import Front, TrainerProxy, VertexFaces
+from airflow_aip.local.egress.tunnel import Front, Passing, TrainerProxy, VertexFaces
+
+if TYPE_CHECKING:  # its servers (uvicorn, httpx) load only when a host is passed
+    from airflow_aip.local.egress.passthrough import PassThrough
 
 # Loopback is never proxied: the emulator, the metadata server and the service are reached directly.
 NO_PROXY = "127.0.0.1,localhost,::1"
@@ -34,9 +39,12 @@ class TrainerEgress:
         directory: Path,
         on_refusal: Callable[[str, str], None],
         faces: tuple[tuple[str, int], tuple[str, int]] | None = None,
+        passing: PassThrough | None = None,
+        on_pass: Callable[[str, str], None] = lambda host, request: None,
     ) -> None:
         """``faces``: the service's gRPC and REST addresses, in clear (None: Vertex AI's names are
-        refused, as are Google's others)."""
+        refused, as are Google's others); ``passing``: the Google hosts passed to Google with the
+        developer's credentials (:mod:`.passthrough`), each request told to ``on_pass``."""
         vertex = None
         if faces is not None:
             from airflow_aip.local.egress.clients import server_tls
@@ -52,6 +60,9 @@ class TrainerEgress:
         else:
             self.bundle = str(bundle) if vertex is not None else ""
             front = Front(_NOWHERE, None, vertex)
+        if passing is not None and passing.hosts:
+            front = dataclasses.replace(front, passing=_passing(passing, directory, on_pass))
+            self.bundle = self.bundle or str(directory / "ca-bundle.pem")
         self._proxy = TrainerProxy(front, on_refusal)
 
     def env(self) -> tuple[tuple[str, str], ...]:
@@ -69,3 +80,10 @@ class TrainerEgress:
 
     def stop(self) -> None:
         self._proxy.stop()
+
+
+def _passing(passing: PassThrough, directory: Path, on_pass: Callable[[str, str], None]) -> Passing:
+    from airflow_aip.local.egress.passthrough import pass_through_server
+
+    server = pass_through_server(passing, directory)
+    return Passing(passing.hosts, server.address, server.tls, on_pass)

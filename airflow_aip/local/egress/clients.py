@@ -114,7 +114,7 @@ class _Handler(ConnectHandler):
             return self._ended_here(upstreams.grpc, upstreams.rest)
         if _is_token_host(name, port):
             return self._tokens()
-        way, why = way_of(name, port)
+        way, why = way_of(name, port, trainer=False)
         if way is Way.REFUSE:
             return self.answer(403, why)
         if way is Way.FRONT:

@@ -11,6 +11,8 @@ passes every other byte as it came.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 _MAX_HEAD = 1 << 16
 
 
@@ -38,9 +40,11 @@ def _fixed_head(head: bytes) -> tuple[bytes, bool, int]:
 
 
 class RequestStream:
-    """Feeds on the client's bytes as they arrive, and returns what to send to the server."""
+    """Feeds on the client's bytes as they arrive, and returns what to send to the server;
+    ``on_head`` hears of each request's head as it passes (a passed host's requests are logged)."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_head: Callable[[bytes], None] | None = None) -> None:
+        self._on_head = on_head
         self._buffer = b""
         self._state = "head"
         self._left = 0
@@ -72,6 +76,8 @@ class RequestStream:
         piece, self._buffer = self._buffer[: end + len(mark)], self._buffer[end + len(mark) :]
         if self._state == "head":
             head, chunked, length = _fixed_head(piece[: -len(mark)])
+            if self._on_head is not None:
+                self._on_head(head)
             out.append(head + mark)
             self._state, self._left = ("chunk-size", 0) if chunked else ("body", length)
         elif self._state == "chunk-size":

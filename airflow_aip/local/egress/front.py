@@ -40,7 +40,7 @@ _DROPPED = {b"host", b"authorization", b"connection", b"keep-alive", b"transfer-
 _UNKNOWN_FOR = 2.0  # seconds a bucket the emulator lacks is remembered as lacking
 
 
-async def _json_error(send: Send, code: int, status: str, message: str) -> None:
+async def json_error(send: Send, code: int, status: str, message: str) -> None:
     body = json.dumps({"error": {"code": code, "message": message, "status": status}}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": code, "headers": headers})
@@ -67,7 +67,7 @@ class GoogleStorageFront:
             return
         if host != "storage.googleapis.com":
             message = f"aip-local refuses {host}{path}: a trainer's calls to Google stay on this machine"
-            await _json_error(send, 403, "PERMISSION_DENIED", message)
+            await json_error(send, 403, "PERMISSION_DENIED", message)
             return
         bucket = path.lstrip("/").split("/", 1)[0]
         if scope["method"] not in ("GET", "HEAD") or await self._emulator_has(bucket):
@@ -97,7 +97,7 @@ class GoogleStorageFront:
             )
         except httpx.HTTPError as exc:
             message = f"{url} is not in the local emulator, and Google could not be reached: {exc!r}"
-            await _json_error(send, 502, "UNAVAILABLE", message)
+            await json_error(send, 502, "UNAVAILABLE", message)
             return
         try:
             kept = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROPPED]
@@ -122,28 +122,31 @@ class StorageFrontServer:
         self.bundle, leaf, key = authority(directory).write(directory)
         self.tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.tls.load_cert_chain(leaf, key)
-        listener = _listen()
+        listener = listen_loopback()
         self.address: tuple[str, int] = listener.getsockname()[:2]
         config = uvicorn.Config(GoogleStorageFront(emulator), log_level="warning", lifespan="off", http="h11")
         self._server = uvicorn.Server(config)
-        self._thread = threading.Thread(
-            target=self._server.run,
-            kwargs={"sockets": [listener]},
-            name="aip-local-storage-front",
-            daemon=True,
-        )
+        self._listener = listener
 
-    def start(self, timeout: float = 20.0) -> StorageFrontServer:
-        self._thread.start()
-        deadline = time.monotonic() + timeout
-        while not self._server.started:
-            if not self._thread.is_alive() or time.monotonic() > deadline:
-                raise RuntimeError("the Cloud Storage front for trainers did not start")
-            self._thread.join(0.02)
+    def start(self) -> StorageFrontServer:
+        serve_in_thread(self._server, self._listener, "aip-local-storage-front")
         return self
 
 
-def _listen() -> socket.socket:
+def serve_in_thread(
+    server: uvicorn.Server, listener: socket.socket, name: str, timeout: float = 20.0
+) -> None:
+    """Run ``server`` on ``listener`` in a daemon thread of this process; return once it serves."""
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [listener]}, name=name, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    while not server.started:
+        if not thread.is_alive() or time.monotonic() > deadline:
+            raise RuntimeError(f"{name} did not start")
+        thread.join(0.02)
+
+
+def listen_loopback() -> socket.socket:
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     listener.bind(("127.0.0.1", 0))

@@ -5,6 +5,9 @@ Each ``CONNECT host:port`` is routed by :func:`.routes.way_of`:
   go on in clear through :class:`~.framing.RequestStream`;
 - Vertex AI's hosts: TLS ends here too (:func:`end_here`), and the client's choice of protocol
   (ALPN) picks the service's face: HTTP/2 (gRPC, what gapic clients speak) or HTTP/1.1 (REST);
+- a host named by ``--pass-through-host``: TLS ends here, and its HTTP/1.1 requests go to the
+  pass-through (:mod:`.passthrough`), which sends them to Google with the developer's credentials;
+  each request's method, host and path is told to the job's log through ``on_pass``;
 - to a refusal: ``403`` with a reason phrase naming the host and why (Python's clients show
   it, curl shows the code), also told once per host to the job's log through ``on_refusal``,
   so a trainer that swallows the error still leaves a trace;
@@ -43,13 +46,25 @@ class VertexFaces:
 
 
 @dataclass(frozen=True)
+class Passing:
+    """The hosts passed to Google, where the pass-through listens (in clear), its TLS, and who hears
+    of each request (``on_pass(host, "METHOD host/path")``)."""
+
+    hosts: frozenset[str]
+    address: tuple[str, int]
+    tls: ssl.SSLContext
+    on_pass: Callable[[str, str], None]
+
+
+@dataclass(frozen=True)
 class Front:
     """Where Google's storage hosts are answered (in clear), and the TLS they are answered with;
-    where Vertex AI's are (None: refused)."""
+    where Vertex AI's are (None: refused); where the passed hosts go (None: none is)."""
 
     address: tuple[str, int]
     tls: ssl.SSLContext | None
     vertex: VertexFaces | None = None
+    passing: Passing | None = None
 
 
 def pipe(client: socket.socket, server: socket.socket, requests: RequestStream | None = None) -> None:
@@ -106,6 +121,28 @@ def end_here(
             pipe(client, upstream, requests)
 
 
+def passed(connection: socket.socket, host: str, passing: Passing) -> None:
+    """End the client's TLS for a passed ``host`` and relay its HTTP/1.1 requests to the
+    pass-through, each head told to ``passing.on_pass``; gRPC (ALPN ``h2``) is refused, said once."""
+    from airflow_aip.local.egress.passthrough import said
+
+    try:
+        client = passing.tls.wrap_socket(connection, server_side=True)
+    except (OSError, ssl.SSLError):
+        return
+    with client:
+        if client.selected_alpn_protocol() == "h2":
+            passing.on_pass(host, "not passed: gRPC (HTTP/2) is not passed through; use the client's REST")
+            return
+        try:
+            upstream = socket.create_connection(passing.address, timeout=10)
+        except OSError:
+            return
+        with upstream:
+            upstream.settimeout(None)
+            pipe(client, upstream, RequestStream(lambda head: passing.on_pass(host, said(head))))
+
+
 class ConnectHandler(socketserver.StreamRequestHandler):
     """What both proxies do with a connection before routing it: read its request, answer it."""
 
@@ -141,8 +178,11 @@ class _Handler(ConnectHandler):
         return self._route(host, port_text)
 
     def _route(self, host: str, port_text: str) -> None:
-        way, why = way_of(host, int(port_text))
         front = self.server.front
+        way, why = way_of(host, int(port_text), front.passing.hosts if front.passing else frozenset())
+        if way is Way.PASS and front.passing is not None:
+            self.established()
+            return passed(self.connection, host.lower().rstrip("."), front.passing)
         if way is Way.VERTEX and front.vertex is None:
             way, why = Way.REFUSE, f"aip-local refuses {host}: the service did not say where it serves gRPC"
         if way is Way.REFUSE:

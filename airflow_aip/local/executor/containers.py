@@ -5,9 +5,13 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
 
 - ``command`` replaces the image's entrypoint and ``args`` its command, as on Vertex; a trial's
   hyperparameters follow as ``--name=value``;
-- host networking, so each replica listens on its own loopback port from ``CLUSTER_SPEC`` and
-  reaches the others, the job's metadata server and HTTPS proxy, and the Cloud Storage emulator,
-  with the variables a process replica gets (passed by name, so none is shown in ``ps``);
+- when every pool is a container, a network of the attempt's own, each replica in its own
+  namespace with its ``CLUSTER_SPEC`` name as hostname (:mod:`.replica_network`); otherwise host
+  networking, each replica on its own loopback port from ``CLUSTER_SPEC``; either way each reaches
+  the others, the job's metadata server and HTTPS proxy, and the Cloud Storage emulator, with the
+  variables a process replica gets (passed by name, so none is shown in ``ps``);
+- ``PYTHONPATH``: the Vertex AI SDK's redirection first, then the image's own (read from its
+  config: :meth:`ContainerEngine.image_env`), never replacing it;
 - the replica's private directory bound at the container's ``/tmp/hypertune``, where its metrics
   are read; ``/gcs/`` bound from the replica's mount namespace (:mod:`.gcs_mount`); the Vertex AI
   SDK's redirection (:mod:`airflow_aip.local.trainer_site`) and the proxy's CA bundle bound
@@ -29,6 +33,7 @@ sandbox this project grew up in caps rlimits, so every run asks for no more than
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 from collections.abc import Mapping, Sequence
@@ -124,10 +129,13 @@ class ContainerEngine:
         env_names: Sequence[str],
         mounts: Mapping[str, str],
         devices: Sequence[str] = (),
+        network: Sequence[str] = (),
     ) -> list[str]:
         """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment;
-        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`)."""
-        argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *ulimits()]
+        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`); ``network`` the replica's
+        own network and names (:mod:`.replica_network`; default: the host's network)."""
+        networking = list(network) or ["--network", "host"]
+        argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, *networking, *ulimits()]
         argv += devices
         argv += ["--label", f"{JOB_LABEL}={job}", "--label", f"{STORE_LABEL}={self.store}"]
         for source, target in mounts.items():
@@ -139,6 +147,19 @@ class ContainerEngine:
         else:
             argv.append(image)
         return [*argv, *args]
+
+    def network_command(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        """``<engine> network ...`` (a replica network's: :mod:`.replica_network`)."""
+        return self._run("network", *argv, timeout=60)
+
+    def image_env(self, image: str) -> dict[str, str]:
+        """The image's own ``ENV`` (its config, read by ``image inspect``): what its entrypoint would see."""
+        found = self._run("image", "inspect", "--format", "{{json .Config.Env}}", image, timeout=60)
+        try:
+            pairs = json.loads(found.stdout.strip() or "null") if found.returncode == 0 else None
+        except ValueError:
+            pairs = None
+        return dict(str(p).partition("=")[::2] for p in pairs or [])
 
     def remove(self, name: str) -> None:
         """Stop (SIGTERM, then SIGKILL after 5 s) and remove one container, if it still exists."""

@@ -23,7 +23,7 @@ import traceback
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_aip.jobs import JobState, duration_seconds
 from airflow_aip.local.capacity import RegionCapacity
@@ -42,11 +42,15 @@ from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
 from airflow_aip.local.executor.private_tmp import private_tmp_unavailable
 from airflow_aip.local.executor.provisioning import Provisioning
+from airflow_aip.local.executor.replica_network import shared_network_note
 from airflow_aip.local.executor.runner import Attempt, AttemptOutcome, AttemptSpec, logs_url
 from airflow_aip.local.executor.trainer_io import TrainerIO
 from airflow_aip.local.executor.trials import TuningRun
 from airflow_aip.local.log_entries import JobLog
 from airflow_aip.local.store import JobStore
+
+if TYPE_CHECKING:
+    from airflow_aip.local.egress.passthrough import PassThrough
 
 ACTIVE_STATES = frozenset({JobState.PREPARING, JobState.RUNNING, JobState.CANCELLING})
 
@@ -98,6 +102,7 @@ class ExecutionSettings:
     engine: ContainerEngine | None = None  # runs custom containers (.containers); None: there is none
     prebuilt: PrebuiltImages | None = None  # package pools in their pre-built image (.prebuilt); None: never
     grpc_address: str = ""  # its gRPC face, ``host:port``: where a replica's gapic clients end up
+    passing: PassThrough | None = None  # --pass-through-host: Google hosts passed with the developer's ADC
 
 
 class JobExecution:
@@ -156,6 +161,12 @@ class JobExecution:
         """A replica's call to a Google host was refused: said once per host, as a warning."""
         self.log.service(f"A replica's HTTPS was refused: {why}.", severity="WARNING")
 
+    def _passed(self, host: str, request: str) -> None:
+        """A replica's request to a host named by --pass-through-host: each one, in the job's log."""
+        self.log.service(
+            f"Passed to Google with the developer's credentials (not the job's service account): {request}",
+        )
+
     def _cancelled(self) -> None:
         self._finish(self.control.final_state, self.control.reason)
 
@@ -211,6 +222,8 @@ class JobExecution:
             self._refused,
             self.store.data_dir / "egress",
             self.settings.grpc_address,
+            self.settings.passing,
+            self._passed,
         )
         with trainer_io:
             plan = dataclasses.replace(plan, extra_env=(*plan.extra_env, *trainer_io.env()))
@@ -239,7 +252,8 @@ class JobExecution:
         processes = any(not p.image_uri for p in plan.pools)
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
         gpus = accelerator_notes(plan.pools, self.settings.engine)
-        for note in [n for n in (unmountable, shared_tmp) if n] + gpus:
+        shared_network = shared_network_note(plan.pools, self.settings.engine)
+        for note in [n for n in (unmountable, shared_tmp, shared_network) if n] + gpus:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None

@@ -39,26 +39,26 @@ FAILED_MARKER = "gcs-mount.failed"  # beside it, when the mount failed and the t
 # death is passed on as the same signal, so the replica's status reads as on Vertex). A mount that
 # fails stops here: the trainer never runs.
 _SCRIPT = r"""
-log=$1; url=$2; shift 2
-rclone mount :gcs: /gcs --gcs-endpoint "$url/storage/v1/" --gcs-anonymous --gcs-project-number 0 \
+log=$1; url=$2; dir=$3; shift 3
+rclone mount :gcs: "$dir" --gcs-endpoint "$url/storage/v1/" --gcs-anonymous --gcs-project-number 0 \
   --gcs-bucket-policy-only --vfs-cache-mode off --dir-cache-time 1s --poll-interval 0 \
   --log-file "$log" --log-level NOTICE &
 rclone=$!
 i=0
-until mountpoint -q /gcs; do
+until mountpoint -q "$dir"; do
   i=$((i + 1))
   if [ "$i" -gt 200 ] || ! kill -0 "$rclone" 2>/dev/null; then
     echo "aip-local: /gcs/ could not be mounted, the trainer was not started (see $log):" >&2
     tail -n 5 "$log" >&2 2>/dev/null
     kill "$rclone" 2>/dev/null; wait "$rclone" 2>/dev/null
-    fusermount3 -u /gcs 2>/dev/null || fusermount -u /gcs 2>/dev/null
+    fusermount3 -u "$dir" 2>/dev/null || fusermount -u "$dir" 2>/dev/null
     : > "${log%/*}/gcs-mount.failed"; exit 1
   fi
   sleep 0.05
 done
 "$@"
 rc=$?
-fusermount3 -u /gcs 2>/dev/null || fusermount -u /gcs 2>/dev/null
+fusermount3 -u "$dir" 2>/dev/null || fusermount -u "$dir" 2>/dev/null
 kill "$rclone" 2>/dev/null; wait "$rclone" 2>/dev/null
 if [ "$rc" -gt 128 ]; then trap - "$((rc - 128))" 2>/dev/null; kill "-$((rc - 128))" $$; fi
 exit "$rc"
@@ -99,13 +99,23 @@ def mount_failure(work_dir: Path) -> str | None:
     return f"Cloud Storage could not be mounted at /gcs/ for replica {work_dir.name}{reason}"
 
 
-def with_gcs_mount(argv: Sequence[str], storage_url: str | None, log_file: Path) -> list[str]:
+def with_gcs_mount(
+    argv: Sequence[str], storage_url: str | None, log_file: Path, *, at: Path | None = None
+) -> list[str]:
     """``argv`` run with ``/gcs/`` mounted (or ``argv`` itself, when it cannot be).
 
     ``log_file`` is rclone's log, in the replica's working directory (:data:`LOG_NAME`): the
-    failure marker is written beside it.
+    failure marker is written beside it. ``at``: mount there instead, in this machine's own mount
+    namespace, for an engine's container that binds it at its ``/gcs`` and runs on a network of its
+    own (:mod:`.replica_network`): the engine mounts that network's namespace under ``/run/netns``,
+    which its other commands (``ps``, ``stop``, ``rm``) must see, so the engine cannot run in a
+    mount namespace of the replica's. The mount ends with the replica, as rclone does on SIGTERM.
     """
     if not storage_url or mount_unavailable() is not None:
         return list(argv)
+    script = ["sh", "-c", _SCRIPT, "aip-gcs-mount", str(log_file), storage_url.rstrip("/")]
+    if at is not None:
+        at.mkdir(parents=True, exist_ok=True)
+        return [*script, str(at), *argv]
     unshare = ["unshare", "--mount", "--propagation", "private"]
-    return [*unshare, "sh", "-c", _SCRIPT, "aip-gcs-mount", str(log_file), storage_url.rstrip("/"), *argv]
+    return [*unshare, *script, str(MOUNT_POINT), *argv]

@@ -243,6 +243,21 @@ def _vertex_accelerators(machine: Mapping[str, Any]) -> str:
     return f"{machine.get('acceleratorCount') or 1} x {kind}"
 
 
+# Google's Reduction Server (cloud.google.com/vertex-ai/docs/training/distributed-training: pool 3 of
+# the table, workerpool2): an image only Google's registry serves, which speeds NCCL's all-reduce.
+REDUCTION_SERVER = "us-docker.pkg.dev/vertex-ai-restricted/training/reductionserver"
+_REDUCTION_SKIPPED = (
+    "{key} runs Google's Reduction Server ({image}): not run locally, so the other pools' all-reduce "
+    "goes the way it goes without one ([U] unverified: how NCCL's reduction plugin in a trainer's image "
+    "behaves with no server)"
+)
+
+
+def reduction_server(image: str) -> bool:
+    """Whether ``image`` is Google's Reduction Server (any tag or digest)."""
+    return image.split("@")[0].rsplit(":", 1)[0] == REDUCTION_SERVER if image else False
+
+
 def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], list[str], list[str]]:
     pools: list[PoolPlan] = []
     uris: list[str] = []
@@ -255,6 +270,9 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
             continue
         accelerators = _vertex_accelerators(pool.get("machineSpec") or {})
         key = f"workerpool{index}"
+        if container and reduction_server(str(container.get("imageUri", ""))):
+            notes.append(_REDUCTION_SKIPPED.format(key=key, image=container["imageUri"]))
+            continue
         if container:
             pools.append(
                 dataclasses.replace(

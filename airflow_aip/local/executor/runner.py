@@ -16,7 +16,9 @@ primary replica's address in the cluster map), ``WORLD_SIZE`` (every replica of 
 ``RANK`` (0 for the primary, then in pool order). [U] unverified: whether Vertex counts the
 parameter-server and evaluator pools in ``WORLD_SIZE``, and its port (the cluster map's here).
 A custom container's replica runs in its image (:mod:`.containers`) with the same variables, as
-does a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for
+does a package pool run in its pre-built image (:mod:`.prebuilt`); when every pool runs in a
+container, each replica is a host of its own named as in ``CLUSTER_SPEC``, ``workerpoolN-i:2222``
+(:mod:`.replica_network`); one that asks for
 accelerators gets the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its
 own pool's environment (``AttemptSpec.pythons``).
 
@@ -42,6 +44,7 @@ from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
+from airflow_aip.local.executor.replica_network import ReplicaNetwork, networked
 from airflow_aip.local.storage.gcs import free_port
 
 __all__ = [
@@ -186,6 +189,13 @@ class AttemptOutcome:
         return message.rstrip()
 
 
+def _replica_network(spec: AttemptSpec) -> ReplicaNetwork | None:
+    """The attempt's own network when every pool is a container (:mod:`.replica_network`), else None."""
+    if spec.engine is None or not networked(spec.plan.pools, spec.engine):
+        return None
+    return ReplicaNetwork(spec.engine, f"{spec.project}/{spec.plan.job_id}", spec.trial_id, spec.plan.pools)
+
+
 class Attempt:
     """All replicas of one attempt, started at construction."""
 
@@ -193,7 +203,10 @@ class Attempt:
         self.spec = spec
         pools = spec.plan.pools
         self.primary = pools[0].task_name(0)
+        self.network = _replica_network(spec)
         hosts = {p.cluster_key: [f"127.0.0.1:{free_port()}" for _ in range(p.count)] for p in pools}
+        if self.network is not None:  # each replica its own host, named as in CLUSTER_SPEC
+            hosts = self.network.hosts
         cluster = {p.cluster_key: hosts[p.cluster_key] for p in pools if p.in_cluster}
         # TensorFlow's cluster never lists evaluators; they read TF_CONFIG's task only.
         tf_cluster = {p.tf_key: hosts[p.cluster_key] for p in pools if p.tf_key != "evaluator"}
@@ -242,13 +255,16 @@ class Attempt:
         private = self._private_dir(task_name)
         inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
         env = self._replica_env(pool, index, rank, cluster, tf_cluster, private, inherited)
+        if pool.image_uri and self.network is not None:
+            env = self.network.replica_env(env)
         args = [*pool.args, *(f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items())]
         if plan.job_dir_arg:
             args += ["--job-dir", plan.job_dir_arg]
         if pool.image_uri:
             argv = self._container_argv(pool, task_name, env, args, private)
             if self._container_gcs():  # the container's /gcs/ is bound from this mount namespace's
-                argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
+                at = self._gcs_dir(task_name)  # or, on a network of its own, from a directory of its own
+                argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log", at=at)
         else:
             python = (spec.pythons or {}).get(pool.cluster_key, spec.python)
             argv = [str(python), "-m", pool.python_module, *args]
@@ -297,14 +313,22 @@ class Attempt:
         env.update(plan.extra_env)
         if pool.image_uri:  # this machine's paths mean nothing in the image
             env = {k: v for k, v in env.items() if k not in HOST_ONLY}
-            env["PYTHONPATH"] = SITE_MOUNT  # the Vertex AI SDK's redirection, bound read-only
+            env["PYTHONPATH"] = self._image_pythonpath(pool.image_uri)
         for name, value in pool.env:
             env[name] = expand_env_value(value, {**inherited, **env})
+        if pool.image_uri and not env["PYTHONPATH"].startswith(SITE_MOUNT):  # the pool's env set its own
+            env["PYTHONPATH"] = f"{SITE_MOUNT}:{env['PYTHONPATH']}".rstrip(":")
         if spec.storage_url:
             env["STORAGE_EMULATOR_HOST"] = spec.storage_url
         if spec.trial_id:
             env["CLOUD_ML_TRIAL_ID"] = spec.trial_id
         return env
+
+    def _image_pythonpath(self, image: str) -> str:
+        """The Vertex AI SDK's redirection (bound read-only), then the image's own ``PYTHONPATH``."""
+        engine = self.spec.engine
+        own = engine.image_env(image).get("PYTHONPATH", "") if engine is not None else ""
+        return f"{SITE_MOUNT}:{own}" if own else SITE_MOUNT
 
     def _container_argv(
         self, pool: PoolPlan, task_name: str, env: Mapping[str, str], args: Sequence[str], private: Path
@@ -319,14 +343,22 @@ class Attempt:
         }
         mounts.update({env[name]: f"{env[name]}:ro" for name in CA_VARIABLES if env.get(name)})
         if self._container_gcs():
-            mounts[str(MOUNT_POINT)] = str(MOUNT_POINT)
+            mounts[str(self._gcs_dir(task_name) or MOUNT_POINT)] = str(MOUNT_POINT)
         mounts.update(dict(pool.mounts))
         engine = spec.engine
         name = engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
         devices = engine_gpus(engine.name, engine.binary).flags if pool.accelerators else ()
-        return engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices)
+        network = self.network.run_flags(task_name) if self.network is not None else ()
+        return engine.run_argv(
+            name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices, network
+        )
+
+    def _gcs_dir(self, task_name: str) -> Path | None:
+        """Where a container replica on a network of its own gets Cloud Storage mounted (None: at
+        ``/gcs`` in a mount namespace of its own, as a process replica)."""
+        return self.spec.work_dir / task_name / "gcs" if self.network is not None else None
 
     def _container_gcs(self) -> bool:
         """Whether a container replica gets ``/gcs/``: a Vertex AI job, mountable here, on podman."""
@@ -359,3 +391,6 @@ class Attempt:
                 self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()
+        if self.network is not None:
+            self.network.remove()
+            self.network = None

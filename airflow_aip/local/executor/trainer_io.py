@@ -19,11 +19,14 @@ its Vertex AI and Cloud Storage calls reach Google with them. Locally, for as lo
   ``STORAGE_EMULATOR_HOST`` (set by the runner), and ``/gcs/`` through :mod:`.gcs_mount`;
 - everything else that names Google's hosts itself (TensorFlow's ``gs://``, curl, gsutil) goes
   through the job's HTTPS proxy (:mod:`airflow_aip.local.egress`): Cloud Storage's hosts end at
-  the emulator, other Google hosts are refused (the job's log names each), other hosts are
-  reached as from a Vertex VM.
+  the emulator, the hosts named by ``--pass-through-host`` go to Google with the developer's
+  credentials (:mod:`airflow_aip.local.egress.passthrough`; the job's log names each request),
+  other Google hosts are refused (the job's log names each), other hosts are reached as from a
+  Vertex VM.
 
-Nothing a trainer does reaches Google with anyone's rights: its token is refused there, this
-machine's user's credentials are not found, and Google's API hosts are not reached at all.
+Nothing a trainer does reaches Google with anyone's rights unless the developer named the host:
+its token is refused there, this machine's user's credentials are not found, and Google's other
+API hosts are not reached at all.
 """
 
 from __future__ import annotations
@@ -33,12 +36,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from airflow_aip.local import trainer_site
 from airflow_aip.local.egress import TrainerEgress
 from airflow_aip.local.executor.plans import ExecutionPlan
 from airflow_aip.local.metadata_server import MetadataServer, TrainerIdentity
 from airflow_aip.local.trainer_site.sitecustomize import ENDPOINT_VARIABLE, PROJECT_VARIABLE
+
+if TYPE_CHECKING:
+    from airflow_aip.local.egress.passthrough import PassThrough
 
 SITE_DIR = Path(trainer_site.__file__).resolve().parent
 # Where the SDK goes when the service does not know its own URL: nowhere (port 9 is discard,
@@ -62,11 +69,15 @@ class TrainerIO:
     on_refusal: Callable[[str, str], None] = lambda host, why: None
     egress_dir: Path | None = None  # the service's: its CA bundle for replicas (default: beside the job's)
     grpc_address: str = ""  # the service's gRPC face in clear, ``host:port`` ("": none)
+    passing: PassThrough | None = None  # Google hosts passed to Google (--pass-through-host)
+    on_pass: Callable[[str, str], None] = lambda host, request: None  # each passed request
 
     def __post_init__(self) -> None:
         self._metadata = MetadataServer(identity_of(self.plan))
         directory = self.egress_dir or self.job_dir.parent / "egress"
-        self._egress = TrainerEgress(self.storage_url, directory, self.on_refusal, self._faces())
+        self._egress = TrainerEgress(
+            self.storage_url, directory, self.on_refusal, self._faces(), self.passing, self.on_pass
+        )
 
     def _faces(self) -> tuple[tuple[str, int], tuple[str, int]] | None:
         """Where a replica's calls to Vertex AI's names go: the service's gRPC and REST faces."""

@@ -36,6 +36,7 @@ from airflow_aip.jobs.vertex.body import (
 )
 from airflow_aip.local import pages
 from airflow_aip.local.clock import rfc3339
+from airflow_aip.local.deployment import check_vertex_job, no_engine
 from airflow_aip.local.executor.plans import trial_job_id
 from airflow_aip.local.logs.filter_pruning import FilterPlan
 from airflow_aip.local.logs.filters import VERTEX_JOB_FILTER_FIELDS, Node, parse_filter
@@ -64,13 +65,14 @@ _SCHEMAS = {CUSTOM_JOBS: CUSTOM_JOB_SCHEMA, TUNING_JOBS: TUNING_JOB_SCHEMA}
 _INDEXED = {("labels", JOB_ID_LABEL): VERTEX_JOB_ID_LABEL_FIELD, ("displayName",): VERTEX_DISPLAY_NAME_FIELD}
 
 
-def _reject_containers(spec: Mapping[str, Any], path: str) -> None:
+def _reject_containers(spec: Mapping[str, Any], path: str, deployment: str) -> None:
     """A 400 naming the pool, where this machine has no container engine to run it in."""
     for index, pool in enumerate(spec.get("workerPoolSpecs") or []):
         if "containerSpec" in pool:
             raise ValidationError(
                 f"{path}.workerPoolSpecs[{index}].containerSpec",
-                f"{NO_ENGINE}: use pythonPackageSpec with packageUris and pythonModule instead",
+                f"{no_engine(deployment, NO_ENGINE)}: use pythonPackageSpec with packageUris and "
+                "pythonModule instead",
             )
 
 
@@ -144,10 +146,12 @@ class VertexJobs:
             resource = validate_custom_job(body, region=location)
         else:
             resource = validate_tuning_job(body, region=location)
+        key = job_spec_key(resource)
+        deployment = self.service.config.deployment
         if self.service.engine is None:
-            key = job_spec_key(resource)
-            _reject_containers(resource[key], key)
-        spec = resource[job_spec_key(resource)]
+            _reject_containers(resource[key], key, deployment)
+        check_vertex_job(deployment, key, resource[key], kind == TUNING_JOBS)
+        spec = resource[key]
         _output_prefix_with_slash(spec)
         packages = [
             uri

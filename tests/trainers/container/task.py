@@ -5,7 +5,8 @@
 - ``report``: reports ``accuracy`` = x / 4 through cloudml-hypertune (to the container's own
   ``/tmp/hypertune/output.metrics``) and writes what the service set in ``report.json``;
 - ``rendezvous``: PyTorch's rendezvous reduced to TCP: rank 0 listens on MASTER_ADDR:MASTER_PORT
-  until every other rank has said hello, the others connect and say their rank;
+  until every other rank has said hello, the others (each holding that port too) connect and say
+  their rank and hostname;
 - ``role``: every replica writes which image it ran in; the primary waits for all of them;
 - ``sleep``: says it is running, then sleeps until stopped;
 - ``fail``: dies of a Python exception, exit status 1.
@@ -37,6 +38,7 @@ _SEEN += (
     "GCE_METADATA_HOST",
     "STORAGE_EMULATOR_HOST",
     "AIP_TEST_IMAGE_ROLE",
+    "PYTHONPATH",
 )
 
 
@@ -91,27 +93,30 @@ def report(out: str, x: float) -> None:
 def rendezvous(out: str) -> None:
     address, port = os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"])
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    me = socket.gethostname()
     if rank == 0:
         with socket.create_server((address, port)) as server:
-            heard: list[int] = []
+            heard: list[str] = []
             while len(heard) < world - 1:
                 connection, _ = server.accept()
                 with connection:
-                    heard.append(int(connection.recv(64).decode()))
+                    heard.append(connection.recv(64).decode())
                     connection.sendall(b"ok")
-        write(f"{out}rendezvous.json", dict(seen(), heard=sorted(heard)))
+        write(f"{out}rendezvous.json", dict(seen(), heard=sorted(heard), hostname=me))
         return
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with socket.create_connection((address, port), timeout=5) as connection:
-                connection.sendall(str(rank).encode())
-                assert connection.recv(64) == b"ok"
-                return
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
+    # Every replica holds the same fixed port too, as each one's sshd holds 2222 for MPI or DeepSpeed.
+    with socket.create_server(("", port)):
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with socket.create_connection((address, port), timeout=5) as connection:
+                    connection.sendall(f"{rank} {me}".encode())
+                    assert connection.recv(64) == b"ok"
+                    return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
 
 def role(out: str) -> None:

@@ -6,7 +6,8 @@ With no emulator variable at all, through whatever proxy and CA bundle the envir
   the object back from ``https://storage.googleapis.com/<bucket>/<object>``;
 - Python's urllib reads the same object;
 - curl calls ``oauth2.googleapis.com``, which must fail;
-- urllib reads the job itself from Vertex AI's regional host (REST), which the service answers.
+- urllib reads the job itself from Vertex AI's regional host (REST), which the service answers;
+- curl lists BigQuery datasets with the job's token: refused, unless the service passes that host.
 The report goes to ``<job-dir>/egress.json`` through google-cloud-storage.
 """
 
@@ -60,6 +61,11 @@ def main() -> None:
         "urllib_vertex": _urllib(
             f"https://us-central1-aiplatform.googleapis.com/v1/projects/{os.environ['CLOUD_ML_PROJECT_ID']}"
             f"/locations/us-central1/customJobs/{os.environ['CLOUD_ML_JOB_ID']}"
+        ),
+        "curl_bigquery": _curl(
+            f"https://bigquery.googleapis.com/bigquery/v2/projects/{os.environ['CLOUD_ML_PROJECT_ID']}/datasets",
+            "-H",
+            f"Authorization: Bearer {_token()}",
         ),
     }
     print(json.dumps(report))
