@@ -32,6 +32,7 @@ from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_sett
 from airflow_aip.local.cli_env import DEFAULT_PROXY_PORT, add_env_arguments, print_env, start_client_proxy
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
+from airflow_aip.local.executor.host_env import PASS_ENV_VARIABLE, pass_env_names
 
 if TYPE_CHECKING:
     from airflow_aip.local.faults import FaultPlan
@@ -144,6 +145,14 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
         help="install job packages from the local cache only, never an index",
     )
     serve.add_argument("--allow-remote", action="store_true", help="allow binding a non-loopback address")
+    serve.add_argument(
+        "--pass-env",
+        action="append",
+        metavar="NAME",
+        help="pass this machine's variable NAME to every replica on purpose (repeatable, or NAME,NAME; "
+        f"also {PASS_ENV_VARIABLE}=NAME,NAME): a process replica gets no other variable of this machine, "
+        "as on Vertex AI; the job's log names what was passed",
+    )
 
 
 def add_fault_arguments(serve: argparse.ArgumentParser) -> None:
@@ -210,7 +219,16 @@ def _refused_arguments(args: argparse.Namespace, loopback: bool) -> str | None:
         return f"--fault-rate must be within [0, 1], got {args.fault_rate}"
     if not 0.0 <= args.model_upload_seconds <= 3600.0:
         return f"--model-upload-seconds must be within [0, 3600], got {args.model_upload_seconds}"
+    try:
+        _pass_env(args)
+    except ValueError as exc:
+        return str(exc)
     return None
+
+
+def _pass_env(args: argparse.Namespace) -> tuple[str, ...]:
+    """The variables ``--pass-env`` and ``AIP_LOCAL_PASS_ENV`` name; ValueError for a malformed name."""
+    return pass_env_names(args.pass_env, os.environ.get(PASS_ENV_VARIABLE))
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -312,6 +330,7 @@ def _service_config(
         allow_python_mismatch=args.allow_python_mismatch,
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
+        pass_env=_pass_env(args),
     )
 
 

@@ -87,6 +87,8 @@ class ServiceConfig:
     container_engine: str = "none"
     # --prebuilt-images: present (default), pull or never (executor/prebuilt.py).
     prebuilt_images: str = "present"
+    # --pass-env: this machine's variables every replica gets on purpose (executor/host_env.py).
+    pass_env: tuple[str, ...] = ()
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -139,6 +141,7 @@ class TrainingService:
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
+            pass_env=config.pass_env,
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

@@ -1,16 +1,24 @@
 """Whether a replica asking for accelerators gets this machine's GPUs, from the facts that decide it.
 
-The facts (which NVIDIA CDI specs exist, which runtimes ``docker info`` lists, whether
-``/dev/nvidia0`` exists) are passed in; nothing is patched.
+The facts (which NVIDIA CDI specs exist, which runtimes ``docker info`` lists, what ``nvidia-smi``
+prints or which ``/dev/nvidiaN`` exist) are passed in; nothing is patched. This machine has no GPU:
+a fake inventory at the boundary where the service discovers GPUs (``nvidia-smi``'s output, a
+``/dev`` directory) stands in for one, and the ledger that assigns them runs for real.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from airflow_aip.local.executor.accelerators import (
+    CPU_ONLY,
+    NVIDIA_SMI,
+    GpuLedger,
     accelerator_notes,
     container_gpus,
-    process_gpus,
+    machine_gpus,
     replica_note,
+    visible_devices,
 )
 from airflow_aip.local.executor.plans import PoolPlan
 
@@ -44,13 +52,55 @@ def test_docker_passes_the_gpus_only_with_an_nvidia_runtime() -> None:
     assert "docker info` lists no nvidia runtime" in without.why
 
 
-def test_a_process_sees_a_gpu_only_if_this_machine_has_one() -> None:
-    assert process_gpus(host_gpu=True).passed
-    absent = process_gpus(host_gpu=False)
-    assert replica_note("Pool workerpool1", "4 x NVIDIA_TESLA_T4", absent) == (
-        "Pool workerpool1 asks for 4 x NVIDIA_TESLA_T4 and will run on the CPU: "
-        "this machine has no GPU (/dev/nvidia0 is absent)"
+def test_the_machine_gpus_are_what_nvidia_smi_lists_else_the_nvidia_devices(tmp_path: Path) -> None:
+    asked: list[tuple[str, ...]] = []
+
+    def smi(argv: object) -> str:
+        asked.append(tuple(argv))  # type: ignore[arg-type]
+        return "0\n1\n3\n"
+
+    assert machine_gpus(smi, tmp_path) == (0, 1, 3)
+    assert asked == [NVIDIA_SMI]
+    for name in ("nvidia1", "nvidia0", "nvidiactl", "nvidia-uvm", "null"):
+        (tmp_path / name).touch()
+    assert machine_gpus(lambda argv: None, tmp_path) == (0, 1)  # no nvidia-smi: the devices
+    assert machine_gpus(lambda argv: None, tmp_path / "absent") == ()
+
+
+def test_replicas_get_distinct_gpus_while_the_machine_has_them_then_share_the_least_used() -> None:
+    ledger = GpuLedger((0, 1, 2, 3))
+    first, second = ledger.lease(2), ledger.lease(2)
+    assert (first, second) == ((0, 1), (2, 3))
+    third = ledger.lease(1)  # all four held once: it shares the lowest
+    assert third == (0,)
+    ledger.release(second)  # a job ended: its GPUs are the least used again
+    assert ledger.lease(2) == (2, 3)
+    assert GpuLedger((0, 1)).lease(4) == (0, 1)  # more than the machine has: all it has
+    assert GpuLedger(()).lease(1) == ()
+
+
+def test_a_process_sees_exactly_its_gpus_and_a_cpu_pool_none() -> None:
+    assert visible_devices((2, 3)) == {"CUDA_VISIBLE_DEVICES": "2,3", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+    # CUDA: an invalid index ends the list, so nothing before it is visible: no GPU at all.
+    assert visible_devices(()) == {"CUDA_VISIBLE_DEVICES": CPU_ONLY} == {"CUDA_VISIBLE_DEVICES": "-1"}
+
+
+def test_a_pool_asking_more_gpus_than_the_machine_has_runs_and_the_log_says_so() -> None:
+    def note(count: int, replicas: int, gpus: tuple[int, ...]) -> str:
+        pool = PoolPlan("workerpool1", "worker", "workerpool1-", replicas, "t", accelerators=f"{count} x T4")
+        (line,) = accelerator_notes([pool], None, gpus)
+        return line
+
+    assert note(4, 1, ()) == (
+        "Pool workerpool1 asks for 4 x T4 and will run on the CPU: "
+        "this machine has no GPU (nvidia-smi lists none), so its replicas see none"
     )
+    assert note(4, 1, (0, 1)) == (
+        "Pool workerpool1 asks for 4 x T4: this machine has 2 GPU(s): each replica sees all 2, "
+        "fewer than it asks for (CUDA_VISIBLE_DEVICES)"
+    )
+    assert "its 3 replicas ask for 6 GPUs and this machine has 4: they share" in note(2, 3, (0, 1, 2, 3))
+    assert "each replica sees 1 of this machine's 2 GPU(s) of its own" in note(1, 2, (0, 1))
 
 
 def test_a_process_pool_is_noted_once_and_a_pool_without_accelerators_not_at_all() -> None:
@@ -58,6 +108,6 @@ def test_a_process_pool_is_noted_once_and_a_pool_without_accelerators_not_at_all
         PoolPlan("workerpool0", "chief", "workerpool0-", 1, "t", accelerators="1 x NVIDIA_TESLA_T4"),
         PoolPlan("workerpool1", "worker", "workerpool1-", 3, "t"),
     ]
-    notes = accelerator_notes(pools, None)
+    notes = accelerator_notes(pools, None, (0,))
     assert len(notes) == 1
     assert notes[0].startswith("Pool workerpool0 asks for 1 x NVIDIA_TESLA_T4")

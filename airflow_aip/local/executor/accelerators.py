@@ -1,26 +1,34 @@
 """A replica that asks for accelerators: this machine's GPUs if they can reach it, else the CPU, said once.
 
 Vertex gives a replica the GPUs its pool's ``machineSpec`` names (ml v1: the role's
-``acceleratorConfig``). Locally:
+``acceleratorConfig``), and a CPU pool none. Locally:
 
 - a container replica gets this machine's NVIDIA GPUs when its engine can pass them: podman
   through the CDI spec the NVIDIA Container Toolkit writes (``/etc/cdi/nvidia.yaml`` or
   ``/var/run/cdi/nvidia.yaml``: ``--device nvidia.com/gpu=all``), docker through the ``nvidia``
   runtime ``docker info`` lists (``--gpus all``). All of them, not the count asked for;
-- a process replica runs on this machine as any process does: it sees its GPUs (``/dev/nvidia0``)
-  if it has any, with whatever framework build its environment holds.
+- a process replica sees exactly the GPUs the machine-wide :class:`GpuLedger` leases it:
+  ``CUDA_VISIBLE_DEVICES`` names its pool's ``acceleratorCount`` of this machine's GPUs (the
+  least used first, so distinct replicas, and replicas of jobs running at once, get distinct
+  GPUs while the machine has them; past that they share, and a pool asking for more than the
+  machine has sees all it has), in ``nvidia-smi``'s order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``).
+  A CPU pool, and a GPU pool on a machine without one, get ``CUDA_VISIBLE_DEVICES=-1``: CUDA
+  documents that an invalid index ends the list, so torch, TensorFlow and JAX see no GPU, and
+  unlike an empty value no Python code can take ``-1`` for "unset" and use every GPU.
 
-Otherwise the replica runs on the CPU, and the job's log says so once per replica (a process
-pool: once per pool, as its replicas share the machine), with the reason. The decision
-(:func:`container_gpus`, :func:`process_gpus`) takes the machine's facts as arguments;
-:func:`engine_gpus` reads them, once per engine.
+Where a pool cannot have what it asks for, it runs anyway, on what it gets (the CPU when the
+machine has no GPU), and the job's log says so once per replica (a process pool: once per
+pool). The decisions (:func:`container_gpus`, :func:`process_pool_note`, :class:`GpuLedger`) take
+the machine's facts as arguments; :func:`engine_gpus` and :func:`machine_gpus` read them.
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -28,7 +36,6 @@ from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.executor.plans import PoolPlan
 
 CDI_SPECS = (Path("/etc/cdi/nvidia.yaml"), Path("/var/run/cdi/nvidia.yaml"))
-HOST_GPU = Path("/dev/nvidia0")
 
 
 @dataclass(frozen=True)
@@ -62,16 +69,96 @@ def container_gpus(engine: str, cdi_specs: Sequence[str], runtimes: Sequence[str
     return GpuAccess((), f"no GPU can be passed: {engine} has no known way to pass one")
 
 
-def process_gpus(host_gpu: bool) -> GpuAccess:
-    """Whether a process replica sees a GPU: it does whenever this machine has one."""
-    if host_gpu:
-        return GpuAccess(("host",), f"a process sees this machine's GPUs ({HOST_GPU})")
-    return GpuAccess((), f"this machine has no GPU ({HOST_GPU} is absent)")
+NVIDIA_SMI = ("nvidia-smi", "--query-gpu=index", "--format=csv,noheader")
+_DEVICE = re.compile(r"nvidia(\d+)")
+CPU_ONLY = "-1"  # CUDA_VISIBLE_DEVICES that shows no GPU (the module's reasons)
 
 
-def host_gpu() -> bool:
-    """Whether this machine has an NVIDIA GPU device a process could use."""
-    return HOST_GPU.exists()
+def parse_gpu_indices(output: str) -> tuple[int, ...]:
+    """The GPU indices ``nvidia-smi --query-gpu=index --format=csv,noheader`` lists, one a line."""
+    return tuple(sorted({int(line.strip()) for line in output.splitlines() if line.strip().isdigit()}))
+
+
+def _nvidia_smi(argv: Sequence[str]) -> str | None:
+    try:
+        done = subprocess.run(list(argv), capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def machine_gpus(
+    run: Callable[[Sequence[str]], str | None] = _nvidia_smi, devices: Path = Path("/dev")
+) -> tuple[int, ...]:
+    """This machine's NVIDIA GPUs by index: what ``nvidia-smi`` lists (``run`` runs it: None when it
+    cannot), else the ``/dev/nvidiaN`` devices, else none."""
+    output = run(NVIDIA_SMI)
+    if output is not None:
+        return parse_gpu_indices(output)
+    try:
+        names = [entry.name for entry in devices.iterdir()]
+    except OSError:
+        return ()
+    return tuple(sorted(int(m.group(1)) for n in names if (m := _DEVICE.fullmatch(n))))
+
+
+def accelerator_count(accelerators: str) -> int:
+    """GPUs per replica of a pool's ``"<count> x <type>"`` (0: a CPU pool)."""
+    count, _, _ = accelerators.partition(" x ")
+    return int(count) if count.strip().isdigit() else 0
+
+
+class GpuLedger:
+    """Which of this machine's GPUs the running replicas hold: a lease takes the least used."""
+
+    def __init__(self, gpus: Sequence[int]) -> None:
+        self.gpus = tuple(gpus)
+        self._held = dict.fromkeys(self.gpus, 0)
+        self._lock = threading.Lock()
+
+    def lease(self, count: int) -> tuple[int, ...]:
+        """``count`` GPUs (all the machine has, when it has fewer), the least held first, by index."""
+        with self._lock:
+            chosen = sorted(self.gpus, key=lambda gpu: (self._held[gpu], gpu))[:count]
+            for gpu in chosen:
+                self._held[gpu] += 1
+        return tuple(sorted(chosen))
+
+    def release(self, gpus: Sequence[int]) -> None:
+        with self._lock:
+            for gpu in gpus:
+                self._held[gpu] = max(0, self._held[gpu] - 1)
+
+
+@functools.cache
+def machine_ledger() -> GpuLedger:
+    """The one ledger of this machine's GPUs, shared by every job of every service in this process."""
+    return GpuLedger(machine_gpus())
+
+
+def visible_devices(gpus: Sequence[int]) -> dict[str, str]:
+    """A process replica's CUDA variables: exactly ``gpus``, in nvidia-smi's order; none: no GPU."""
+    if not gpus:
+        return {"CUDA_VISIBLE_DEVICES": CPU_ONLY}
+    return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+
+
+def process_pool_note(pool: PoolPlan, gpus: Sequence[int]) -> str:
+    """The log's line for a process pool asking for accelerators, on a machine with ``gpus``."""
+    asked, have = accelerator_count(pool.accelerators), len(gpus)
+    name = f"Pool {pool.cluster_key}"
+    if not have:
+        why = "this machine has no GPU (nvidia-smi lists none), so its replicas see none"
+        return replica_note(name, pool.accelerators, GpuAccess((), why))
+    if asked > have:
+        why = f"this machine has {have} GPU(s): each replica sees all {have}, fewer than it asks for"
+    elif asked * pool.count > have:
+        total = asked * pool.count
+        why = f"its {pool.count} replicas ask for {total} GPUs and this machine has {have}: they share"
+    else:
+        why = f"each replica sees {asked} of this machine's {have} GPU(s) of its own"
+    access = GpuAccess(("CUDA_VISIBLE_DEVICES",), f"{why} (CUDA_VISIBLE_DEVICES)")
+    return replica_note(name, pool.accelerators, access)
 
 
 def _docker_runtimes(binary: str) -> tuple[str, ...]:
@@ -103,16 +190,17 @@ def replica_note(replica: str, accelerators: str, access: GpuAccess) -> str:
     return f"{replica} asks for {accelerators} and will run on the CPU: {access.why}"
 
 
-def accelerator_notes(pools: Sequence[PoolPlan], engine: ContainerEngine | None) -> list[str]:
-    """Once per container replica (once per process pool) that asks for accelerators: GPU or CPU."""
+def accelerator_notes(
+    pools: Sequence[PoolPlan], engine: ContainerEngine | None, gpus: Sequence[int] | None = None
+) -> list[str]:
+    """Once per container replica (once per process pool) that asks for accelerators: GPU or CPU.
+    ``gpus``: this machine's (default: :func:`machine_ledger`'s)."""
     notes = []
     for pool in pools:
         if not pool.accelerators:
             continue
         if not pool.image_uri or engine is None:
-            notes.append(
-                replica_note(f"Pool {pool.cluster_key}", pool.accelerators, process_gpus(host_gpu()))
-            )
+            notes.append(process_pool_note(pool, machine_ledger().gpus if gpus is None else gpus))
             continue
         access = engine_gpus(engine.name, engine.binary)
         notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]

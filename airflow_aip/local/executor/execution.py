@@ -16,6 +16,7 @@ meets it again at each trial (:mod:`.trials`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -37,6 +38,7 @@ from airflow_aip.local.executor.environments import (
     download_packages,
 )
 from airflow_aip.local.executor.gcs_mount import mount_failure, mount_unavailable
+from airflow_aip.local.executor.host_env import PassedEnv
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
@@ -98,6 +100,7 @@ class ExecutionSettings:
     engine: ContainerEngine | None = None  # runs custom containers (.containers); None: there is none
     prebuilt: PrebuiltImages | None = None  # package pools in their pre-built image (.prebuilt); None: never
     grpc_address: str = ""  # its gRPC face, ``host:port``: where a replica's gapic clients end up
+    pass_env: tuple[str, ...] = ()  # this machine's variables every replica gets on purpose (.host_env)
 
 
 class JobExecution:
@@ -120,6 +123,8 @@ class JobExecution:
         self.control = control
         self.log = JobLog(store, project, job_id)
         self.dir = store.job_dir(project, job_id)
+        # Read once, when the job starts: every replica and trial gets the same, and the log says it.
+        self.host_env = PassedEnv.of(settings.pass_env, os.environ)
 
     def _transition(self, state: JobState, **fields: Any) -> bool:
         """Move to ``state`` unless the job is already cancelling or over; True if it moved."""
@@ -239,7 +244,7 @@ class JobExecution:
         processes = any(not p.image_uri for p in plan.pools)
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
         gpus = accelerator_notes(plan.pools, self.settings.engine)
-        for note in [n for n in (unmountable, shared_tmp) if n] + gpus:
+        for note in [self.host_env.note(), *(n for n in (unmountable, shared_tmp) if n), *gpus]:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None
@@ -314,7 +319,17 @@ class JobExecution:
         link = logs_url(base, self.project, self.job_id) if base else ""
         engine, project, python = self.settings.engine, self.project, Path(sys.executable)
         return AttemptSpec(
-            plan, python, work, self.settings.storage_url, trial, hp, link, engine, project, pythons
+            plan,
+            python,
+            work,
+            self.settings.storage_url,
+            trial,
+            hp,
+            link,
+            engine,
+            project,
+            pythons,
+            host_env=self.host_env.values,
         )
 
     def _train(self, plan: ExecutionPlan, pythons: dict[str, Path], gate: Provisioning | None = None) -> None:

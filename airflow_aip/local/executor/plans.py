@@ -134,6 +134,8 @@ class ExecutionPlan:
     project_number: str = ""
     service_account: str = ""
     region: str = OPTIONS["region"].default  # [aip] region's default, as an operator given none
+    # AI Platform set TF_CONFIG on every job; Vertex AI on distributed ones only (.cluster_env).
+    tf_config_always: bool = False
 
     @property
     def primary(self) -> PoolPlan:
@@ -206,6 +208,7 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
         project_number=project_number(project),
         service_account=ti.get("serviceAccount") or ml_service_agent(project_number(project)),
         region=str(ti.get("region") or OPTIONS["region"].default),
+        tf_config_always=True,
     )
 
 

@@ -3,22 +3,21 @@
 Each replica of every pool of the :class:`~.plans.ExecutionPlan` (ml v1's master, workers,
 parameter servers and evaluators; Vertex's workerpool0..3) is ``python -m <module> <args>
 [--name=value ...] [--job-dir <jobDir>]`` in a fresh working directory, with the environment
-the service sets: TF_CONFIG and CLUSTER_SPEC (cluster, task incl. trial, job, environment
-"cloud"), CLOUD_ML_JOB_ID (a Vertex trial's is its own CustomJob's: :func:`.plans.trial_job_id`),
-CLOUD_ML_PROJECT_ID, CLOUD_ML_TRIAL_ID for trials, STORAGE_EMULATOR_HOST (so the trainer's own Cloud
-Storage calls reach the emulator), AIP_MODEL_DIR / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR
-under the output directory, and the pool's own ``env``. Each replica has a private
+the service sets: the cluster's variables (CLUSTER_SPEC; TF_CONFIG and PyTorch's rendezvous on
+distributed jobs, :mod:`.cluster_env`), CLOUD_ML_JOB_ID (a Vertex trial's is its own CustomJob's:
+:func:`.plans.trial_job_id`), CLOUD_ML_PROJECT_ID, CLOUD_ML_TRIAL_ID for trials,
+STORAGE_EMULATOR_HOST (so the trainer's own Cloud Storage calls reach the emulator), AIP_MODEL_DIR
+/ AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under the output directory, and the pool's own
+``env``. A process replica inherits nothing of the service's environment: it starts from what its
+image would hold and what ``--pass-env`` passes (:mod:`.host_env`), and sees exactly its pool's
+GPUs (``CUDA_VISIBLE_DEVICES``, :mod:`.accelerators`). Each replica has a private
 ``/tmp/hypertune`` and ``TMPDIR`` (:mod:`.private_tmp`): cloudml-hypertune's reports and a direct
 write to ``/tmp/hypertune/output.metrics`` both land where this replica's metrics are read. A
-Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`). Every replica gets
-PyTorch's rendezvous variables as Vertex sets them: ``MASTER_ADDR`` and ``MASTER_PORT`` (the
-primary replica's address in the cluster map), ``WORLD_SIZE`` (every replica of every pool) and
-``RANK`` (0 for the primary, then in pool order). [U] unverified: whether Vertex counts the
-parameter-server and evaluator pools in ``WORLD_SIZE``, and its port (the cluster map's here).
-A custom container's replica runs in its image (:mod:`.containers`) with the same variables, as
-does a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for
-accelerators gets the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its
-own pool's environment (``AttemptSpec.pythons``).
+Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`). A custom container's
+replica runs in its image (:mod:`.containers`) with the same variables (passed by name), as does
+a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for accelerators gets
+the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its own pool's
+environment (``AttemptSpec.pythons``).
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -26,20 +25,26 @@ are stopped; a replica that fails first fails the attempt.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
-from airflow_aip.local.executor.accelerators import engine_gpus
+from airflow_aip.local.executor.accelerators import (
+    GpuLedger,
+    accelerator_count,
+    engine_gpus,
+    machine_ledger,
+    visible_devices,
+)
+from airflow_aip.local.executor.cluster_env import ClusterLayout
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
+from airflow_aip.local.executor.host_env import image_env
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
@@ -58,7 +63,7 @@ __all__ = [
 _SITE_DIR = str(Path(trainer_site.__file__).resolve().parent)
 # (task name, trial id or None, stream, line)
 ReplicaLog = Callable[[str, str | None, str, str], None]
-# Variables of the service process a trainer must not inherit.
+# Variables of the service a container engine's CLI must not pass on (a process replica inherits nothing).
 _NOT_INHERITED = (
     "PYTHONPATH",
     "PYTHONHOME",
@@ -119,6 +124,9 @@ class AttemptSpec:
     # A process pool's own environment's Python, by cluster key (each pool installs its own packages);
     # a pool not listed runs ``python``.
     pythons: Mapping[str, Path] | None = None
+    # This machine's variables passed on purpose (``aip-local serve --pass-env``: :mod:`.host_env`).
+    host_env: Mapping[str, str] = field(default_factory=dict)
+    gpus: GpuLedger | None = None  # whose GPUs process replicas lease (None: this machine's)
 
 
 def logs_url(base: str, project: str, job_id: str) -> str:
@@ -194,23 +202,15 @@ class Attempt:
         pools = spec.plan.pools
         self.primary = pools[0].task_name(0)
         hosts = {p.cluster_key: [f"127.0.0.1:{free_port()}" for _ in range(p.count)] for p in pools}
-        cluster = {p.cluster_key: hosts[p.cluster_key] for p in pools if p.in_cluster}
-        # TensorFlow's cluster never lists evaluators; they read TF_CONFIG's task only.
-        tf_cluster = {p.tf_key: hosts[p.cluster_key] for p in pools if p.tf_key != "evaluator"}
-        address, _, port = hosts[pools[0].cluster_key][0].rpartition(":")
-        self._rendezvous = {
-            "MASTER_ADDR": address,
-            "MASTER_PORT": port,
-            "WORLD_SIZE": str(sum(p.count for p in pools)),
-        }
+        self._cluster = ClusterLayout(pools, hosts, spec.plan.job_json, spec.plan.tf_config_always)
+        self._ledger = spec.gpus if spec.gpus is not None else machine_ledger()
+        self._leases: list[tuple[int, ...]] = []
         self.processes: dict[str, ManagedProcess] = {}
         self.containers: list[str] = []
         try:
-            rank = 0
             for pool in pools:
                 for index in range(pool.count):
-                    self._start(pool, index, rank, cluster, tf_cluster, log)
-                    rank += 1
+                    self._start(pool, index, log)
         except BaseException:
             self.stop()
             raise
@@ -224,15 +224,7 @@ class Attempt:
         """The replica's own ``/tmp/hypertune`` and temporary directory (beside its work dir, not in it)."""
         return self.spec.work_dir / "private" / task_name
 
-    def _start(
-        self,
-        pool: PoolPlan,
-        index: int,
-        rank: int,
-        cluster: Mapping[str, Sequence[str]],
-        tf_cluster: Mapping[str, Sequence[str]],
-        log: ReplicaLog,
-    ) -> None:
+    def _start(self, pool: PoolPlan, index: int, log: ReplicaLog) -> None:
         spec, plan = self.spec, self.spec.plan
         task_name = pool.task_name(index)
         cwd = spec.work_dir / task_name
@@ -240,17 +232,21 @@ class Attempt:
             shutil.rmtree(cwd)
         cwd.mkdir(parents=True)
         private = self._private_dir(task_name)
-        inherited = {k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}
-        env = self._replica_env(pool, index, rank, cluster, tf_cluster, private, inherited)
         args = [*pool.args, *(f"--{name}={value}" for name, value in (spec.hyperparameters or {}).items())]
         if plan.job_dir_arg:
             args += ["--job-dir", plan.job_dir_arg]
         if pool.image_uri:
+            env = self._replica_env(pool, index, private, dict(spec.host_env))
             argv = self._container_argv(pool, task_name, env, args, private)
             if self._container_gcs():  # the container's /gcs/ is bound from this mount namespace's
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
+            # The engine's CLI runs with this machine's environment; the container gets ``env`` only.
+            process_env = {**{k: v for k, v in os.environ.items() if k not in _NOT_INHERITED}, **env}
         else:
             python = (spec.pythons or {}).get(pool.cluster_key, spec.python)
+            gpus = self._lease(pool)
+            base = {**image_env(python, cwd), **spec.host_env, **visible_devices(gpus)}
+            process_env = env = self._replica_env(pool, index, private, base)
             argv = [str(python), "-m", pool.python_module, *args]
             if plan.gcs_mount:
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
@@ -259,38 +255,28 @@ class Attempt:
         def sink(stream: str, line: str) -> None:
             log(task_name, spec.trial_id, stream, line)
 
-        self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env={**inherited, **env}, sink=sink)
+        self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env=process_env, sink=sink)
+
+    def _lease(self, pool: PoolPlan) -> tuple[int, ...]:
+        """The GPUs a process replica of ``pool`` sees (none for a CPU pool), held until :meth:`stop`."""
+        count = accelerator_count(pool.accelerators)
+        if not count:
+            return ()
+        gpus = self._ledger.lease(count)
+        self._leases.append(gpus)
+        return gpus
 
     def _replica_env(
-        self,
-        pool: PoolPlan,
-        index: int,
-        rank: int,
-        cluster: Mapping[str, Sequence[str]],
-        tf_cluster: Mapping[str, Sequence[str]],
-        private: Path,
-        inherited: Mapping[str, str],
+        self, pool: PoolPlan, index: int, private: Path, base: Mapping[str, str]
     ) -> dict[str, str]:
-        """What the service sets for one replica (a container gets exactly these)."""
+        """What the service sets for one replica over ``base`` (a container gets exactly these, by name)."""
         spec, plan = self.spec, self.spec.plan
-        task: dict[str, Any] = {"type": pool.cluster_key, "index": index}
-        if spec.trial_id:
-            task["trial"] = spec.trial_id
-        job = plan.job_json
-        tf_config = {
-            "cluster": tf_cluster,
-            "task": dict(task, type=pool.tf_key),
-            "job": job,
-            "environment": "cloud",
-        }
         env: dict[str, str] = dict(
+            base,
             PYTHONUNBUFFERED="1",
-            TF_CONFIG=json.dumps(tf_config),
-            CLUSTER_SPEC=json.dumps({"cluster": cluster, "task": task, "job": job, "environment": "cloud"}),
             CLOUD_ML_JOB_ID=plan.job_id_of(spec.trial_id),
             CLOUD_ML_PROJECT_ID=plan.project_env,
-            RANK=str(rank),
-            **self._rendezvous,
+            **self._cluster.variables(pool, index, spec.trial_id),
             **output_dirs(plan.output_base, spec.trial_id),
         )
         env.update(private_tmp.prepare(private))
@@ -299,7 +285,7 @@ class Attempt:
             env = {k: v for k, v in env.items() if k not in HOST_ONLY}
             env["PYTHONPATH"] = SITE_MOUNT  # the Vertex AI SDK's redirection, bound read-only
         for name, value in pool.env:
-            env[name] = expand_env_value(value, {**inherited, **env})
+            env[name] = expand_env_value(value, env)
         if spec.storage_url:
             env["STORAGE_EMULATOR_HOST"] = spec.storage_url
         if spec.trial_id:
@@ -353,9 +339,13 @@ class Attempt:
         return None
 
     def stop(self) -> None:
-        """Containers first (the engine stops them; their clients then exit), then the processes."""
+        """Containers first (the engine stops them; their clients then exit), then the processes;
+        then their GPUs are free for others."""
         if self.spec.engine is not None:
             for name in self.containers:
                 self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()
+        leases, self._leases = self._leases, []
+        for gpus in leases:
+            self._ledger.release(gpus)

@@ -1,0 +1,135 @@
+"""A process replica's environment is its image's, Vertex AI's and its pool's: nothing of this machine's
+unless passed on purpose (``aip-local serve --pass-env``), and exactly its pool's GPUs (none here).
+
+A service of this module's own, started with variables in its environment that a trainer must not
+see, and with ``--pass-env`` and ``AIP_LOCAL_PASS_ENV`` naming others (one of them unset).
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from airflow_aip.local.executor.host_env import SYSTEM_PATH
+from airflow_aip.local.storage.gcs import FakeGcsServer
+from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, wait_for_job
+from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, worker_pool
+
+pytestmark = pytest.mark.integration
+
+# What a process replica may see, each for a reason: its image's, Vertex AI's, the pool's own
+# (AIP_TEST_ENV), the GPUs, and the local runtime's own (metadata server, proxy, CA bundles, the SDK's
+# redirection, the emulator, the private /tmp).
+_IMAGE = {"PATH", "LANG", "TZ", "HOME"}
+_VERTEX = {
+    "CLUSTER_SPEC",
+    "KUBERNETES_PORT",
+    "CLOUD_ML_JOB_ID",
+    "CLOUD_ML_PROJECT_ID",
+    "CLOUD_ML_REGION",
+    "AIP_MODEL_DIR",
+    "AIP_CHECKPOINT_DIR",
+    "AIP_TENSORBOARD_LOG_DIR",
+    "PYTHONUNBUFFERED",
+    "AIP_TEST_ENV",
+    "CUDA_VISIBLE_DEVICES",
+}
+_LOCAL_RUNTIME = {
+    "GCE_METADATA_HOST",
+    "GCE_METADATA_IP",
+    "NO_GCE_CHECK",
+    "CLOUDSDK_CONFIG",
+    "PYTHONPATH",
+    "AIP_LOCAL_AIPLATFORM_ENDPOINT",
+    "AIP_LOCAL_PROJECT_ID",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+    "CURL_CA_BUNDLE",
+    "REQUESTS_CA_BUNDLE",
+    "SSL_CERT_FILE",
+    "GRPC_DEFAULT_SSL_ROOTS_FILE_PATH",
+    "STORAGE_EMULATOR_HOST",
+    "TMPDIR",
+    "CLOUD_ML_HP_METRIC_FILE",  # only where no mount namespace can be made
+    "PWD",  # the replica's own directory, exported by the sh that mounts /gcs/ and /tmp/hypertune
+}
+
+
+@pytest.fixture(scope="module")
+def service(fake_gcs: FakeGcsServer, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalService]:
+    with pytest.MonkeyPatch.context() as env:  # the service's environment, as a developer's shell has it
+        env.setenv("AIP_TEST_LEAK", "a developer's secret")
+        env.setenv("WANDB_API_KEY", "not on Vertex AI")
+        env.setenv("AIP_TEST_PASSED", "passed on purpose")
+        env.setenv("AIP_TEST_PASSED_TOO", "by the variable")
+        env.delenv("AIP_TEST_UNSET", raising=False)
+        env.setenv("AIP_LOCAL_PASS_ENV", "AIP_TEST_PASSED_TOO")
+        flags = ["--pass-env", "AIP_TEST_PASSED", "--pass-env", "AIP_TEST_UNSET"]
+        data = tmp_path_factory.mktemp("aip-local-env") / "data"
+        started = LocalService(data, fake_gcs.url, extra_args=flags).start()
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+def _run(service: LocalService, body: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+    project = f"proj-{uuid.uuid4().hex[:10]}"
+    jobs = aiplatform(service.url).projects().locations().customJobs()
+    created = jobs.create(parent=f"projects/{project}/locations/{LOCATION}", body=body).execute()
+    job: dict[str, Any] = wait_for_job(jobs, created["name"], VERTEX_TERMINAL)
+    return project, created["name"].rsplit("/", 1)[1], job
+
+
+def test_a_process_replica_sees_no_variable_of_this_machine_but_those_passed(
+    service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    base = f"gs://{staged_trainer.bucket}/env/{uuid.uuid4().hex[:8]}"
+    pool = worker_pool(
+        staged_trainer, "succeed", [f"--job-dir={base}"], env=[{"name": "AIP_TEST_ENV", "value": "$(HOME)"}]
+    )
+    spec = {"workerPoolSpecs": [pool], "baseOutputDirectory": {"outputUriPrefix": base}}
+    project, job_id, job = _run(service, {"displayName": "env", "jobSpec": spec})
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
+    environ: dict[str, str] = staged_trainer.read_json(base + "/report.json")["environ"]
+    report = staged_trainer.read_json(base + "/report.json")
+    passed = {"AIP_TEST_PASSED": "passed on purpose", "AIP_TEST_PASSED_TOO": "by the variable"}
+    assert {k: environ.get(k) for k in passed} == passed
+    unexpected = set(environ) - _IMAGE - _VERTEX - _LOCAL_RUNTIME - set(passed)
+    assert unexpected == set(), "a process replica got variables of this machine"
+    # As its image would: the runtime's Python first, then the system's; an empty home of its own.
+    assert environ["PATH"] == f"{Path(report['executable']).parent}:{SYSTEM_PATH}"
+    assert (environ["LANG"], environ["TZ"], environ["HOME"]) == ("C.UTF-8", "UTC", report["cwd"])
+    assert environ["AIP_TEST_ENV"] == report["cwd"]  # the pool's $(HOME) is the replica's, not the host's
+    assert environ["CUDA_VISIBLE_DEVICES"] == "-1"  # a CPU pool sees no GPU, whatever the machine has
+    texts = [e["textPayload"] for e in log_entries(service.url, project, job_id)]
+    said = [t for t in texts if "--pass-env" in t]
+    assert said == [
+        "Passed to the replicas from this machine's environment on purpose (--pass-env): "
+        "AIP_TEST_PASSED_TOO, AIP_TEST_PASSED; not set on this machine, so not passed: AIP_TEST_UNSET"
+    ]
+
+
+def test_a_distributed_job_counts_its_nodes_and_gives_each_its_own_rank(
+    service: LocalService, staged_trainer: StagedTrainer
+) -> None:
+    base = f"gs://{staged_trainer.bucket}/dist/{uuid.uuid4().hex[:8]}"
+    primary = worker_pool(staged_trainer, "succeed", [f"--job-dir={base}"])
+    workers = {**worker_pool(staged_trainer, "succeed", [f"--job-dir={base}"]), "replicaCount": "2"}
+    server = worker_pool(staged_trainer, "sleep", [])  # a parameter server: not a node of the world
+    _, _, job = _run(
+        service, {"displayName": "dist", "jobSpec": {"workerPoolSpecs": [primary, workers, server]}}
+    )
+    assert job["state"] == "JOB_STATE_SUCCEEDED", job.get("error")
+    reports = [staged_trainer.read_json(f"{base}/{name}") for name in ("report.json", "report-worker-0.json")]
+    reports.append(staged_trainer.read_json(f"{base}/report-worker-1.json"))
+    assert [(r["RANK"], r["WORLD_SIZE"]) for r in reports] == [("0", "3"), ("1", "3"), ("2", "3")]
+    assert all(json.loads(r["TF_CONFIG"])["cluster"]["ps"] for r in reports)
+    assert {r["environ"]["KUBERNETES_PORT"] for r in reports} == {"tcp://127.0.0.1:9"}
