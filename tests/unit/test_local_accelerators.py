@@ -65,6 +65,10 @@ def test_the_machine_gpus_are_what_nvidia_smi_lists_else_the_nvidia_devices(tmp_
         (tmp_path / name).touch()
     assert machine_gpus(lambda argv: None, tmp_path) == (0, 1)  # no nvidia-smi: the devices
     assert machine_gpus(lambda argv: None, tmp_path / "absent") == ()
+    # A service started with CUDA_VISIBLE_DEVICES shares only those GPUs (CUDA's rule: "-1" ends it).
+    assert machine_gpus(smi, tmp_path, visible="3,1") == (1, 3)
+    assert machine_gpus(smi, tmp_path, visible="0,-1,3") == (0,)
+    assert machine_gpus(smi, tmp_path, visible="") == ()
 
 
 def test_replicas_get_distinct_gpus_while_the_machine_has_them_then_share_the_least_used() -> None:

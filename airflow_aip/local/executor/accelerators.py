@@ -11,7 +11,8 @@ Vertex gives a replica the GPUs its pool's ``machineSpec`` names (ml v1: the rol
   ``CUDA_VISIBLE_DEVICES`` names its pool's ``acceleratorCount`` of this machine's GPUs (the
   least used first, so distinct replicas, and replicas of jobs running at once, get distinct
   GPUs while the machine has them; past that they share, and a pool asking for more than the
-  machine has sees all it has), in ``nvidia-smi``'s order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``).
+  machine has sees all it has), in ``nvidia-smi``'s order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``); a
+  service started with ``CUDA_VISIBLE_DEVICES`` (indices) leases only those.
   A CPU pool, and a GPU pool on a machine without one, get ``CUDA_VISIBLE_DEVICES=-1``: CUDA
   documents that an invalid index ends the list, so torch, TensorFlow and JAX see no GPU, and
   unlike an empty value no Python code can take ``-1`` for "unset" and use every GPU.
@@ -25,6 +26,7 @@ the machine's facts as arguments; :func:`engine_gpus` and :func:`machine_gpus` r
 from __future__ import annotations
 
 import functools
+import os
 import re
 import subprocess
 import threading
@@ -88,18 +90,30 @@ def _nvidia_smi(argv: Sequence[str]) -> str | None:
 
 
 def machine_gpus(
-    run: Callable[[Sequence[str]], str | None] = _nvidia_smi, devices: Path = Path("/dev")
+    run: Callable[[Sequence[str]], str | None] = _nvidia_smi,
+    devices: Path = Path("/dev"),
+    visible: str | None = None,
 ) -> tuple[int, ...]:
     """This machine's NVIDIA GPUs by index: what ``nvidia-smi`` lists (``run`` runs it: None when it
-    cannot), else the ``/dev/nvidiaN`` devices, else none."""
+    cannot), else the ``/dev/nvidiaN`` devices, else none; only those of ``visible`` (the service's
+    own ``CUDA_VISIBLE_DEVICES``, indices: a service started on some GPUs shares only those)."""
     output = run(NVIDIA_SMI)
     if output is not None:
-        return parse_gpu_indices(output)
-    try:
-        names = [entry.name for entry in devices.iterdir()]
-    except OSError:
-        return ()
-    return tuple(sorted(int(m.group(1)) for n in names if (m := _DEVICE.fullmatch(n))))
+        found = parse_gpu_indices(output)
+    else:
+        try:
+            names = [entry.name for entry in devices.iterdir()]
+        except OSError:
+            names = []
+        found = tuple(sorted(int(m.group(1)) for n in names if (m := _DEVICE.fullmatch(n))))
+    if visible is None:
+        return found
+    allowed = []
+    for token in (t.strip() for t in visible.split(",")):
+        if not token.isdigit():  # CUDA: an invalid index (or "-1") ends the list
+            break
+        allowed.append(int(token))
+    return tuple(gpu for gpu in found if gpu in allowed)
 
 
 def accelerator_count(accelerators: str) -> int:
@@ -133,7 +147,7 @@ class GpuLedger:
 @functools.cache
 def machine_ledger() -> GpuLedger:
     """The one ledger of this machine's GPUs, shared by every job of every service in this process."""
-    return GpuLedger(machine_gpus())
+    return GpuLedger(machine_gpus(visible=os.environ.get("CUDA_VISIBLE_DEVICES")))
 
 
 def visible_devices(gpus: Sequence[int]) -> dict[str, str]:
