@@ -8,6 +8,7 @@ see, and with ``--pass-env`` and ``AIP_LOCAL_PASS_ENV`` naming others (one of th
 from __future__ import annotations
 
 import json
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +16,11 @@ from typing import Any
 
 import pytest
 
+from airflow_aip.local.executor.accelerators import GpuLedger
+from airflow_aip.local.executor.containers import ContainerEngine
 from airflow_aip.local.executor.host_env import SYSTEM_PATH
+from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan
+from airflow_aip.local.executor.runner import Attempt, AttemptSpec
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, wait_for_job
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, worker_pool
@@ -133,3 +138,52 @@ def test_a_distributed_job_counts_its_nodes_and_gives_each_its_own_rank(
     assert [(r["RANK"], r["WORLD_SIZE"]) for r in reports] == [("0", "3"), ("1", "3"), ("2", "3")]
     assert all(json.loads(r["TF_CONFIG"])["cluster"]["ps"] for r in reports)
     assert {r["environ"]["KUBERNETES_PORT"] for r in reports} == {"tcp://127.0.0.1:9"}
+
+
+_SLEEP = ("-n", "1", "-r", "1", "import time; time.sleep(30)")  # python -m timeit: a replica that waits
+
+
+def _environ(pid: int) -> dict[str, str]:
+    raw = Path(f"/proc/{pid}/environ").read_bytes()
+    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+
+
+def test_each_gpu_replica_sees_gpus_of_its_own_and_a_cpu_pool_none(tmp_path: Path) -> None:
+    """A real attempt on a machine of three GPUs, as nvidia-smi would list them (:class:`GpuLedger`
+    is where the service's discovery ends): this machine has none to prove it with."""
+    gpu = "1 x NVIDIA_TESLA_T4"
+    pools = (
+        PoolPlan("workerpool0", "chief", "workerpool0-", 1, "timeit", _SLEEP, accelerators=gpu),
+        PoolPlan("workerpool1", "worker", "workerpool1-", 2, "timeit", _SLEEP, accelerators=gpu),
+        PoolPlan("workerpool2", "ps", "workerpool2-", 1, "timeit", _SLEEP),
+    )
+    plan = ExecutionPlan("j", "1", (), pools, {})
+    ledger = GpuLedger((0, 1, 2))
+    attempt = Attempt(AttemptSpec(plan, Path(sys.executable), tmp_path, None, gpus=ledger), lambda *a: None)
+    try:
+        seen = {name: _environ(p.pid).get("CUDA_VISIBLE_DEVICES") for name, p in attempt.processes.items()}
+    finally:
+        attempt.stop()
+    assert seen == {"workerpool0-0": "0", "workerpool1-0": "1", "workerpool1-1": "2", "workerpool2-0": "-1"}
+    assert ledger.lease(3) == (0, 1, 2)  # the stopped attempt gave its GPUs back
+
+
+def test_a_container_replica_gets_the_passed_names_but_not_the_image_variables_of_a_process(
+    tmp_path: Path,
+) -> None:
+    """The engine's CLI is ``true`` here: what matters is the ``run`` it is given (values by name)."""
+    pool = PoolPlan("workerpool0", "chief", "workerpool0-", 1, "", ("report",), image_uri="r/img:1")
+    spec = AttemptSpec(
+        ExecutionPlan("j", "1", (), (pool,), {}),
+        Path(sys.executable),
+        tmp_path,
+        None,
+        engine=ContainerEngine("/bin/true", "k"),
+        host_env={"AIP_TEST_PASSED": "x"},
+    )
+    attempt = Attempt(spec, lambda *a: None)
+    attempt.stop()
+    argv = attempt.processes["workerpool0-0"].argv
+    names = {argv[i + 1] for i, arg in enumerate(argv) if arg == "--env"}
+    assert {"AIP_TEST_PASSED", "CLUSTER_SPEC", "KUBERNETES_PORT"} <= names
+    assert not {"PATH", "HOME", "LANG", "TZ", "CUDA_VISIBLE_DEVICES", "TF_CONFIG", "RANK"} & names
