@@ -203,7 +203,7 @@ class Attempt:
         self.primary = pools[0].task_name(0)
         hosts = {p.cluster_key: [f"127.0.0.1:{free_port()}" for _ in range(p.count)] for p in pools}
         self._cluster = ClusterLayout(pools, hosts, spec.plan.job_json, spec.plan.tf_config_always)
-        self._ledger = spec.gpus if spec.gpus is not None else machine_ledger()
+        self._ledger = spec.gpus  # this machine's, read when a replica first asks for a GPU
         self._leases: list[tuple[int, ...]] = []
         self.processes: dict[str, ManagedProcess] = {}
         self.containers: list[str] = []
@@ -262,6 +262,8 @@ class Attempt:
         count = accelerator_count(pool.accelerators)
         if not count:
             return ()
+        if self._ledger is None:
+            self._ledger = machine_ledger()
         gpus = self._ledger.lease(count)
         self._leases.append(gpus)
         return gpus
@@ -348,4 +350,5 @@ class Attempt:
             process.stop()
         leases, self._leases = self._leases, []
         for gpus in leases:
-            self._ledger.release(gpus)
+            if self._ledger is not None:
+                self._ledger.release(gpus)
