@@ -87,6 +87,7 @@ class ServiceConfig:
     container_engine: str = "none"
     # --prebuilt-images: present (default), pull or never (executor/prebuilt.py).
     prebuilt_images: str = "present"
+    machine_limits: bool = True  # --machine-limits: each replica held to its machine (executor/limits.py)
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -139,6 +140,7 @@ class TrainingService:
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
+            config.machine_limits,
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

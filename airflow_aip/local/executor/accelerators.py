@@ -6,7 +6,11 @@ Vertex gives a replica the GPUs its pool's ``machineSpec`` names (ml v1: the rol
 - a container replica gets this machine's NVIDIA GPUs when its engine can pass them: podman
   through the CDI spec the NVIDIA Container Toolkit writes (``/etc/cdi/nvidia.yaml`` or
   ``/var/run/cdi/nvidia.yaml``: ``--device nvidia.com/gpu=all``), docker through the ``nvidia``
-  runtime ``docker info`` lists (``--gpus all``). All of them, not the count asked for;
+  runtime ``docker info`` lists (``--gpus``). Each replica gets its pool's ``acceleratorCount``
+  GPUs, by index, as its own Vertex AI machine numbers them: ``nvidia.com/gpu=0`` ... ``=<n-1>``
+  (podman), ``--gpus "device=0,...,<n-1>"`` (docker) (:func:`gpu_devices`); a CPU pool none. Replicas
+  of one job share this machine's GPUs from index 0, where each has its own on Vertex AI; one that
+  asks for more than this machine has (``/dev/nvidia<N>``) gets all of them, and the log says so;
 - a process replica runs on this machine as any process does: it sees its GPUs (``/dev/nvidia0``)
   if it has any, with whatever framework build its environment holds.
 
@@ -60,6 +64,33 @@ def container_gpus(engine: str, cdi_specs: Sequence[str], runtimes: Sequence[str
             "no GPU can be passed: `docker info` lists no nvidia runtime (NVIDIA Container Toolkit)",
         )
     return GpuAccess((), f"no GPU can be passed: {engine} has no known way to pass one")
+
+
+def accelerator_count(accelerators: str) -> int:
+    """The count of a pool's ``"<count> x <type>"`` (:attr:`.plans.PoolPlan.accelerators`); 0 for none."""
+    count, _, kind = accelerators.partition(" x ")
+    return int(count) if kind and count.isdigit() else 0
+
+
+def host_gpu_count() -> int:
+    """How many NVIDIA GPUs this machine has: its ``/dev/nvidia<N>`` device nodes."""
+    return sum(1 for path in HOST_GPU.parent.glob("nvidia*") if path.name[len("nvidia") :].isdigit())
+
+
+def gpu_devices(access: GpuAccess, accelerators: str, host_gpus: int) -> list[str]:
+    """The engine's flags giving one container replica its pool's GPUs by index, and no more
+    (this machine's ``host_gpus`` at most, where it can count them).
+
+    A TPU, or an engine that can pass none, gets none. [U] unverified: that docker takes the
+    quoted ``"device=0,1"`` form for a list (its documentation's, for the CLI's CSV parsing).
+    """
+    count = accelerator_count(accelerators)
+    count = min(count, host_gpus) if host_gpus else count
+    if not access.passed or not count or "TPU" in accelerators:
+        return []
+    if access.flags[0] == "--device":  # podman's CDI names, one per GPU
+        return [flag for index in range(count) for flag in ("--device", f"nvidia.com/gpu={index}")]
+    return ["--gpus", '"device=' + ",".join(str(index) for index in range(count)) + '"']
 
 
 def process_gpus(host_gpu: bool) -> GpuAccess:
@@ -116,4 +147,10 @@ def accelerator_notes(pools: Sequence[PoolPlan], engine: ContainerEngine | None)
             continue
         access = engine_gpus(engine.name, engine.binary)
         notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]
+        host = host_gpu_count()
+        if access.passed and 0 < host < accelerator_count(pool.accelerators):
+            notes.append(
+                f"Pool {pool.cluster_key} asks for {pool.accelerators}; this machine has {host} GPUs: "
+                "each replica gets all of them"
+            )
     return notes

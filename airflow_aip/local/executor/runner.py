@@ -37,9 +37,18 @@ from typing import Any
 
 from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
-from airflow_aip.local.executor.accelerators import engine_gpus
+from airflow_aip.local.executor.accelerators import engine_gpus, gpu_devices, host_gpu_count
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
+from airflow_aip.local.executor.limits import (
+    MemoryUse,
+    ReplicaLimit,
+    container_limits,
+    gigabytes,
+    host_cpus,
+    machine_size,
+    this_machine_cgroups,
+)
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
@@ -119,6 +128,7 @@ class AttemptSpec:
     # A process pool's own environment's Python, by cluster key (each pool installs its own packages);
     # a pool not listed runs ``python``.
     pythons: Mapping[str, Path] | None = None
+    machine_limits: bool = False  # hold each replica to its machine's memory and vCPUs (.limits)
 
 
 def logs_url(base: str, project: str, job_id: str) -> str:
@@ -154,6 +164,7 @@ class AttemptOutcome:
     task: str
     stderr_tail: str
     logs_url: str = ""
+    memory: MemoryUse | None = None  # the deciding replica's, where its machine's memory held it
 
     @property
     def succeeded(self) -> bool:
@@ -171,6 +182,8 @@ class AttemptOutcome:
         """
         role, legacy, index = self.task.partition("-replica-")
         replica = f"{role} {index}" if legacy else self.task
+        if self.memory is not None and self.memory.killed:
+            return self._out_of_memory(replica)
         if self.exit_code < 0:
             status = f"was terminated by signal {-self.exit_code}"
         else:
@@ -184,6 +197,23 @@ class AttemptOutcome:
                 f"To find out more about why your job exited please check the logs: {self.logs_url}"
             )
         return message.rstrip()
+
+    def _out_of_memory(self, replica: str) -> str:
+        """Killed past its machine's memory: Google's words [O] "The replica master 0 ran out-of-memory
+        and exited with a non-zero status of 9(SIGKILL)" (AI Platform jobs in tensorflow/models#5591
+        and #9352); [U] unverified: the same words on Vertex AI, with its replica names. Then its peak
+        against the machine's (ours), then the logs link."""
+        status = "9(SIGKILL)" if self.exit_code == -9 else str(abs(self.exit_code))
+        message = f"The replica {replica} ran out-of-memory and exited with a non-zero status of {status}."
+        if self.memory is not None and self.memory.peak is not None:
+            size = self.memory.size
+            message += (
+                f" Its peak memory was {gigabytes(self.memory.peak)}, of the {size.memory} of its "
+                f"{size.machine_type} machine."
+            )
+        if self.logs_url:
+            message += f" To find out more about why your job exited please check the logs: {self.logs_url}"
+        return message
 
 
 class Attempt:
@@ -205,6 +235,7 @@ class Attempt:
         }
         self.processes: dict[str, ManagedProcess] = {}
         self.containers: list[str] = []
+        self.limits: dict[str, ReplicaLimit] = {}  # the process replicas held to their machine
         try:
             rank = 0
             for pool in pools:
@@ -251,7 +282,7 @@ class Attempt:
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
         else:
             python = (spec.pythons or {}).get(pool.cluster_key, spec.python)
-            argv = [str(python), "-m", pool.python_module, *args]
+            argv = self._held(pool, task_name, [str(python), "-m", pool.python_module, *args])
             if plan.gcs_mount:
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
             argv = private_tmp.with_private_tmp(argv, private)
@@ -260,6 +291,16 @@ class Attempt:
             log(task_name, spec.trial_id, stream, line)
 
         self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env={**inherited, **env}, sink=sink)
+
+    def _held(self, pool: PoolPlan, task_name: str, argv: list[str]) -> list[str]:
+        """The trainer's own argv, inside what holds it to its machine (:mod:`.limits`)."""
+        size = machine_size(pool.machine_type) if self.spec.machine_limits else None
+        if size is None:
+            return argv
+        name = f"{self.spec.project}-{self.spec.plan.job_id}-{task_name}-{self.spec.trial_id or ''}"
+        limit = ReplicaLimit(size, this_machine_cgroups(), name, host_cpus())
+        self.limits[task_name] = limit
+        return limit.wrap(argv)
 
     def _replica_env(
         self,
@@ -325,7 +366,9 @@ class Attempt:
         name = engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
-        devices = engine_gpus(engine.name, engine.binary).flags if pool.accelerators else ()
+        devices = gpu_devices(engine_gpus(engine.name, engine.binary), pool.accelerators, host_gpu_count())
+        size = machine_size(pool.machine_type) if spec.machine_limits else None
+        devices = [*devices, *container_limits(size, host_cpus())]
         return engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices)
 
     def _container_gcs(self) -> bool:
@@ -340,17 +383,28 @@ class Attempt:
 
     def poll(self) -> AttemptOutcome | None:
         """The outcome once the primary replica exits or another replica fails; None while running."""
+        for name, limit in self.limits.items():  # the watchdog, where no cgroup holds the replica
+            limit.check(self.processes[name].pid)
         master = self.processes[self.primary]
         code = master.poll()
         if code is not None:
             self.stop()
-            return AttemptOutcome(code, self.primary, master.stderr_tail(), self.spec.logs_url)
+            return self._outcome(code, self.primary)
         for name, process in self.processes.items():
             other = process.poll()
             if other not in (None, 0):
                 self.stop()
-                return AttemptOutcome(other, name, process.stderr_tail(), self.spec.logs_url)
+                return self._outcome(other, name)
         return None
+
+    def _outcome(self, code: int, name: str) -> AttemptOutcome:
+        limit = self.limits.get(name)
+        memory = limit.finish() if limit is not None else None
+        return AttemptOutcome(code, name, self.processes[name].stderr_tail(), self.spec.logs_url, memory)
+
+    def memory_notes(self) -> list[str]:
+        """Each held replica's peak memory against its machine's (the log's lines, once it ended)."""
+        return [limit.finish().note(name) for name, limit in self.limits.items()]
 
     def stop(self) -> None:
         """Containers first (the engine stops them; their clients then exit), then the processes."""
@@ -359,3 +413,5 @@ class Attempt:
                 self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()
+        for limit in self.limits.values():  # its processes are gone: its groups can go
+            limit.finish()
