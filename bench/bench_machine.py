@@ -14,6 +14,7 @@ same load.
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -89,11 +90,10 @@ def _measure(held: str, free: str, staged: StagedTrainer, repeats: int) -> list[
         "part) was not merged when this was measured."
     )
     start.notes.append(
-        "Measured on 2026-11-29 with `python -m bench.run --only machine --repeats 7` (7 jobs on each "
-        "service, in turns) while other engineers' suites shared the 2 cores (load average 9.4): both "
-        "services saw the same load; the ratios are the figure, not the absolute times. Here the limit is "
-        "a cgroup v1 group per replica (root); where none can be made, the watchdog reads the replica's "
-        "process tree at each poll (0.2 s) instead."
+        f"{max(repeats, 5)} jobs on each service, in turns, load average {os.getloadavg()[0]:.1f} at the "
+        "end: both services saw the same load; the ratios are the figure, not the absolute times. "
+        f"Here the limit is {how}; the watchdog, where no cgroup can be made, reads the replica's "
+        "process tree at each poll (0.2 s)."
     )
     wall = Figure(
         TOPIC,
