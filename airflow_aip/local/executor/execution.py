@@ -354,7 +354,7 @@ class JobExecution:
                 attempt = Attempt(self._spec(plan, pythons, None, None), self.log.replica)
                 self.store.set_processes(self.project, self.job_id, attempt.refs())
             time.sleep(self.settings.poll_interval)
-        for note in attempt.memory_notes():
+        for note in outcome.notes:
             self.log.service(note)
         if outcome.succeeded:
             return self._finish(JobState.SUCCEEDED)

@@ -165,6 +165,7 @@ class AttemptOutcome:
     stderr_tail: str
     logs_url: str = ""
     memory: MemoryUse | None = None  # the deciding replica's, where its machine's memory held it
+    notes: tuple[str, ...] = ()  # for the job's log: each held replica's peak memory (.limits)
 
     @property
     def succeeded(self) -> bool:
@@ -400,7 +401,8 @@ class Attempt:
     def _outcome(self, code: int, name: str) -> AttemptOutcome:
         limit = self.limits.get(name)
         memory = limit.finish() if limit is not None else None
-        return AttemptOutcome(code, name, self.processes[name].stderr_tail(), self.spec.logs_url, memory)
+        tail, notes = self.processes[name].stderr_tail(), tuple(self.memory_notes())
+        return AttemptOutcome(code, name, tail, self.spec.logs_url, memory, notes)
 
     def memory_notes(self) -> list[str]:
         """Each held replica's peak memory against its machine's (the log's lines, once it ended)."""

@@ -268,7 +268,7 @@ class TuningRun:
                 self._time_out(trial_id, running)
             return
         del self.running[trial_id]
-        self._memory_used(trial_id, running)
+        self._say(trial_id, outcome.notes)
         for report in self._new_reports(running):
             self._seen(running, report)
         final = self._final(running)
@@ -286,9 +286,9 @@ class TuningRun:
             self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
             self.search.tell(trial_id, final.value)
 
-    def _memory_used(self, trial_id: str, running: _Running) -> None:
-        """Each replica's peak memory against its machine's (:mod:`.limits`)."""
-        for note in running.attempt.memory_notes():
+    def _say(self, trial_id: str, notes: tuple[str, ...]) -> None:
+        """The trial's ended replicas' lines (each one's peak memory against its machine's)."""
+        for note in notes:
             self.log.service(note, trial=trial_id)
 
     def _stopped_failed(self, trial_id: str, running: _Running) -> None:
