@@ -158,6 +158,16 @@ def test_the_kernel_kills_a_replica_past_its_machines_memory_and_says_so() -> No
 def test_a_replica_within_its_machines_memory_runs_to_its_end() -> None:
     _kernel_cgroups()
     limit = ReplicaLimit(MachineSize("small", 256 * MIB, 1), this_machine_cgroups(), "test-within", 2)
+    memory = limit.groups[0]
+    assert memory.name.startswith("aip-local-test-within-")
+    if (memory / "memory.limit_in_bytes").exists():  # cgroup v1: the memory and the cpu hierarchies
+        assert int((memory / "memory.limit_in_bytes").read_text()) == 256 * MIB
+        assert len(limit.groups) == 2
+        cpu = limit.groups[1]  # 1 vCPU of this machine's 2: a quota of one period per period
+        assert int((cpu / "cpu.cfs_quota_us").read_text()) == int((cpu / "cpu.cfs_period_us").read_text())
+    else:
+        assert (memory / "memory.max").read_text().strip() == str(256 * MIB)
+        assert (memory / "cpu.max").read_text().split()[0] == "100000"
     process = _held(limit, 64, hold=0)
     assert process.wait(timeout=60) == 0
     use = limit.finish()
@@ -166,6 +176,7 @@ def test_a_replica_within_its_machines_memory_runs_to_its_end() -> None:
     assert 64 * MIB <= use.peak < 256 * MIB
     assert use.note("workerpool0-0").startswith("workerpool0-0 used at most 0.")
     assert limit.finish() is use  # once: its groups are gone
+    assert not memory.exists()
 
 
 def test_the_watchdog_kills_a_replica_where_no_cgroup_can_be_made() -> None:

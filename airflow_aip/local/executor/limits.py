@@ -24,6 +24,12 @@ job ends FAILED: "The replica workerpool0-0 ran out-of-memory and exited with a 
    (on a 2-core machine a 4-vCPU replica would get 2 either way), so vCPUs are not enforced and the
    log says so.
 
+   Not ``RLIMIT_AS`` / ``RLIMIT_DATA``: they bound one process's address space (or writable
+   mappings), not the tree's resident memory. Reserved-but-untouched memory counts (thread stacks,
+   malloc arenas, numpy's ``calloc``, a framework's up-front reservations), so a trainer well within
+   its machine fails here, and what fails is a ``MemoryError`` in Python rather than the kernel's
+   SIGKILL; each DataLoader worker or uv-started child would get a whole machine of its own.
+
 Never a silent pass: each replica's peak memory is logged against its machine's when it ends
 (``memory.max_usage_in_bytes`` / ``memory.peak``, or the watchdog's highest reading). Where a
 machine type has more memory or vCPUs than this machine, the replica gets what this machine has,
@@ -256,6 +262,11 @@ class ReplicaLimit:
         self._groups.append(cpu)
         period = int((cpu / "cpu.cfs_period_us").read_text())
         (cpu / "cpu.cfs_quota_us").write_text(str(self.size.vcpus * period))
+
+    @property
+    def groups(self) -> tuple[Path, ...]:
+        """This replica's cgroups (memory, then cpu on cgroup v1); none under the watchdog."""
+        return tuple(self._groups)
 
     @property
     def enforced_by_kernel(self) -> bool:
