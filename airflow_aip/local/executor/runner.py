@@ -18,7 +18,8 @@ parameter-server and evaluator pools in ``WORLD_SIZE``, and its port (the cluste
 A custom container's replica runs in its image (:mod:`.containers`) with the same variables, as
 does a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for
 accelerators gets the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its
-own pool's environment (``AttemptSpec.pythons``).
+own pool's environment (``AttemptSpec.pythons``). Each replica is held to its machine type's memory
+and vCPUs (:mod:`.limits`); one killed past its memory fails the attempt in Google's words.
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
