@@ -132,6 +132,13 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
         "if one works here; none answers such jobs 400",
     )
     serve.add_argument(
+        "--machine-limits",
+        choices=("enforce", "off"),
+        default=os.environ.get("AIP_LOCAL_MACHINE_LIMITS") or "enforce",
+        help="enforce (default): each replica gets its machineType's memory and vCPUs (a cgroup, the "
+        "engine's limits, else a watchdog on its memory), and ends as on Vertex AI past them; off: unbounded",
+    )
+    serve.add_argument(
         "--prebuilt-images",
         choices=("present", "pull", "never"),
         default=os.environ.get("AIP_LOCAL_PREBUILT_IMAGES") or "present",
@@ -331,6 +338,7 @@ def _service_config(
         container_engine=args.container_engine,
         prebuilt_images=args.prebuilt_images,
         pass_env=_pass_env(args),
+        machine_limits=args.machine_limits != "off",
     )
 
 

@@ -89,6 +89,7 @@ class ServiceConfig:
     prebuilt_images: str = "present"
     # --pass-env: this machine's variables every replica gets on purpose (executor/host_env.py).
     pass_env: tuple[str, ...] = ()
+    machine_limits: bool = True  # --machine-limits: each replica held to its machine (executor/limits.py)
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -142,6 +143,7 @@ class TrainingService:
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
             pass_env=config.pass_env,
+            machine_limits=config.machine_limits,
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

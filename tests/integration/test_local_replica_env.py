@@ -187,3 +187,47 @@ def test_a_container_replica_gets_the_passed_names_but_not_the_image_variables_o
     names = {argv[i + 1] for i, arg in enumerate(argv) if arg == "--env"}
     assert {"AIP_TEST_PASSED", "CLUSTER_SPEC", "KUBERNETES_PORT"} <= names
     assert not {"PATH", "HOME", "LANG", "TZ", "CUDA_VISIBLE_DEVICES", "TF_CONFIG", "RANK"} & names
+
+
+def test_containers_and_processes_lease_from_one_ledger_and_a_container_gets_its_host_indices(
+    tmp_path: Path,
+) -> None:
+    """One rule for both kinds of replica: on a machine of three GPUs (the ledger, where discovery
+    ends), two container replicas and a process replica each get a GPU of their own; the containers
+    theirs as devices by host index. The engine's CLI is a script that says docker has the nvidia
+    runtime (where the service's engine check ends) and does nothing else: its ``run`` is inspected."""
+    docker = tmp_path / "bin" / "docker"
+    docker.parent.mkdir()
+    docker.write_text('#!/bin/sh\n[ "$1" = info ] && echo "io.containerd.runc.v2 nvidia runc"\nexit 0\n')
+    docker.chmod(0o755)
+    gpu = "1 x NVIDIA_TESLA_T4"
+    pools = (
+        PoolPlan(
+            "workerpool0", "chief", "workerpool0-", 2, "", ("report",), image_uri="r/i:1", accelerators=gpu
+        ),
+        PoolPlan("workerpool1", "worker", "workerpool1-", 1, "timeit", _SLEEP, accelerators=gpu),
+        PoolPlan("workerpool2", "ps", "workerpool2-", 1, "", ("report",), image_uri="r/i:1"),
+    )
+    ledger = GpuLedger((0, 1, 2))
+    spec = AttemptSpec(
+        ExecutionPlan("j", "1", (), pools, {}),
+        Path(sys.executable),
+        tmp_path / "work",
+        None,
+        engine=ContainerEngine(str(docker), "k"),
+        gpus=ledger,
+    )
+    attempt = Attempt(spec, lambda *a: None)
+    try:
+        process = _environ(attempt.processes["workerpool1-0"].pid)
+    finally:
+        attempt.stop()
+
+    def gpus_of(name: str) -> list[str]:
+        argv = attempt.processes[name].argv
+        return [argv[i + 1] for i, arg in enumerate(argv) if arg == "--gpus"]
+
+    assert [gpus_of(f"workerpool0-{i}") for i in (0, 1)] == [['"device=0"'], ['"device=1"']]
+    assert process["CUDA_VISIBLE_DEVICES"] == "2"
+    assert gpus_of("workerpool2-0") == []  # a CPU pool's container gets no device
+    assert ledger.lease(3) == (0, 1, 2)  # every lease, the containers' too, was given back

@@ -13,10 +13,14 @@ from pathlib import Path
 from airflow_aip.local.executor.accelerators import (
     CPU_ONLY,
     NVIDIA_SMI,
+    GpuAccess,
     GpuLedger,
     accelerator_notes,
     container_gpus,
+    gpu_count,
+    gpu_devices,
     machine_gpus,
+    pool_gpu_note,
     replica_note,
     visible_devices,
 )
@@ -115,3 +119,38 @@ def test_a_process_pool_is_noted_once_and_a_pool_without_accelerators_not_at_all
     notes = accelerator_notes(pools, None, (0,))
     assert len(notes) == 1
     assert notes[0].startswith("Pool workerpool0 asks for 1 x NVIDIA_TESLA_T4")
+
+
+def test_a_container_gets_the_host_indices_of_its_lease_as_its_devices_and_a_cpu_pool_none() -> None:
+    """The same ledger as a process's: two 2-GPU replicas on a 4-GPU machine get distinct GPUs, passed
+    by their host index (inside the container they are numbered from 0, as on Vertex AI)."""
+    podman = GpuAccess(("--device", "nvidia.com/gpu=all"), "podman passes the GPUs")
+    docker = GpuAccess(("--gpus", "all"), "docker passes the GPUs")
+    ledger = GpuLedger((0, 1, 2, 3))
+    first, second = ledger.lease(gpu_count("2 x NVIDIA_TESLA_T4")), ledger.lease(2)
+    assert gpu_devices(podman, first) == ["--device", "nvidia.com/gpu=0", "--device", "nvidia.com/gpu=1"]
+    assert gpu_devices(podman, second) == ["--device", "nvidia.com/gpu=2", "--device", "nvidia.com/gpu=3"]
+    assert gpu_devices(docker, second) == ["--gpus", '"device=2,3"']
+    assert gpu_devices(docker, (1,)) == ["--gpus", '"device=1"']
+    assert gpu_devices(podman, ()) == []  # a CPU pool, or a machine without a GPU
+    assert gpu_devices(GpuAccess((), "no CDI spec"), (0,)) == []
+
+
+def test_only_a_gpu_asks_the_ledger_for_gpus() -> None:
+    assert (gpu_count("2 x NVIDIA_TESLA_T4"), gpu_count("1 x NVIDIA_L4")) == (2, 1)
+    assert (gpu_count(""), gpu_count("8 x TPU_V3"), gpu_count("4 x TPU_V5_LITEPOD")) == (0, 0, 0)
+
+
+def test_a_container_pool_is_noted_once_with_the_engines_means_and_a_tpu_pool_runs_on_the_cpu() -> None:
+    """This machine's engine passes no GPU: the engine's means are where :func:`container_gpus` ends."""
+    pool = PoolPlan("workerpool0", "chief", "workerpool0-", 2, "", accelerators="1 x NVIDIA_L4")
+    why = container_gpus("docker", [], ("nvidia",)).why
+    note = pool_gpu_note(pool, (0, 1), f"{why}, by index")
+    assert note == (
+        "Pool workerpool0 asks for 1 x NVIDIA_L4: each replica sees 1 of this machine's 2 GPU(s) of its own "
+        "(docker passes the GPUs through its nvidia runtime, by index)"
+    )
+    tpu = PoolPlan("workerpool0", "chief", "workerpool0-", 1, "t", accelerators="8 x TPU_V3")
+    assert accelerator_notes([tpu], None, (0, 1)) == [
+        "Pool workerpool0 asks for 8 x TPU_V3 and will run on the CPU: this machine has no TPU"
+    ]

@@ -1,26 +1,32 @@
-"""A replica that asks for accelerators: this machine's GPUs if they can reach it, else the CPU, said once.
+"""A replica that asks for accelerators: its lease of this machine's GPUs if they can reach it, else the CPU.
 
 Vertex gives a replica the GPUs its pool's ``machineSpec`` names (ml v1: the role's
-``acceleratorConfig``), and a CPU pool none. Locally:
+``acceleratorConfig``), on a machine of its own, numbered from 0; a CPU pool none. Locally one rule
+holds for both kinds of replica: the machine-wide :class:`GpuLedger` leases each replica of a GPU
+pool its ``acceleratorCount`` of this machine's GPUs (by ``nvidia-smi``'s index; the least used
+first, so distinct replicas, and replicas of jobs running at once, get distinct GPUs while the
+machine has them; past that they share, and a pool asking for more than the machine has gets all it
+has); a service started with ``CUDA_VISIBLE_DEVICES`` (indices) leases only those. The lease is given
+back when the attempt stops. What the replica is given of it:
 
-- a container replica gets this machine's NVIDIA GPUs when its engine can pass them: podman
-  through the CDI spec the NVIDIA Container Toolkit writes (``/etc/cdi/nvidia.yaml`` or
-  ``/var/run/cdi/nvidia.yaml``: ``--device nvidia.com/gpu=all``), docker through the ``nvidia``
-  runtime ``docker info`` lists (``--gpus all``). All of them, not the count asked for;
-- a process replica sees exactly the GPUs the machine-wide :class:`GpuLedger` leases it:
-  ``CUDA_VISIBLE_DEVICES`` names its pool's ``acceleratorCount`` of this machine's GPUs (the
-  least used first, so distinct replicas, and replicas of jobs running at once, get distinct
-  GPUs while the machine has them; past that they share, and a pool asking for more than the
-  machine has sees all it has), in ``nvidia-smi``'s order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``); a
-  service started with ``CUDA_VISIBLE_DEVICES`` (indices) leases only those.
-  A CPU pool, and a GPU pool on a machine without one, get ``CUDA_VISIBLE_DEVICES=-1``: CUDA
+- a process replica: ``CUDA_VISIBLE_DEVICES`` names exactly its leased indices, in ``nvidia-smi``'s
+  order (``CUDA_DEVICE_ORDER=PCI_BUS_ID``), so CUDA numbers them from 0 as on Vertex AI. A CPU pool
+  (a TPU pool too), and a GPU pool on a machine without one, get ``CUDA_VISIBLE_DEVICES=-1``: CUDA
   documents that an invalid index ends the list, so torch, TensorFlow and JAX see no GPU, and
-  unlike an empty value no Python code can take ``-1`` for "unset" and use every GPU.
+  unlike an empty value no Python code can take ``-1`` for "unset" and use every GPU;
+- a container replica: the same host indices as its devices (:func:`gpu_devices`), when its engine
+  can pass GPUs: podman through the CDI spec the NVIDIA Container Toolkit writes
+  (``/etc/cdi/nvidia.yaml`` or ``/var/run/cdi/nvidia.yaml``: ``--device nvidia.com/gpu=<index>``,
+  one per GPU), docker through the ``nvidia`` runtime ``docker info`` lists (``--gpus
+  "device=<index>,..."``). Inside, they are numbered from 0, as on its Vertex AI machine; it gets no
+  ``CUDA_VISIBLE_DEVICES``. A CPU or TPU pool gets no device; an engine that can pass none leases
+  none.
 
 Where a pool cannot have what it asks for, it runs anyway, on what it gets (the CPU when the
-machine has no GPU), and the job's log says so once per replica (a process pool: once per
-pool). The decisions (:func:`container_gpus`, :func:`process_pool_note`, :class:`GpuLedger`) take
-the machine's facts as arguments; :func:`engine_gpus` and :func:`machine_gpus` read them.
+machine has no GPU or the engine cannot pass one), and the job's log says so once per pool (a
+container pool whose engine can pass none: once per replica). The decisions
+(:func:`container_gpus`, :func:`pool_gpu_note`, :class:`GpuLedger`, :func:`gpu_devices`) take the
+machine's facts as arguments; :func:`engine_gpus` and :func:`machine_gpus` read them.
 """
 
 from __future__ import annotations
@@ -42,7 +48,8 @@ CDI_SPECS = (Path("/etc/cdi/nvidia.yaml"), Path("/var/run/cdi/nvidia.yaml"))
 
 @dataclass(frozen=True)
 class GpuAccess:
-    """The engine's flags that pass the GPUs (empty: none can be), and what the log says."""
+    """The engine's flags that pass every GPU (empty: none can be), and what the log says; a replica
+    gets only its lease, in the same form (:func:`gpu_devices`)."""
 
     flags: tuple[str, ...]
     why: str
@@ -116,10 +123,13 @@ def machine_gpus(
     return tuple(gpu for gpu in found if gpu in allowed)
 
 
-def accelerator_count(accelerators: str) -> int:
-    """GPUs per replica of a pool's ``"<count> x <type>"`` (0: a CPU pool)."""
-    count, _, _ = accelerators.partition(" x ")
-    return int(count) if count.strip().isdigit() else 0
+def gpu_count(accelerators: str) -> int:
+    """GPUs per replica of a pool's ``"<count> x <type>"`` (:attr:`.plans.PoolPlan.accelerators`):
+    0 for a CPU pool, and for a TPU pool (a TPU is not a GPU: it runs on the CPU here)."""
+    count, _, kind = accelerators.partition(" x ")
+    if not kind or "TPU" in kind or not count.strip().isdigit():
+        return 0
+    return int(count)
 
 
 class GpuLedger:
@@ -157,10 +167,24 @@ def visible_devices(gpus: Sequence[int]) -> dict[str, str]:
     return {"CUDA_VISIBLE_DEVICES": ",".join(map(str, gpus)), "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 
 
-def process_pool_note(pool: PoolPlan, gpus: Sequence[int]) -> str:
-    """The log's line for a process pool asking for accelerators, on a machine with ``gpus``."""
-    asked, have = accelerator_count(pool.accelerators), len(gpus)
+def gpu_devices(access: GpuAccess, gpus: Sequence[int]) -> list[str]:
+    """The engine's flags giving one container replica exactly ``gpus``, the host indices it leased
+    (none: a CPU pool, or an engine that can pass none). [U] unverified: that docker takes the quoted
+    ``"device=0,1"`` form for a list (its documentation's, for the CLI's CSV parsing)."""
+    if not access.passed or not gpus:
+        return []
+    if access.flags[0] == "--device":  # podman's CDI names, one per GPU
+        return [flag for gpu in gpus for flag in ("--device", f"nvidia.com/gpu={gpu}")]
+    return ["--gpus", '"device=' + ",".join(str(gpu) for gpu in gpus) + '"']
+
+
+def pool_gpu_note(pool: PoolPlan, gpus: Sequence[int], means: str) -> str:
+    """The log's line for a pool asking for accelerators, whose replicas lease from ``gpus`` (this
+    machine's) and are given them by ``means`` (``CUDA_VISIBLE_DEVICES``, or the engine's flags)."""
+    asked, have = gpu_count(pool.accelerators), len(gpus)
     name = f"Pool {pool.cluster_key}"
+    if not asked:
+        return replica_note(name, pool.accelerators, GpuAccess((), "this machine has no TPU"))
     if not have:
         why = "this machine has no GPU (nvidia-smi lists none), so its replicas see none"
         return replica_note(name, pool.accelerators, GpuAccess((), why))
@@ -171,8 +195,7 @@ def process_pool_note(pool: PoolPlan, gpus: Sequence[int]) -> str:
         why = f"its {pool.count} replicas ask for {total} GPUs and this machine has {have}: they share"
     else:
         why = f"each replica sees {asked} of this machine's {have} GPU(s) of its own"
-    access = GpuAccess(("CUDA_VISIBLE_DEVICES",), f"{why} (CUDA_VISIBLE_DEVICES)")
-    return replica_note(name, pool.accelerators, access)
+    return replica_note(name, pool.accelerators, GpuAccess((means,), f"{why} ({means})"))
 
 
 def _docker_runtimes(binary: str) -> tuple[str, ...]:
@@ -207,15 +230,20 @@ def replica_note(replica: str, accelerators: str, access: GpuAccess) -> str:
 def accelerator_notes(
     pools: Sequence[PoolPlan], engine: ContainerEngine | None, gpus: Sequence[int] | None = None
 ) -> list[str]:
-    """Once per container replica (once per process pool) that asks for accelerators: GPU or CPU.
-    ``gpus``: this machine's (default: :func:`machine_ledger`'s)."""
+    """Once per pool that asks for accelerators (once per replica of a container pool whose engine
+    can pass no GPU): what its replicas get. ``gpus``: this machine's (default: :func:`machine_ledger`'s,
+    read only when a pool asks)."""
     notes = []
     for pool in pools:
         if not pool.accelerators:
             continue
+        machine = machine_ledger().gpus if gpus is None else gpus
         if not pool.image_uri or engine is None:
-            notes.append(process_pool_note(pool, machine_ledger().gpus if gpus is None else gpus))
+            notes.append(pool_gpu_note(pool, machine, "CUDA_VISIBLE_DEVICES"))
             continue
         access = engine_gpus(engine.name, engine.binary)
+        if access.passed or not gpu_count(pool.accelerators):
+            notes.append(pool_gpu_note(pool, machine, f"{access.why}, by index"))
+            continue
         notes += [replica_note(pool.task_name(i), pool.accelerators, access) for i in range(pool.count)]
     return notes

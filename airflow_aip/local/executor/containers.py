@@ -126,7 +126,8 @@ class ContainerEngine:
         devices: Sequence[str] = (),
     ) -> list[str]:
         """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment;
-        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`)."""
+        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`) and holding the replica
+        to its machine's memory and vCPUs (:mod:`.limits`)."""
         argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, "--network", "host", *ulimits()]
         argv += devices
         argv += ["--label", f"{JOB_LABEL}={job}", "--label", f"{STORE_LABEL}={self.store}"]

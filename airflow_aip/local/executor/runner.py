@@ -15,9 +15,11 @@ GPUs (``CUDA_VISIBLE_DEVICES``, :mod:`.accelerators`). Each replica has a privat
 write to ``/tmp/hypertune/output.metrics`` both land where this replica's metrics are read. A
 Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`). A custom container's
 replica runs in its image (:mod:`.containers`) with the same variables (passed by name), as does
-a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for accelerators gets
-the GPUs its engine can pass (:mod:`.accelerators`). A process replica runs its own pool's
-environment (``AttemptSpec.pythons``).
+a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for GPUs gets the
+same lease of this machine's GPUs a process would, as devices its engine passes by index
+(:mod:`.accelerators`). A process replica runs its own pool's environment (``AttemptSpec.pythons``).
+Each replica is held to its machine type's memory and vCPUs (:mod:`.limits`); one killed past its
+memory fails the attempt in Google's words.
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
@@ -36,8 +38,9 @@ from airflow_aip.local import trainer_site
 from airflow_aip.local.executor import private_tmp
 from airflow_aip.local.executor.accelerators import (
     GpuLedger,
-    accelerator_count,
     engine_gpus,
+    gpu_count,
+    gpu_devices,
     machine_ledger,
     visible_devices,
 )
@@ -45,6 +48,15 @@ from airflow_aip.local.executor.cluster_env import ClusterLayout
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
 from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
 from airflow_aip.local.executor.host_env import image_env
+from airflow_aip.local.executor.limits import (
+    MemoryUse,
+    ReplicaLimit,
+    container_limits,
+    gigabytes,
+    host_cpus,
+    machine_size,
+    this_machine_cgroups,
+)
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.storage.gcs import free_port
@@ -126,7 +138,8 @@ class AttemptSpec:
     pythons: Mapping[str, Path] | None = None
     # This machine's variables passed on purpose (``aip-local serve --pass-env``: :mod:`.host_env`).
     host_env: Mapping[str, str] = field(default_factory=dict)
-    gpus: GpuLedger | None = None  # whose GPUs process replicas lease (None: this machine's)
+    gpus: GpuLedger | None = None  # whose GPUs replicas lease (None: this machine's)
+    machine_limits: bool = False  # hold each replica to its machine's memory and vCPUs (.limits)
 
 
 def logs_url(base: str, project: str, job_id: str) -> str:
@@ -162,6 +175,8 @@ class AttemptOutcome:
     task: str
     stderr_tail: str
     logs_url: str = ""
+    memory: MemoryUse | None = None  # the deciding replica's, where its machine's memory held it
+    notes: tuple[str, ...] = ()  # for the job's log: each held replica's peak memory (.limits)
 
     @property
     def succeeded(self) -> bool:
@@ -179,6 +194,8 @@ class AttemptOutcome:
         """
         role, legacy, index = self.task.partition("-replica-")
         replica = f"{role} {index}" if legacy else self.task
+        if self.memory is not None and self.memory.killed:
+            return self._out_of_memory(replica)
         if self.exit_code < 0:
             status = f"was terminated by signal {-self.exit_code}"
         else:
@@ -192,6 +209,23 @@ class AttemptOutcome:
                 f"To find out more about why your job exited please check the logs: {self.logs_url}"
             )
         return message.rstrip()
+
+    def _out_of_memory(self, replica: str) -> str:
+        """Killed past its machine's memory: Google's words [O] "The replica master 0 ran out-of-memory
+        and exited with a non-zero status of 9(SIGKILL)" (AI Platform jobs in tensorflow/models#5591
+        and #9352); [U] unverified: the same words on Vertex AI, with its replica names. Then its peak
+        against the machine's (ours), then the logs link."""
+        status = "9(SIGKILL)" if self.exit_code == -9 else str(abs(self.exit_code))
+        message = f"The replica {replica} ran out-of-memory and exited with a non-zero status of {status}."
+        if self.memory is not None and self.memory.peak is not None:
+            size = self.memory.size
+            message += (
+                f" Its peak memory was {gigabytes(self.memory.peak)}, of the {size.memory} of its "
+                f"{size.machine_type} machine."
+            )
+        if self.logs_url:
+            message += f" To find out more about why your job exited please check the logs: {self.logs_url}"
+        return message
 
 
 class Attempt:
@@ -207,6 +241,7 @@ class Attempt:
         self._leases: list[tuple[int, ...]] = []
         self.processes: dict[str, ManagedProcess] = {}
         self.containers: list[str] = []
+        self.limits: dict[str, ReplicaLimit] = {}  # the process replicas held to their machine
         try:
             for pool in pools:
                 for index in range(pool.count):
@@ -247,7 +282,7 @@ class Attempt:
             gpus = self._lease(pool)
             base = {**image_env(python, cwd), **spec.host_env, **visible_devices(gpus)}
             process_env = env = self._replica_env(pool, index, private, base)
-            argv = [str(python), "-m", pool.python_module, *args]
+            argv = self._held(pool, task_name, [str(python), "-m", pool.python_module, *args])
             if plan.gcs_mount:
                 argv = with_gcs_mount(argv, spec.storage_url, cwd / "gcs-mount.log")
             argv = private_tmp.with_private_tmp(argv, private)
@@ -258,8 +293,9 @@ class Attempt:
         self.processes[task_name] = ManagedProcess(argv, cwd=cwd, env=process_env, sink=sink)
 
     def _lease(self, pool: PoolPlan) -> tuple[int, ...]:
-        """The GPUs a process replica of ``pool`` sees (none for a CPU pool), held until :meth:`stop`."""
-        count = accelerator_count(pool.accelerators)
+        """This machine's GPUs a replica of ``pool`` gets (none for a CPU or TPU pool), held until
+        :meth:`stop`: a process sees them as ``CUDA_VISIBLE_DEVICES``, a container as its devices."""
+        count = gpu_count(pool.accelerators)
         if not count:
             return ()
         if self._ledger is None:
@@ -267,6 +303,16 @@ class Attempt:
         gpus = self._ledger.lease(count)
         self._leases.append(gpus)
         return gpus
+
+    def _held(self, pool: PoolPlan, task_name: str, argv: list[str]) -> list[str]:
+        """The trainer's own argv, inside what holds it to its machine (:mod:`.limits`)."""
+        size = machine_size(pool.machine_type) if self.spec.machine_limits else None
+        if size is None:
+            return argv
+        name = f"{self.spec.project}-{self.spec.plan.job_id}-{task_name}-{self.spec.trial_id or ''}"
+        limit = ReplicaLimit(size, this_machine_cgroups(), name, host_cpus())
+        self.limits[task_name] = limit
+        return limit.wrap(argv)
 
     def _replica_env(
         self, pool: PoolPlan, index: int, private: Path, base: Mapping[str, str]
@@ -313,7 +359,12 @@ class Attempt:
         name = engine.container_name(spec.project, plan.job_id, task_name, spec.trial_id)
         self.containers.append(name)
         job = f"{spec.project}/{plan.job_id}"
-        devices = engine_gpus(engine.name, engine.binary).flags if pool.accelerators else ()
+        devices: list[str] = []
+        if gpu_count(pool.accelerators):  # the same lease a process would get, as host indices
+            access = engine_gpus(engine.name, engine.binary)
+            devices = gpu_devices(access, self._lease(pool) if access.passed else ())
+        size = machine_size(pool.machine_type) if spec.machine_limits else None
+        devices += container_limits(size, host_cpus())
         return engine.run_argv(name, job, pool.image_uri, pool.command, args, sorted(env), mounts, devices)
 
     def _container_gcs(self) -> bool:
@@ -328,17 +379,29 @@ class Attempt:
 
     def poll(self) -> AttemptOutcome | None:
         """The outcome once the primary replica exits or another replica fails; None while running."""
+        for name, limit in self.limits.items():  # the watchdog, where no cgroup holds the replica
+            limit.check(self.processes[name].pid)
         master = self.processes[self.primary]
         code = master.poll()
         if code is not None:
             self.stop()
-            return AttemptOutcome(code, self.primary, master.stderr_tail(), self.spec.logs_url)
+            return self._outcome(code, self.primary)
         for name, process in self.processes.items():
             other = process.poll()
             if other not in (None, 0):
                 self.stop()
-                return AttemptOutcome(other, name, process.stderr_tail(), self.spec.logs_url)
+                return self._outcome(other, name)
         return None
+
+    def _outcome(self, code: int, name: str) -> AttemptOutcome:
+        limit = self.limits.get(name)
+        memory = limit.finish() if limit is not None else None
+        tail, notes = self.processes[name].stderr_tail(), tuple(self.memory_notes())
+        return AttemptOutcome(code, name, tail, self.spec.logs_url, memory, notes)
+
+    def memory_notes(self) -> list[str]:
+        """Each held replica's peak memory against its machine's (the log's lines, once it ended)."""
+        return [limit.finish().note(name) for name, limit in self.limits.items()]
 
     def stop(self) -> None:
         """Containers first (the engine stops them; their clients then exit), then the processes;
@@ -348,6 +411,8 @@ class Attempt:
                 self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()
+        for limit in self.limits.values():  # its processes are gone: its groups can go
+            limit.finish()
         leases, self._leases = self._leases, []
         for gpus in leases:
             if self._ledger is not None:
