@@ -17,7 +17,7 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
   (:meth:`ContainerEngine.remove_left_over`).
 
 A ``pythonPackageSpec`` pool whose pre-built image the engine has runs the same way
-(:mod:`.prebuilt`); a replica asking for accelerators gets the engine's GPU flags
+(:mod:`.prebuilt`); a replica asking for GPUs gets the engine's flags for the GPUs it leased
 (:mod:`.accelerators`), if it has any.
 
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback

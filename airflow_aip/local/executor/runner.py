@@ -9,8 +9,8 @@ distributed jobs, :mod:`.cluster_env`), CLOUD_ML_JOB_ID (a Vertex trial's is its
 STORAGE_EMULATOR_HOST (so the trainer's own Cloud Storage calls reach the emulator), AIP_MODEL_DIR
 / AIP_CHECKPOINT_DIR / AIP_TENSORBOARD_LOG_DIR under the output directory, and the pool's own
 ``env``. A process replica inherits nothing of the service's environment: it starts from what its
-image would hold and what ``--pass-env`` passes (:mod:`.host_env`), and sees exactly its pool's
-GPUs (``CUDA_VISIBLE_DEVICES``, :mod:`.accelerators`). Each replica has a private
+image would hold and what ``--pass-env`` passes (:mod:`.host_env`), and sees exactly the GPUs it
+leased for its pool (``CUDA_VISIBLE_DEVICES``, :mod:`.accelerators`). Each replica has a private
 ``/tmp/hypertune`` and ``TMPDIR`` (:mod:`.private_tmp`): cloudml-hypertune's reports and a direct
 write to ``/tmp/hypertune/output.metrics`` both land where this replica's metrics are read. A
 Vertex AI replica also sees Cloud Storage at ``/gcs/`` (:mod:`.gcs_mount`). A custom container's
@@ -18,8 +18,9 @@ replica runs in its image (:mod:`.containers`) with the same variables (passed b
 a package pool run in its pre-built image (:mod:`.prebuilt`); one that asks for GPUs gets the
 same lease of this machine's GPUs a process would, as devices its engine passes by index
 (:mod:`.accelerators`). A process replica runs its own pool's environment (``AttemptSpec.pythons``).
-Each replica is held to its machine type's memory and vCPUs (:mod:`.limits`); one killed past its
-memory fails the attempt in Google's words.
+Each replica is held to its machine type's memory and vCPUs (:mod:`.limits`); a process replica
+killed past its memory fails the attempt in Google's words (a container's kill cannot be told from
+another SIGKILL: its exit status).
 
 As on the real service, the primary replica's exit decides: when it ends, the other replicas
 are stopped; a replica that fails first fails the attempt.
