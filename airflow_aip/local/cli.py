@@ -32,6 +32,7 @@ from airflow_aip.local.cli_capacity import add_capacity_arguments, capacity_sett
 from airflow_aip.local.cli_env import DEFAULT_PROXY_PORT, add_env_arguments, print_env, start_client_proxy
 from airflow_aip.local.cli_jobs import DEFAULT_PORT, CliError, add_jobs_arguments, run_jobs_action
 from airflow_aip.local.cli_permissions import add_permission_arguments, permission_settings
+from airflow_aip.local.executor.host_env import PASS_ENV_VARIABLE, pass_env_names
 
 if TYPE_CHECKING:
     from airflow_aip.local.faults import FaultPlan
@@ -131,6 +132,13 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
         "if one works here; none answers such jobs 400",
     )
     serve.add_argument(
+        "--machine-limits",
+        choices=("enforce", "off"),
+        default=os.environ.get("AIP_LOCAL_MACHINE_LIMITS") or "enforce",
+        help="enforce (default): each replica gets its machineType's memory and vCPUs (a cgroup, the "
+        "engine's limits, else a watchdog on its memory), and ends as on Vertex AI past them; off: unbounded",
+    )
+    serve.add_argument(
         "--prebuilt-images",
         choices=("present", "pull", "never"),
         default=os.environ.get("AIP_LOCAL_PREBUILT_IMAGES") or "present",
@@ -159,6 +167,14 @@ def add_runtime_arguments(serve: argparse.ArgumentParser) -> None:
         help="a Google API host (e.g. bigquery.googleapis.com; repeat for each) whose calls from a trainer "
         "go to Google with your own Application Default Credentials, each one in the job's log; without it "
         "they are refused with a 403",
+    )
+    serve.add_argument(
+        "--pass-env",
+        action="append",
+        metavar="NAME",
+        help="pass this machine's variable NAME to every replica on purpose (repeatable, or NAME,NAME; "
+        f"also {PASS_ENV_VARIABLE}=NAME,NAME): a process replica gets no other variable of this machine, "
+        "as on Vertex AI; the job's log names what was passed",
     )
 
 
@@ -226,6 +242,10 @@ def _refused_arguments(args: argparse.Namespace, loopback: bool) -> str | None:
         return f"--fault-rate must be within [0, 1], got {args.fault_rate}"
     if not 0.0 <= args.model_upload_seconds <= 3600.0:
         return f"--model-upload-seconds must be within [0, 3600], got {args.model_upload_seconds}"
+    try:
+        _pass_env(args)
+    except ValueError as exc:
+        return str(exc)
     return _refused_pass_through(args.pass_through_host)
 
 
@@ -249,6 +269,11 @@ def _refused_pass_through(hosts: list[str]) -> str | None:
             f"(gcloud auth application-default login): {exc}"
         )
     return None
+
+
+def _pass_env(args: argparse.Namespace) -> tuple[str, ...]:
+    """The variables ``--pass-env`` and ``AIP_LOCAL_PASS_ENV`` name; ValueError for a malformed name."""
+    return pass_env_names(args.pass_env, os.environ.get(PASS_ENV_VARIABLE))
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -352,6 +377,8 @@ def _service_config(
         prebuilt_images=args.prebuilt_images,
         pass_through_hosts=tuple(args.pass_through_host),
         deployment=args.deployment,
+        pass_env=_pass_env(args),
+        machine_limits=args.machine_limits != "off",
     )
 
 

@@ -97,6 +97,9 @@ class ServiceConfig:
     # --deployment: a deployment made for others names itself; jobs it cannot run as Vertex would are
     # refused at create, naming it (local/deployment.py). "": a developer's own service.
     deployment: str = ""
+    # --pass-env: this machine's variables every replica gets on purpose (executor/host_env.py).
+    pass_env: tuple[str, ...] = ()
+    machine_limits: bool = True  # --machine-limits: each replica held to its machine (executor/limits.py)
 
 
 def _etag(job: dict[str, Any]) -> str:
@@ -166,7 +169,9 @@ class TrainingService:
             self.engine,
             PrebuiltImages(self.engine, config.prebuilt_images, offline=config.offline),
             config.grpc_address,
-            _passing(config.pass_through_hosts),
+            passing=_passing(config.pass_through_hosts),
+            pass_env=config.pass_env,
+            machine_limits=config.machine_limits,
         )
         self._cond = threading.Condition()
         self._queue: list[tuple[int, int, str, str]] = []  # (-priority, seq, project, job_id)

@@ -86,7 +86,7 @@ def test_custom_job_runs_with_the_environment_vertex_sets(
     cluster_spec = json.loads(report["CLUSTER_SPEC"])
     assert cluster_spec["task"] == {"type": "workerpool0", "index": 0}
     assert list(cluster_spec["cluster"]) == ["workerpool0"]
-    assert json.loads(report["TF_CONFIG"])["task"]["type"] == "chief"
+    assert report["TF_CONFIG"] is None  # Vertex AI: not on a single-replica job
     entries = log_entries(local_service.url, project, job_id)
     tasks = {e["resource"]["labels"]["task_name"] for e in entries}
     assert "workerpool0-0" in tasks
@@ -244,6 +244,8 @@ def test_worker_pools_become_replicas_with_vertex_cluster_names(
     assert sorted(tf_config["cluster"]) == ["chief", "worker"]  # evaluators are never in TF's cluster
     assert tf_config["task"] == {"type": "worker", "index": 1}
     assert tf_config["job"]["worker_pool_specs"][1]["replica_count"] == "2"
+    # PyTorch's nodes are the primary and the workers: the evaluator is no rank of the world.
+    assert (worker["RANK"], worker["WORLD_SIZE"]) == ("2", "3")
 
 
 def _hpt_body(trainer: StagedTrainer, args: list[str], **extra: Any) -> dict[str, Any]:

@@ -194,7 +194,7 @@ def test_a_failed_gcs_mount_fails_the_job_and_the_trainer_never_runs(
 ) -> None:
     if reason := mount_unavailable():
         missing(GCS_MOUNT, GCS_MOUNT_INSTALL, reason)
-    # An rclone that cannot mount, first on the service's PATH (and so on its replicas').
+    # An rclone that cannot mount, first on the service's PATH (where it finds the one replicas mount with).
     tools = tmp_path / "bin"
     tools.mkdir()
     rclone = tools / "rclone"

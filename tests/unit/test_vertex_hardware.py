@@ -137,6 +137,22 @@ def test_vcpus_and_quota_metrics() -> None:
     assert all(gpu_quota_resource(m.accelerator) for m in MACHINES.values() if m.accelerator != "TPU_V6E")
 
 
+def test_every_machine_type_has_its_memory() -> None:
+    """The size a local replica is held to: Compute Engine's GB (GiB) per type, sourced in the table."""
+    sized = {name: (row.vcpus, row.memory_gb) for name, row in MACHINES.items()}
+    assert sized["n1-standard-4"] == (4, 15)
+    assert sized["n1-highmem-2"] == (2, 13)
+    assert sized["n1-highcpu-16"] == (16, 14.4)
+    assert sized["e2-standard-4"] == (4, 16)
+    assert sized["e2-highcpu-16"] == (16, 16)
+    assert sized["a2-highgpu-1g"] == (12, 85)
+    assert sized["a2-ultragpu-8g"] == (96, 1360)
+    assert sized["a3-highgpu-8g"] == (208, 1872)
+    assert sized["n4-highcpu-2"] == (2, 4)  # the smallest training machine: the memory tests' choice
+    assert min(sized.values(), key=lambda row: row[1]) == (2, 4)
+    assert all(memory > 0 for _, memory in sized.values())
+
+
 # --- scheduling -------------------------------------------------------------------------------
 
 

@@ -14,6 +14,15 @@ https://cloud.google.com/vertex-ai/docs/training/use-spot-vms; [API] aiplatform.
 (accelerator_type.proto) ``MachineSpec``, ``DiskSpec`` and ``Scheduling``; [SDK] google-cloud-aiplatform's
 docstrings. ``# [U] unverified:`` marks a reading we could not confirm; where it is, we chose what the
 documents say.
+
+Memory, per machine type (GB as Compute Engine counts it: GiB, ``memoryMb`` / 1024): [MT]
+https://cloud.google.com/compute/docs/machine-types (N1 "3.75 / 6.5 / 0.9 GB per vCPU"); [PIPE]
+https://cloud.google.com/vertex-ai/docs/pipelines/machine-types ("e2-standard-4 machine, with 4 core
+CPUs and 16GB memory"); [E2] matdevdug/gcp-iam-reference ``GCP_Machine_Types_and_Pricing.md``
+(e2-standard 4, e2-highmem 8, e2-highcpu 1 GB per vCPU) [O]; [SKY] skypilot-org/skypilot-catalog
+``catalogs/v8/gcp/vms.csv``, read from Compute Engine's API (a2-highgpu-1g 12 vCPUs 85 GB,
+a2-ultragpu-1g 170, a2-megagpu-16g 1360, a3-highgpu-1g 26 vCPUs 234 GB ... 8g 1872) [O]. The local
+service holds a replica to it (:mod:`airflow_aip.local.executor.limits`).
 """
 
 from __future__ import annotations
@@ -28,7 +37,8 @@ from airflow_aip.exceptions import ValidationError
 
 @dataclass(frozen=True)
 class Machine:
-    """A machine type: vCPUs, memory (N1 only: its GPU limits count memory) and a built-in accelerator."""
+    """A machine type: vCPUs, memory in GB (GiB) and a built-in accelerator; an N1 type's GPU limits
+    count its memory too."""
 
     vcpus: int
     memory_gb: float = 0.0
@@ -40,12 +50,12 @@ def _family(prefix: str, sizes: str, gb_per_vcpu: float = 0.0) -> dict[str, Mach
     return {f"{prefix}-{n}": Machine(int(n), int(n) * gb_per_vcpu) for n in sizes.split()}
 
 
-def _gpus(names: str, accelerator: str, vcpus_per_gpu: int) -> dict[str, Machine]:
-    """``a2-highgpu-1g 2g...``: the GPU count is the name's ``<n>g`` suffix."""
+def _gpus(names: str, accelerator: str, vcpus_per_gpu: int, gb_per_gpu: float) -> dict[str, Machine]:
+    """``a2-highgpu-1g 2g...``: the GPU count is the name's ``<n>g`` suffix; vCPUs, memory scale with it."""
     out = {}
     for name in names.split():
         count = int(name.rsplit("-", 1)[1].removesuffix("g"))
-        out[name] = Machine(vcpus_per_gpu * count, accelerator=accelerator, count=count)
+        out[name] = Machine(vcpus_per_gpu * count, gb_per_gpu * count, accelerator, count)
     return out
 
 
@@ -58,40 +68,47 @@ TPU_VM = "cloud-tpu"
 # on it. [U] unverified: the python-aiplatform PR #66 review we were given says the same ("n1-standard-2
 # is supported in Deploy but not for Training"); we could not re-read it.
 MACHINES: dict[str, Machine] = {
-    **_family("n1-standard", "4 8 16 32 64 96", 3.75),  # [CC]; 3.75/6.5/0.9 GB per vCPU [GPU]
+    **_family("n1-standard", "4 8 16 32 64 96", 3.75),  # [CC]; 3.75/6.5/0.9 GB per vCPU [GPU] [MT]
     **_family("n1-highmem", "2 4 8 16 32 64 96", 6.5),
     **_family("n1-highcpu", "16 32 64 96", 0.9),
-    **_family("e2-standard", "4 8 16 32"),  # [CC]
-    **_family("e2-highmem", "2 4 8 16"),
-    **_family("e2-highcpu", "16 32"),
-    **_family("n2-standard", "4 8 16 32 48 64 80"),  # [CC]
-    **_family("n2-highmem", "2 4 8 16 32 48 64 80"),
-    **_family("n2-highcpu", "16 32 48 64 80"),
-    **_family("n4-standard", "2 4 8 16 32 48 64 80"),  # [CC]
-    **_family("n4-highmem", "2 4 8 16 32 48 64 80"),
-    **_family("n4-highcpu", "2 4 8 16 32 48 64 80"),
-    **_family("c2-standard", "4 8 16 30 60"),  # [CC]
-    **_family("m1-ultramem", "40 80 160"),  # [CC]
-    **_family("m1-megamem", "96"),
-    **_gpus("a2-highgpu-1g a2-highgpu-2g a2-highgpu-4g a2-highgpu-8g", A100, 12),  # [CC] table, [GPU]
-    "a2-megagpu-16g": Machine(96, accelerator=A100, count=16),
-    **_gpus("a2-ultragpu-1g a2-ultragpu-2g a2-ultragpu-4g a2-ultragpu-8g", A100_80, 12),
-    **_gpus("a3-highgpu-1g a3-highgpu-2g a3-highgpu-4g a3-highgpu-8g", H100, 26),
-    "a3-megagpu-8g": Machine(208, accelerator=H100_MEGA, count=8),
-    "a3-ultragpu-8g": Machine(224, accelerator=H200, count=8),
-    "a4-highgpu-8g": Machine(224, accelerator=B200, count=8),
-    "a4x-highgpu-4g": Machine(140, accelerator=GB200, count=4),
-    # G2: one L4 up to g2-standard-32, then 2/4/8 [CC] table (g2-standard-32 has 1, 24 has 2).
-    **{f"g2-standard-{n}": Machine(n, accelerator=L4, count=1) for n in (4, 8, 12, 16, 32)},
-    **{f"g2-standard-{n}": Machine(n, accelerator=L4, count=c) for n, c in ((24, 2), (48, 4), (96, 8))},
-    **{f"g4-standard-{n}": Machine(n, accelerator=RTX_PRO, count=n // 48) for n in (48, 96, 192, 384)},
-    TPU_VM: Machine(96),  # [U] unverified: vCPUs of a v2-8/v3-8 TPU VM host; TPU_V2 or TPU_V3 [CC]
-    "ct5lp-hightpu-1t": Machine(24, accelerator=TPU_V5E),  # [CC] TPU v5e table (vCPUs too)
-    "ct5lp-hightpu-4t": Machine(112, accelerator=TPU_V5E),
-    "ct5lp-hightpu-8t": Machine(224, accelerator=TPU_V5E),
-    "ct6e-standard-1t": Machine(44, accelerator="TPU_V6E"),  # [CC] TPU v6e table (no enum value)
-    "ct6e-standard-4t": Machine(180, accelerator="TPU_V6E"),
-    "ct6e-standard-8t": Machine(180, accelerator="TPU_V6E"),
+    **_family("e2-standard", "4 8 16 32", 4),  # [CC]; e2-standard-4 16 GB [PIPE]; 4/8/1 GB per vCPU [E2]
+    **_family("e2-highmem", "2 4 8 16", 8),
+    **_family("e2-highcpu", "16 32", 1),
+    # [U] unverified: memory of the N2, N4, C2, M1, G2 and G4 types and the TPU hosts, from Compute
+    # Engine's machine pages as we remember them (the search here returned page openings only).
+    **_family("n2-standard", "4 8 16 32 48 64 80", 4),  # [CC]; N2 "8 GB of memory per vCPU" at most [MT]
+    **_family("n2-highmem", "2 4 8 16 32 48 64 80", 8),
+    **_family("n2-highcpu", "16 32 48 64 80", 1),
+    **_family("n4-standard", "2 4 8 16 32 48 64 80", 4),  # [CC]
+    **_family("n4-highmem", "2 4 8 16 32 48 64 80", 8),
+    **_family("n4-highcpu", "2 4 8 16 32 48 64 80", 2),
+    **_family("c2-standard", "4 8 16 30 60", 4),  # [CC]
+    "m1-ultramem-40": Machine(40, 961),  # [CC]; memory [U]
+    "m1-ultramem-80": Machine(80, 1922),
+    "m1-ultramem-160": Machine(160, 3844),
+    "m1-megamem-96": Machine(96, 1433.6),
+    # [CC] table, [GPU]; memory [SKY]
+    **_gpus("a2-highgpu-1g a2-highgpu-2g a2-highgpu-4g a2-highgpu-8g", A100, 12, 85),
+    "a2-megagpu-16g": Machine(96, 1360, accelerator=A100, count=16),
+    **_gpus("a2-ultragpu-1g a2-ultragpu-2g a2-ultragpu-4g a2-ultragpu-8g", A100_80, 12, 170),
+    **_gpus("a3-highgpu-1g a3-highgpu-2g a3-highgpu-4g a3-highgpu-8g", H100, 26, 234),
+    "a3-megagpu-8g": Machine(208, 1872, accelerator=H100_MEGA, count=8),  # [U] memory of these four
+    "a3-ultragpu-8g": Machine(224, 2952, accelerator=H200, count=8),
+    "a4-highgpu-8g": Machine(224, 3968, accelerator=B200, count=8),
+    "a4x-highgpu-4g": Machine(140, 884, accelerator=GB200, count=4),
+    # G2: one L4 up to g2-standard-32, then 2/4/8 [CC] table (g2-standard-32 has 1, 24 has 2); 4 GB
+    # per vCPU [U].
+    **{f"g2-standard-{n}": Machine(n, 4 * n, L4, 1) for n in (4, 8, 12, 16, 32)},
+    **{f"g2-standard-{n}": Machine(n, 4 * n, L4, c) for n, c in ((24, 2), (48, 4), (96, 8))},
+    **{f"g4-standard-{n}": Machine(n, 3.75 * n, RTX_PRO, n // 48) for n in (48, 96, 192, 384)},  # [U]
+    # [U] unverified: vCPUs and memory of a v2-8/v3-8 TPU VM host; TPU_V2 or TPU_V3 [CC]
+    TPU_VM: Machine(96, 335),
+    "ct5lp-hightpu-1t": Machine(24, 48, accelerator=TPU_V5E),  # [CC] v5e table (vCPUs too); memory [U]
+    "ct5lp-hightpu-4t": Machine(112, 192, accelerator=TPU_V5E),
+    "ct5lp-hightpu-8t": Machine(224, 384, accelerator=TPU_V5E),
+    "ct6e-standard-1t": Machine(44, 176, accelerator="TPU_V6E"),  # [CC] v6e table (no enum); memory [U]
+    "ct6e-standard-4t": Machine(180, 720, accelerator="TPU_V6E"),
+    "ct6e-standard-8t": Machine(180, 1440, accelerator="TPU_V6E"),
 }
 FAMILIES = sorted({name.split("-")[0] for name in MACHINES if name != TPU_VM} | {TPU_VM})
 # tpuTopology per TPU VM type [CC]; the multi-host ones are slices of a pod.

@@ -21,7 +21,7 @@ A ``containerSpec`` pool (Vertex AI) or a ``masterConfig.imageUri`` job (ml v1, 
   (:meth:`ContainerEngine.remove_left_over`).
 
 A ``pythonPackageSpec`` pool whose pre-built image the engine has runs the same way
-(:mod:`.prebuilt`); a replica asking for accelerators gets the engine's GPU flags
+(:mod:`.prebuilt`); a replica asking for GPUs gets the engine's flags for the GPUs it leased
 (:mod:`.accelerators`), if it has any.
 
 The image is pulled before RUNNING (:meth:`ContainerEngine.ensure_image`; a registry on loopback
@@ -132,8 +132,9 @@ class ContainerEngine:
         network: Sequence[str] = (),
     ) -> list[str]:
         """``<engine> run`` of one replica; ``env_names`` take their values from the caller's environment;
-        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`); ``network`` the replica's
-        own network and names (:mod:`.replica_network`; default: the host's network)."""
+        ``devices`` are the engine's flags passing GPUs (:mod:`.accelerators`) and holding the replica
+        to its machine's memory and vCPUs (:mod:`.limits`); ``network`` the replica's own network and
+        names (:mod:`.replica_network`; default: the host's network)."""
         networking = list(network) or ["--network", "host"]
         argv = [self.binary, "run", "--rm", "--pull=never", "--name", name, *networking, *ulimits()]
         argv += devices

@@ -16,6 +16,7 @@ meets it again at each trial (:mod:`.trials`).
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import threading
 import time
@@ -37,6 +38,8 @@ from airflow_aip.local.executor.environments import (
     download_packages,
 )
 from airflow_aip.local.executor.gcs_mount import mount_failure, mount_unavailable
+from airflow_aip.local.executor.host_env import PassedEnv
+from airflow_aip.local.executor.limits import host_cpus, host_memory, pool_notes, this_machine_cgroups
 from airflow_aip.local.executor.pip_output import PipOutput
 from airflow_aip.local.executor.plans import ExecutionPlan, execution_plan
 from airflow_aip.local.executor.prebuilt import PrebuiltImages, choose_paths
@@ -103,6 +106,8 @@ class ExecutionSettings:
     prebuilt: PrebuiltImages | None = None  # package pools in their pre-built image (.prebuilt); None: never
     grpc_address: str = ""  # its gRPC face, ``host:port``: where a replica's gapic clients end up
     passing: PassThrough | None = None  # --pass-through-host: Google hosts passed with the developer's ADC
+    pass_env: tuple[str, ...] = ()  # this machine's variables every replica gets on purpose (.host_env)
+    machine_limits: bool = True  # each replica held to its machine's memory and vCPUs (.limits)
 
 
 class JobExecution:
@@ -125,6 +130,8 @@ class JobExecution:
         self.control = control
         self.log = JobLog(store, project, job_id)
         self.dir = store.job_dir(project, job_id)
+        # Read once, when the job starts: every replica and trial gets the same, and the log says it.
+        self.host_env = PassedEnv.of(settings.pass_env, os.environ)
 
     def _transition(self, state: JobState, **fields: Any) -> bool:
         """Move to ``state`` unless the job is already cancelling or over; True if it moved."""
@@ -251,9 +258,13 @@ class JobExecution:
             unmountable = self.settings.engine.gcs_unavailable()
         processes = any(not p.image_uri for p in plan.pools)
         shared_tmp = private_tmp_unavailable() if plan.tuning is not None and processes else None
-        gpus = accelerator_notes(plan.pools, self.settings.engine)
+        gpus = accelerator_notes(plan.pools, self.settings.engine) + self._machine_notes(plan)
         shared_network = shared_network_note(plan.pools, self.settings.engine)
-        for note in [n for n in (unmountable, shared_tmp, shared_network) if n] + gpus:
+        for note in [
+            self.host_env.note(),
+            *(n for n in (unmountable, shared_tmp, shared_network) if n),
+            *gpus,
+        ]:
             self.log.service(note)
         if plan.images and not self._pull(plan.images):
             return None
@@ -265,6 +276,15 @@ class JobExecution:
                 return None
             pythons.update(dict.fromkeys(pools, env.python))
         return plan, pythons
+
+    def _machine_notes(self, plan: ExecutionPlan) -> list[str]:
+        """How each pool's replicas are held to their machine (:mod:`.limits`), or that none is."""
+        if not self.settings.machine_limits:
+            return ["Machine sizes are not enforced (aip-local serve --machine-limits off)"]
+        pools = [
+            (p.cluster_key, p.machine_type, bool(p.image_uri and self.settings.engine)) for p in plan.pools
+        ]
+        return pool_notes(pools, this_machine_cgroups(), host_cpus(), host_memory())
 
     def _download(self, plan: ExecutionPlan) -> dict[str, Path] | None:
         """Every pool's packages, each URI once: ``uri -> file``; None once the job failed."""
@@ -328,7 +348,18 @@ class JobExecution:
         link = logs_url(base, self.project, self.job_id) if base else ""
         engine, project, python = self.settings.engine, self.project, Path(sys.executable)
         return AttemptSpec(
-            plan, python, work, self.settings.storage_url, trial, hp, link, engine, project, pythons
+            plan,
+            python,
+            work,
+            self.settings.storage_url,
+            trial,
+            hp,
+            link,
+            engine,
+            project,
+            pythons,
+            host_env=self.host_env.values,
+            machine_limits=self.settings.machine_limits,
         )
 
     def _train(self, plan: ExecutionPlan, pythons: dict[str, Path], gate: Provisioning | None = None) -> None:
@@ -347,6 +378,8 @@ class JobExecution:
                 attempt = Attempt(self._spec(plan, pythons, None, None), self.log.replica)
                 self.store.set_processes(self.project, self.job_id, attempt.refs())
             time.sleep(self.settings.poll_interval)
+        for note in outcome.notes:
+            self.log.service(note)
         if outcome.succeeded:
             return self._finish(JobState.SUCCEEDED)
         return self._finish(JobState.FAILED, self._failure_message(attempt, outcome))

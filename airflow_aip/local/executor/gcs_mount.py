@@ -39,8 +39,8 @@ FAILED_MARKER = "gcs-mount.failed"  # beside it, when the mount failed and the t
 # death is passed on as the same signal, so the replica's status reads as on Vertex). A mount that
 # fails stops here: the trainer never runs.
 _SCRIPT = r"""
-log=$1; url=$2; dir=$3; shift 3
-rclone mount :gcs: "$dir" --gcs-endpoint "$url/storage/v1/" --gcs-anonymous --gcs-project-number 0 \
+log=$1; url=$2; rclone_bin=$3; dir=$4; shift 4
+"$rclone_bin" mount :gcs: "$dir" --gcs-endpoint "$url/storage/v1/" --gcs-anonymous --gcs-project-number 0 \
   --gcs-bucket-policy-only --vfs-cache-mode off --dir-cache-time 1s --poll-interval 0 \
   --log-file "$log" --log-level NOTICE &
 rclone=$!
@@ -113,7 +113,9 @@ def with_gcs_mount(
     """
     if not storage_url or mount_unavailable() is not None:
         return list(argv)
-    script = ["sh", "-c", _SCRIPT, "aip-gcs-mount", str(log_file), storage_url.rstrip("/")]
+    # rclone as the service finds it: a replica's PATH is its image's (.host_env), not the service's.
+    rclone = shutil.which("rclone") or "rclone"
+    script = ["sh", "-c", _SCRIPT, "aip-gcs-mount", str(log_file), storage_url.rstrip("/"), rclone]
     if at is not None:
         at.mkdir(parents=True, exist_ok=True)
         return [*script, str(at), *argv]

@@ -32,6 +32,7 @@ from airflow_aip.config import OPTIONS
 from airflow_aip.jobs import DEFAULT_METRIC_TAG, JobState
 from airflow_aip.jobs.vertex.body import job_spec_of
 from airflow_aip.jobs.vertex.containers import Runtime, runtime_of
+from airflow_aip.jobs.vertex.machines import LEGACY_MACHINES, SCALE_TIERS
 from airflow_aip.jobs.vertex.study import search_spec
 from airflow_aip.local.store import project_number
 
@@ -96,6 +97,7 @@ class PoolPlan:
     executor_image: str = ""  # a package pool's executorImageUri (Vertex), run in it if the engine has it
     accelerators: str = ""  # "2 x NVIDIA_TESLA_T4" when the pool asks for accelerators
     mounts: tuple[tuple[str, str], ...] = ()  # more binds of a container replica (source, target)
+    machine_type: str = ""  # its replicas' machine (.limits holds each to its memory and vCPUs)
 
     def task_name(self, index: int) -> str:
         return f"{self.task_prefix}{index}"
@@ -134,6 +136,8 @@ class ExecutionPlan:
     project_number: str = ""
     service_account: str = ""
     region: str = OPTIONS["region"].default  # [aip] region's default, as an operator given none
+    # AI Platform set TF_CONFIG on every job; Vertex AI on distributed ones only (.cluster_env).
+    tf_config_always: bool = False
 
     @property
     def primary(self) -> PoolPlan:
@@ -181,6 +185,7 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
             in_cluster=p.in_cluster,
             package_uris=uris,
             accelerators=_ml_accelerators(configs[p.cluster_key]),
+            machine_type=_ml_machine(ti, dict(_ML_ROLES)[p.cluster_key]),
         )
         for p in pools
     ]
@@ -206,6 +211,7 @@ def ml_plan(project: str, job: Mapping[str, Any]) -> ExecutionPlan:
         project_number=project_number(project),
         service_account=ti.get("serviceAccount") or ml_service_agent(project_number(project)),
         region=str(ti.get("region") or OPTIONS["region"].default),
+        tf_config_always=True,
     )
 
 
@@ -224,6 +230,15 @@ def _ml_container(
         command=tuple(config.get("containerCommand") or ()),
         args=(*(config.get("containerArgs") or ()), *args),
     )
+
+
+def _ml_machine(ti: Mapping[str, Any], name: str) -> str:
+    """An ml v1 role's Compute Engine machine type: its ``<role>Type`` (a legacy name translated as
+    the Vertex AI backend translates it), else its scale tier's; ``""`` when neither names one."""
+    tier = SCALE_TIERS.get(str(ti.get("scaleTier") or "BASIC"), {})
+    named = str(ti.get(f"{name}Type") or tier.get(name, ("", 0))[0])
+    legacy = LEGACY_MACHINES.get(named)
+    return legacy.machine_type if legacy is not None else named
 
 
 def _ml_accelerators(config: Mapping[str, Any]) -> str:
@@ -269,16 +284,14 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
         if not count or not (package or container):
             continue
         accelerators = _vertex_accelerators(pool.get("machineSpec") or {})
+        machine_type = str((pool.get("machineSpec") or {}).get("machineType") or "")
         key = f"workerpool{index}"
         if container and reduction_server(str(container.get("imageUri", ""))):
             notes.append(_REDUCTION_SKIPPED.format(key=key, image=container["imageUri"]))
             continue
         if container:
-            pools.append(
-                dataclasses.replace(
-                    _vertex_container(key, index, count, container), accelerators=accelerators
-                )
-            )
+            plan = _vertex_container(key, index, count, container)
+            pools.append(dataclasses.replace(plan, accelerators=accelerators, machine_type=machine_type))
             continue
         own = tuple(package["packageUris"])
         uris += [u for u in own if u not in uris]
@@ -297,6 +310,7 @@ def _vertex_pools(spec: Mapping[str, Any]) -> tuple[list[PoolPlan], list[str], l
                 package_uris=own,
                 executor_image=str(package["executorImageUri"]),
                 accelerators=accelerators,
+                machine_type=machine_type,
             )
         )
     if len(set(images)) > 1:

@@ -268,6 +268,7 @@ class TuningRun:
                 self._time_out(trial_id, running)
             return
         del self.running[trial_id]
+        self._say(trial_id, outcome.notes)
         for report in self._new_reports(running):
             self._seen(running, report)
         final = self._final(running)
@@ -284,6 +285,11 @@ class TuningRun:
         else:
             self.log.service(f"Trial {trial_id} finished with objective {final.value}", trial=trial_id)
             self.search.tell(trial_id, final.value)
+
+    def _say(self, trial_id: str, notes: tuple[str, ...]) -> None:
+        """The trial's ended replicas' lines (each one's peak memory against its machine's)."""
+        for note in notes:
+            self.log.service(note, trial=trial_id)
 
     def _stopped_failed(self, trial_id: str, running: _Running) -> None:
         """A trial the service stopped ends FAILED with what it reported so far."""

@@ -38,6 +38,7 @@ def environment_report(**extra: Any) -> dict[str, Any]:
     report: dict[str, Any] = {name: os.environ.get(name) for name in names}
     report.update(cwd=os.getcwd(), prefix=sys.prefix, pid=os.getpid(), argv=sys.argv[1:], **extra)
     report.update(executable=sys.executable, python_version=platform.python_version())
+    report["environ"] = dict(os.environ)  # everything it was given: nothing of the host's must be here
     return report
 
 
