@@ -37,6 +37,8 @@ from airflow_aip.jobs.vertex.containers import Runtime
 from airflow_aip.local.executor.interpreters import find_python
 from airflow_aip.local.executor.processes import LineSink, run_to_end
 
+READY_FILE = "ready.json"  # written last: marks an environment, or an image's layer, complete
+
 PARENT_PTH = "_aip_local_parent.pth"
 # Variables of the service that would steer a build elsewhere.
 _NOT_INHERITED = {"PYTHONPATH", "PYTHONHOME", "VIRTUAL_ENV", "UV_PROJECT_ENVIRONMENT", "UV_SYSTEM_PYTHON"}
@@ -174,7 +176,16 @@ def build_isolated(
     The copy shares the image's files (no space, ~0.2 s); an installer replaces a file by a new
     one rather than writing into it, so the image's stay as they were.
     """
-    shutil.copytree(image, path, symlinks=True, copy_function=_link_or_copy)
+    # Not the image's ready.json: an environment is complete only once its packages are in and
+    # its own is written (environments.py); a copy holding the image's would look complete now.
+    not_ready = shutil.ignore_patterns(READY_FILE)
+    shutil.copytree(
+        image,
+        path,
+        symlinks=True,
+        copy_function=_link_or_copy,
+        ignore=lambda d, n: not_ready(d, n) if Path(d) == image else set(),
+    )
     _run(
         [*_install(_uv(), path, offline), *map(str, packages)],
         path.parent,

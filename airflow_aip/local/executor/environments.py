@@ -44,6 +44,7 @@ from airflow_aip.exceptions import ValidationError
 from airflow_aip.jobs.vertex.containers import Runtime, ml_runtime_of
 from airflow_aip.local.clock import rfc3339
 from airflow_aip.local.executor.builders import (
+    READY_FILE,
     PreparationError,
     build_host,
     build_image,
@@ -56,7 +57,6 @@ from airflow_aip.local.store import safe_child
 from airflow_aip.packaging import sha256_file
 from airflow_aip.uris import parse_gcs_uri
 
-READY_FILE = "ready.json"
 RUNTIMES = ("isolated", "host")
 IMAGE_CACHE_VARIABLE = "AIP_LOCAL_IMAGE_CACHE"
 __all__ = [
