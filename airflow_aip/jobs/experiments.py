@@ -5,7 +5,7 @@ own CustomJob, named by ``Trial.customJob``), so a run named after it is the job
 trial's, without any other wiring:
 
     aiplatform.init(experiment="my-experiment")
-    aiplatform.start_run(f"run-{os.environ['CLOUD_ML_JOB_ID']}")   # or the ID alone
+    aiplatform.start_run(f"run-{job_id}")   # job_id: the trainer's CLOUD_ML_JOB_ID; or the ID alone
 
 The SDK makes the run a context named ``<experiment>-<run>``, so the rule is: **an experiment run
 (schema ``system.ExperimentRun``) whose context ID ends with ``-<job ID>`` is that job's.** Only

@@ -571,3 +571,17 @@ def test_the_trials_table_starts_above_the_fold(framed: Framed) -> None:
     # state, the rung and the links shared a line; 627 before issue 52). tests/e2e/test_ui.py
     # measures it inside Airflow's own page.
     assert top < 560, top
+
+
+def test_the_mid_word_check_finds_a_break_inside_a_word_and_takes_a_break_offered_by_wbr(
+    framed: Framed,
+) -> None:
+    """The check every page's wrapping test relies on (tests/fixtures/browser.py), on known text."""
+    from tests.fixtures.browser import mid_word_breaks
+
+    page = framed.tab
+    narrow = "<div style='width:9ch;overflow-wrap:anywhere;font:16px monospace'>{}</div>"
+    page.set_content(narrow.format("SUCCEEDEDSUCCEEDED"))
+    assert mid_word_breaks(page) != []
+    page.set_content(narrow.format("6594030<wbr>823598<wbr>675847"))
+    assert mid_word_breaks(page) == []
