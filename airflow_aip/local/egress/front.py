@@ -25,6 +25,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Collection
 from pathlib import Path
 
 import httpx
@@ -45,6 +46,18 @@ async def json_error(send: Send, code: int, status: str, message: str) -> None:
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": code, "headers": headers})
     await send({"type": "http.response.body", "body": body})
+
+
+async def stream_response(send: Send, response: httpx.Response, dropped: Collection[bytes]) -> None:
+    """Send an upstream ``response`` on as it arrives, without the ``dropped`` headers; then close it."""
+    try:
+        kept = [(k, v) for k, v in response.headers.raw if k.lower() not in dropped]
+        await send({"type": "http.response.start", "status": response.status_code, "headers": kept})
+        async for chunk in response.aiter_raw():
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+    finally:
+        await response.aclose()
 
 
 class GoogleStorageFront:
@@ -99,14 +112,7 @@ class GoogleStorageFront:
             message = f"{url} is not in the local emulator, and Google could not be reached: {exc!r}"
             await json_error(send, 502, "UNAVAILABLE", message)
             return
-        try:
-            kept = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROPPED]
-            await send({"type": "http.response.start", "status": response.status_code, "headers": kept})
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-        finally:
-            await response.aclose()
+        await stream_response(send, response, _DROPPED)
 
     def _http(self) -> httpx.AsyncClient:
         if self._client is None:  # made in the server's own event loop

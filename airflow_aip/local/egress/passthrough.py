@@ -37,7 +37,7 @@ import httpx
 import uvicorn
 
 from airflow_aip.local.egress.authority import authority
-from airflow_aip.local.egress.front import json_error, listen_loopback, serve_in_thread
+from airflow_aip.local.egress.front import json_error, listen_loopback, serve_in_thread, stream_response
 from airflow_aip.local.faults import Receive, Scope, Send
 
 CLOUD_PLATFORM = "https://www.googleapis.com/auth/cloud-platform"
@@ -144,14 +144,7 @@ class GooglePassThrough:
         except httpx.HTTPError as exc:
             await json_error(send, 502, "UNAVAILABLE", f"aip-local could not reach {host}: {exc!r}")
             return
-        try:
-            kept = [(k, v) for k, v in response.headers.raw if k.lower() not in _DROPPED]
-            await send({"type": "http.response.start", "status": response.status_code, "headers": kept})
-            async for chunk in response.aiter_raw():
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-            await send({"type": "http.response.body", "body": b""})
-        finally:
-            await response.aclose()
+        await stream_response(send, response, _DROPPED)
 
     def _client(self, host: str) -> httpx.AsyncClient:
         if host not in self._clients:  # made in the server's own event loop
