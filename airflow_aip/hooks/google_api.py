@@ -217,7 +217,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
             self.__dict__["settings"], self.__dict__["credentials_and_project"] = shared
             return
         if "settings" not in self.__dict__:
-            from airflow.sdk.exceptions import AirflowNotFoundException
+            from airflow_aip.compat import AirflowNotFoundException
 
             try:
                 conn = await self.aget_connection(self.gcp_conn_id)
