@@ -135,12 +135,13 @@ test-soak: prepare google-env
 	$(GOOGLE_VENV)/bin/pytest -m soak $(GOOGLE_PROVIDER_TESTS)
 	@$(MAKE) --no-print-directory test-compat
 
-# The compat tier: on each core of COMPAT_CORES, the unit and DAG tiers, then one `airflow standalone`
-# pipeline (defer, trigger, end) and the user-kill test (a kill that cancels the job; on a core without
+# The compat tier: on each core of COMPAT_CORES, the unit and DAG tiers, then on one `airflow standalone`
+# the race test's run (three deferrable tasks whose jobs end 0.5 to 3 s after the deferral: defer,
+# trigger, hold, end as the job did: success, failure, a ladder's climb) and the user-kill test (a kill that cancels the job; on a core without
 # BaseTrigger.on_kill, the deferred kills leave their jobs running and the tasks said so). The cores run
 # one after another (2 cores; each run's xdist workers use both); a failing core fails, and every core
 # runs first. `airflow` is launched by name, so each core's bin/ leads PATH.
-COMPAT_E2E := tests/e2e/test_standalone.py -k "pipeline_defers or user_kill"
+COMPAT_E2E := -m "not soak" tests/e2e/test_deferral_race.py tests/e2e/test_standalone.py::test_user_kill_cancels_the_job_in_every_waiting_mode
 test-compat: prepare compat-envs
 	@failed=""; for core in $(COMPAT_CORES); do \
 	  venv=$(CURDIR)/.venv-airflow-$$core; echo "== compat tier: Airflow $$core"; \
