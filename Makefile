@@ -47,7 +47,10 @@ $(GOOGLE_STAMP): $(STAMP) constraints-google.txt
 # plus this package by uv, preferring constraints.txt's versions: `make lock-compat`). `make test` stays
 # on .venv's core (constraints.txt); `make test-soak` runs the unit and DAG tiers and one standalone
 # pipeline on each of these.
-COMPAT_CORES := 3.1.8 3.2.2 3.4.0b2
+# 3.2.2 is pinned and builds, but not yet in the tier: its dag.test() fails a task now and then with
+# these pins ("'State' object has no attribute 'svcs_registry'": the in-process execution API
+# serves before its lifespan ran), so its DAG tier is red (`make test-compat COMPAT_CORES=3.2.2`).
+COMPAT_CORES := 3.1.8 3.4.0b2
 COMPAT_STAMPS := $(foreach core,$(COMPAT_CORES),.venv-airflow-$(core)/.installed-stamp)
 
 compat-envs: $(COMPAT_STAMPS)
@@ -152,8 +155,9 @@ test-compat: prepare compat-envs
 
 # Re-resolve each compat core's pins: `apache-airflow==<core>` plus this package, preferring
 # constraints.txt's versions (uv reads an existing output file as its preferences).
+COMPAT_PINNED := 3.1.8 3.2.2 3.4.0b2
 lock-compat:
-	@for core in $(COMPAT_CORES); do \
+	@for core in $(COMPAT_PINNED); do \
 	  grep -v -E '^apache-airflow(-core|-task-sdk)?==' constraints.txt > constraints/airflow-$$core.txt; \
 	  printf -- '-e file://$(CURDIR)#egg=airflow-aip[local,dev]\napache-airflow==%s\nuv==$(UV_VERSION)\n' $$core \
 	    | $(BIN)/uv pip compile --quiet --python-version 3.11 --prerelease if-necessary-or-explicit \
