@@ -188,7 +188,10 @@ class GoogleApiHook(GoogleCloudBaseHook):
             for refresh in (False, True):
                 headers = self._sign(verb, url, refresh=refresh)
                 response = self._sync_client().request(
-                    verb, request_url(url, params), json=body, headers=headers
+                    verb,
+                    str(request_url(url, params)),
+                    json=body,
+                    headers=headers,  # str: any httpx-like client
                 )
                 if not _needs_refresh(response.status_code, refresh, self.is_local):
                     break
