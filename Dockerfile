@@ -3,9 +3,14 @@
 # It installs `.[local]` (the operators and the local training service) with the repository's
 # constraints.txt, the versions the test suite runs against, and the example trainer's
 # dependencies, so the local training service installs trainer packages without a package index.
-# The Airflow version of the base image must match apache-airflow's pin in constraints.txt.
-ARG AIRFLOW_IMAGE=apache/airflow:3.3.2-python3.11
+# AIRFLOW_VERSION picks the core (docs/airflow-versions.md): the official image of that version,
+# and its pins: constraints.txt for 3.3.2 (the suite's own), else constraints/airflow-<version>.txt
+# (the compat tier's: 3.1.8, 3.2.2, 3.4.0b2). `docker compose build --build-arg AIRFLOW_VERSION=3.1.8`,
+# or AIRFLOW_VERSION=3.1.8 in the environment or an .env file.
+ARG AIRFLOW_VERSION=3.3.2
+ARG AIRFLOW_IMAGE=apache/airflow:${AIRFLOW_VERSION}-python3.11
 FROM ${AIRFLOW_IMAGE}
+ARG AIRFLOW_VERSION
 
 # The local training service's data dir: a named volume copies this owner on first use.
 USER root
@@ -20,7 +25,10 @@ USER airflow
 
 # .dockerignore lets in only what the package build needs.
 COPY --chown=airflow:0 . /opt/airflow-aip/
-RUN pip install --no-cache-dir --constraint /opt/airflow-aip/constraints.txt \
+RUN pins=/opt/airflow-aip/constraints/airflow-${AIRFLOW_VERSION}.txt; \
+    if [ "${AIRFLOW_VERSION}" = 3.3.2 ]; then pins=/opt/airflow-aip/constraints.txt; fi; \
+    test -f "$pins" || { echo "no pins for Airflow ${AIRFLOW_VERSION}: see docs/airflow-versions.md"; exit 1; }; \
+    pip install --no-cache-dir --constraint "$pins" \
         "/opt/airflow-aip[local]" scikit-learn joblib \
     && rm -rf /opt/airflow-aip/build
 

@@ -7,7 +7,8 @@ its own arguments would put a Variable's value in the stored task log. So before
 the task picks out the masked values that occur in the job's request (only those can be
 echoed by the job because we sent them) and hands them to the trigger as a keyword argument;
 Airflow stores trigger kwargs Fernet-encrypted, as it does connections. The trigger registers
-them with ``amask_secret`` before it relays a line.
+them with ``amask_secret`` (the sync ``mask_secret`` before Airflow 3.3: airflow_aip.compat) before
+it relays a line.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from airflow.sdk._shared.secrets_masker import _secrets_masker
-from airflow.sdk.log import amask_secret
+
+from airflow_aip.compat import async_mask
 
 
 def masked_values_in(value: Any) -> list[str]:
@@ -29,8 +31,9 @@ def masked_values_in(value: Any) -> list[str]:
 
 async def amask_values(values: Iterable[str]) -> None:
     """Register values with this process's masker (and its supervisor's), before logging a line."""
+    mask = async_mask()
     for value in values:
-        await amask_secret(value)
+        await mask(value)
 
 
 def _strings(value: Any) -> Iterator[str]:

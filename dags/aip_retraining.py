@@ -146,10 +146,16 @@ with DAG(
         chosen = pick_training_data(
             context["params"],
             context["triggering_asset_events"].get(IRIS_DATA) or [],
-            lambda: list(context["inlet_events"][IRIS_DATA].ascending(False).limit(1)),
+            lambda: newest_event(context["inlet_events"][IRIS_DATA]),
         )
         log.info("Training on %s and %s (%s)", chosen["train"], chosen["eval"], chosen.pop("source"))
         return chosen
+
+    def newest_event(events: Any) -> list[Any]:
+        """The newest Asset event, read by the database (Airflow 3.2+) or from 3.1's oldest-first list."""
+        if hasattr(events, "ascending"):
+            return list(events.ascending(False).limit(1))
+        return list(events)[-1:]
 
     @task(multiple_outputs=True)
     def hyperparameters() -> dict[str, str]:

@@ -65,7 +65,7 @@ class GoogleCloudBaseHook(BaseHook):
     @cached_property
     def settings(self) -> ConnectionSettings:
         """The connection's settings; a missing connection means Application Default Credentials."""
-        from airflow.sdk.exceptions import AirflowNotFoundException
+        from airflow_aip.compat import AirflowNotFoundException
 
         try:
             conn = self.get_connection(self.gcp_conn_id)

@@ -188,7 +188,10 @@ class GoogleApiHook(GoogleCloudBaseHook):
             for refresh in (False, True):
                 headers = self._sign(verb, url, refresh=refresh)
                 response = self._sync_client().request(
-                    verb, request_url(url, params), json=body, headers=headers
+                    verb,
+                    str(request_url(url, params)),
+                    json=body,
+                    headers=headers,  # str: any httpx-like client
                 )
                 if not _needs_refresh(response.status_code, refresh, self.is_local):
                     break
@@ -217,7 +220,7 @@ class GoogleApiHook(GoogleCloudBaseHook):
             self.__dict__["settings"], self.__dict__["credentials_and_project"] = shared
             return
         if "settings" not in self.__dict__:
-            from airflow.sdk.exceptions import AirflowNotFoundException
+            from airflow_aip.compat import AirflowNotFoundException
 
             try:
                 conn = await self.aget_connection(self.gcp_conn_id)

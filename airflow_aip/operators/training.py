@@ -280,14 +280,15 @@ class SubmitTrainingJobOperator(BudgetedJobOperator):
     # -- running ---------------------------------------------------------------------------
 
     def execute(self, context: Context) -> dict[str, Any]:
-        return self._kept(self._run(context).run(context))
+        watch = self._watching()
+        watch.say_what_core_lacks()
+        return self._kept(self._run(context, watch).run(context))
 
     def execute_complete(self, context: Context, event: dict[str, Any]) -> dict[str, Any]:
         """Resumed from the trigger: the event says which job and how it ended (a ladder may climb on)."""
-        return self._run(context).complete(event, context)
+        return self._run(context, self._watching()).complete(event, context)
 
-    def _run(self, context: Context) -> SubmitRun:
-        watch = self._watching()
+    def _run(self, context: Context, watch: TaskWatch) -> SubmitRun:
         run = SubmitRun(self.build_job(context), watch.hook, watch.policy, watch)
         run.resume()  # a tuning job resuming an earlier one: find it, count its trials
         return run

@@ -27,6 +27,7 @@ from datetime import timedelta
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from airflow_aip.compat import lacking_lines
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.job_reference import cancel_quietly
 from airflow_aip.hooks.waiting import SyncWait, finished
@@ -134,6 +135,12 @@ class TaskWatch:
         self.stream: LogStream | None = None  # the last job's log lines shown (the sensor hands it on)
         self._hooks: dict[tuple[Any, ...], JobClient] = {}
         self._logs_hook: JobLogsHook | None = None
+
+    def say_what_core_lacks(self) -> None:
+        """At the task's start, one line per primitive this Airflow lacks that this task would use."""
+        policy = self.policy
+        for line in lacking_lines(deferrable=policy.deferrable, cancel_on_kill=policy.cancel_on_kill):
+            self.log.warning(line)
 
     # -- hooks ------------------------------------------------------------------------------
 

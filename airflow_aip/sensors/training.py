@@ -43,9 +43,9 @@ from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseSensorOperator, Context, PokeReturnValue
-from airflow.sdk.exceptions import AirflowFailException, AirflowSensorTimeout
 
 from airflow_aip import config
+from airflow_aip.compat import AirflowFailException, AirflowSensorTimeout
 from airflow_aip.exceptions import BudgetExceededError, JobFailedError, JobWaitTimeoutError
 from airflow_aip.hooks.waiting import SyncWait
 from airflow_aip.jobs.logs import check_lines_per_minute
@@ -136,6 +136,7 @@ class TrainingJobSensor(BudgetedJobOperator, BaseSensorOperator):
     def execute(self, context: Context) -> Any:
         check_lines_per_minute(self.max_log_lines_per_minute)
         self.checked_budget()  # a bad budget fails before anything is read
+        self.watch.say_what_core_lacks()
         name = self.job_name
         project = self.hook.project_id
         self.watch.announce(context, self.job_id, name, project, self.console_url_for(name, self.job_id))

@@ -220,9 +220,9 @@ def require_bucket(bucket: str, param: str = "bucket") -> None:
     Without it a missing bucket surfaced as a 40-frame ``FileNotFoundError ... not found`` from
     the first upload, after other tasks had already run.
     """
-    from airflow.sdk.exceptions import AirflowFailException
     from google.api_core.exceptions import Forbidden
 
+    from airflow_aip.compat import AirflowFailException
     from airflow_aip.hooks import StorageHook
 
     try:

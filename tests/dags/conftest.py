@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from tests.fixtures.dagbag import parse_dag_folder
 from tests.fixtures.local_service import LocalService, storage_client
 
 DAGS = Path(__file__).resolve().parents[2] / "dags"
@@ -16,9 +17,7 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 @pytest.fixture(scope="module")
 def dags() -> dict[str, Any]:
     """The example DAGs by ID, parsed as the dag-processor parses the DAG folder."""
-    from airflow.dag_processing.dagbag import BundleDagBag
-
-    bag = BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+    bag = parse_dag_folder(DAGS)
     assert bag.import_errors == {}
     # The operators' poll_interval defaults to [aip] poll_interval (30 s) as read when their module
     # was imported, before any test's environment: the local jobs end in seconds, so poll each second.

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.fixtures.dagbag import parse_dag_folder
+
 if TYPE_CHECKING:
     from airflow.dag_processing.dagbag import BundleDagBag
 
@@ -17,9 +19,7 @@ DAGS = Path(__file__).resolve().parents[2] / "dags"
 
 @pytest.fixture(scope="module")
 def dagbag() -> BundleDagBag:
-    from airflow.dag_processing.dagbag import BundleDagBag
-
-    return BundleDagBag(dag_folder=str(DAGS), bundle_path=DAGS, bundle_name="dags-folder")
+    return parse_dag_folder(DAGS)  # type: ignore[no-any-return]
 
 
 def test_no_import_errors(dagbag: BundleDagBag) -> None:

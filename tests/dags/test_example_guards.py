@@ -30,7 +30,7 @@ def examples(monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_a_missing_bucket_is_one_line_naming_it(examples: Any, local_env: LocalService) -> None:
-    from airflow.sdk.exceptions import AirflowFailException
+    from airflow_aip.compat import AirflowFailException
 
     name = f"no-such-{uuid.uuid4().hex[:8]}"
     with pytest.raises(AirflowFailException) as raised:

@@ -161,8 +161,7 @@ def test_the_sensor_cancels_a_job_past_its_budget_once_and_fails_without_retry(
     local_env: LocalService, staged_trainer: StagedTrainer, capfd: pytest.CaptureFixture[str]
 ) -> None:
     """The sensor watches a job it did not submit (here: made with Google's own discovery client)."""
-    from airflow.sdk.exceptions import AirflowFailException
-
+    from airflow_aip.compat import AirflowFailException
     from airflow_aip.sensors import TrainingJobSensor
     from tests.fixtures.operators import task_context
     from tests.fixtures.vertex import worker_pool

@@ -264,17 +264,32 @@ def test_dockerfile_matches_the_pinned_airflow() -> None:
     pins = dict(
         line.split("==", 1) for line in (REPO / "constraints.txt").read_text().splitlines() if "==" in line
     )
-    base = re.search(r"^ARG AIRFLOW_IMAGE=apache/airflow:(\S+)-python(\d+\.\d+)$", dockerfile, re.MULTILINE)
+    version = re.search(r"^ARG AIRFLOW_VERSION=(\S+)$", dockerfile, re.MULTILINE)
+    assert version is not None
+    assert version.group(1) == pins["apache-airflow"]
+    base = re.search(
+        r"^ARG AIRFLOW_IMAGE=apache/airflow:\$\{AIRFLOW_VERSION\}-python(\d+\.\d+)$", dockerfile, re.MULTILINE
+    )
     assert base is not None
-    assert base.group(1) == pins["apache-airflow"]
     # The Python the pins were made on, as pyproject.toml's mypy section names it.
     target = re.search(r'^python_version = "(\d+\.\d+)"', (REPO / "pyproject.toml").read_text(), re.MULTILINE)
     assert target is not None
-    assert base.group(2) == target.group(1)
-    install = re.search(r"^RUN pip install (.+?)(?<!\\)$", dockerfile, re.MULTILINE | re.DOTALL)
+    assert base.group(1) == target.group(1)
+    install = re.search(r"^RUN pins=(.+?)(?<!\\)$", dockerfile, re.MULTILINE | re.DOTALL)
     assert install is not None
-    assert "--constraint /opt/airflow-aip/constraints.txt" in install.group(1)
+    assert "/opt/airflow-aip/constraints/airflow-${AIRFLOW_VERSION}.txt" in install.group(1)
+    assert f"= {pins['apache-airflow']} ]; then pins=/opt/airflow-aip/constraints.txt" in install.group(1)
+    assert '--constraint "$pins"' in install.group(1)
     assert '"/opt/airflow-aip[local]"' in install.group(1)
+
+
+def test_each_cores_pins_name_their_core() -> None:
+    """docker compose's AIRFLOW_VERSION and the compat tier read constraints/airflow-<core>.txt."""
+    cores = sorted((REPO / "constraints").glob("airflow-*.txt"))
+    assert cores
+    for path in cores:
+        pins = dict(line.split("==", 1) for line in path.read_text().splitlines() if "==" in line)
+        assert pins["apache-airflow"] == path.stem.removeprefix("airflow-"), path
 
 
 def dockerignore_rules() -> list[tuple[bool, re.Pattern[str]]]:

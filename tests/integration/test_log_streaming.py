@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 from structlog.testing import capture_logs
 
+from airflow_aip.compat import TaskDeferred
 from airflow_aip.sensors.training import TrainingJobSensor
 from airflow_aip.triggers.training import TrainingJobTrigger
 from tests.fixtures.local_service import TERMINAL, LocalService, StagedTrainer, log_entries, wait_for_state

@@ -15,8 +15,8 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import TaskDeferred
 
+from airflow_aip.compat import TaskDeferred
 from airflow_aip.exceptions import AipError, ValidationError
 from airflow_aip.operators import RegisterModelOperator, RollbackChampionOperator
 from airflow_aip.triggers.model_operation import ModelOperationTrigger

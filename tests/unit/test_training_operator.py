@@ -11,8 +11,8 @@ from types import SimpleNamespace
 from typing import Any, cast
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 
+from airflow_aip.compat import AirflowFailException, TaskDeferred
 from airflow_aip.exceptions import (
     AipError,
     JobAlreadyExistsError,
@@ -542,7 +542,7 @@ def test_sensor_poke_mode_rides_out_an_outage(api: FakeMlApi, sensor_clock: Fake
 
 
 def test_sensor_poke_mode_timeout_never_cancels(api: FakeMlApi, sensor_clock: FakeClock) -> None:
-    from airflow.sdk.exceptions import AirflowSensorTimeout
+    from airflow_aip.compat import AirflowSensorTimeout
 
     api.add_job("proj", "j1", "RUNNING")
     fail_reads(api, None)

@@ -636,9 +636,11 @@ def test_the_hold_is_read_from_the_deferred_tasks_trigger(session: Session) -> N
     """``release_at`` out of the trigger row Airflow stores (its arguments encrypted, as always)."""
     from airflow.models.taskinstance import TaskInstance
     from airflow.models.trigger import Trigger
+    from sqlalchemy import Uuid
 
     from airflow_aip.ui.app import _release_at
 
+    ti_id = uuid.UUID("01a2267c-7346-7171-a046-8ae4de3f1f3b")
     trigger = Trigger(
         classpath="airflow_aip.triggers.training.TrainingJobTrigger", kwargs={"release_at": 1.5e9}
     )
@@ -646,7 +648,7 @@ def test_the_hold_is_read_from_the_deferred_tasks_trigger(session: Session) -> N
     session.flush()
     session.execute(
         TaskInstance.__table__.insert().values(
-            id=uuid.UUID("01a2267c-7346-7171-a046-8ae4de3f1f3b"),
+            id=ti_id if isinstance(TaskInstance.__table__.c.id.type, Uuid) else str(ti_id),  # 3.1: a string
             dag_id=DAG,
             run_id=RUN,
             task_id=TASK,

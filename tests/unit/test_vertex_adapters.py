@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from airflow.sdk.exceptions import AirflowFailException, TaskDeferred
 from fastapi.testclient import TestClient
 
+from airflow_aip.compat import AirflowFailException, TaskDeferred
 from airflow_aip.exceptions import ValidationError
 from airflow_aip.hooks.vertex import VertexJobHook
 from airflow_aip.jobs.labels import JOB_ID_LABEL
