@@ -136,9 +136,9 @@ test-tiers: install deps
 test-soak: prepare google-env
 	$(PYTEST) -m soak $(TESTS)
 	$(GOOGLE_VENV)/bin/pytest -m soak $(GOOGLE_PROVIDER_TESTS)
-	@$(MAKE) --no-print-directory test-compat
 
-# The compat tier: on each core of COMPAT_CORES, the unit and DAG tiers, then on one `airflow standalone`
+# The compat tier (issue 51; not yet in test-soak, so not in CI: on 3.4.0b2 the UI's tests write XCom
+# rows through XComModel, read-only there; 3.2.2's dag.test() fails now and then): on each core of COMPAT_CORES, the unit and DAG tiers, then on one `airflow standalone`
 # the race test's run (three deferrable tasks whose jobs end 0.5 to 3 s after the deferral: defer,
 # trigger, hold, end as the job did: success, failure, a ladder's climb) and the user-kill test (a kill that cancels the job; on a core without
 # BaseTrigger.on_kill, the deferred kills leave their jobs running and the tasks said so). The cores run

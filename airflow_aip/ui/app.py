@@ -31,6 +31,7 @@ from fastapi.responses import HTMLResponse, Response
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from airflow_aip.compat import xcom_set_options
 from airflow_aip.jobs.vertex.ladder_trials import with_rungs
 from airflow_aip.links import (
     CANCELLED_BY_XCOM_KEY,
@@ -300,7 +301,7 @@ def cancel_job(
         run_id=run_id,
         task_id=task_id,
         map_index=map_index,
-        serialize=False,  # as the task SDK stores a dict of strings, so its xcom_pull reads it back
+        **xcom_set_options(),  # as the task SDK stores it, so its xcom_pull reads it back (compat.py)
         session=session,
     )
     session.commit()
