@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import resource
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -21,23 +20,13 @@ from airflow_aip.local.executor.containers import (
     store_key,
 )
 from airflow_aip.local.executor.plans import ml_plan, vertex_plan
+from tests.fixtures.job_records import vertex_record
 
 PACKAGE = {
     "executorImageUri": "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest",
     "packageUris": ["gs://b/t.tar.gz"],
     "pythonModule": "t.task",
 }
-
-
-def _vertex(*pools: dict[str, Any]) -> dict[str, Any]:
-    resource = {"jobSpec": {"workerPoolSpecs": list(pools)}}
-    return {
-        "kind": "customJobs",
-        "jobId": "1",
-        "location": "us-central1",
-        "projectNumber": "7",
-        "resource": resource,
-    }
 
 
 def test_vertex_container_pools_carry_image_command_args_and_env() -> None:
@@ -48,7 +37,7 @@ def test_vertex_container_pools_carry_image_command_args_and_env() -> None:
         "env": [{"name": "K", "value": "v"}],
     }
     plan = vertex_plan(
-        _vertex(
+        vertex_record(
             {"machineSpec": {}, "replicaCount": "1", "containerSpec": container},
             {"machineSpec": {}, "replicaCount": "2", "pythonPackageSpec": PACKAGE},
         )
@@ -146,7 +135,7 @@ def test_each_vertex_pool_keeps_its_own_packages_and_accelerators() -> None:
     t4 = {"machineType": "n1-standard-4", "acceleratorType": "NVIDIA_TESLA_T4", "acceleratorCount": 2}
     worker = dict(PACKAGE, packageUris=["gs://b/other.tar.gz"])
     plan = vertex_plan(
-        _vertex(
+        vertex_record(
             {"machineSpec": t4, "replicaCount": "1", "pythonPackageSpec": PACKAGE},
             {"machineSpec": {}, "replicaCount": "2", "pythonPackageSpec": worker},
             {"machineSpec": {}, "replicaCount": "1", "pythonPackageSpec": PACKAGE},

@@ -22,6 +22,7 @@ import pytest
 from airflow_aip.local.executor.plans import execution_plan
 from airflow_aip.local.executor.trainer_io import SITE_DIR, TrainerIO
 from airflow_aip.local.metadata_server import MetadataServer, TrainerIdentity
+from tests.fixtures.job_records import ML_V1_RECORD
 from tests.fixtures.tools import need_module
 
 IDENTITY = TrainerIdentity("proj-a", "123456789012", "trainer@proj-a.iam.gserviceaccount.com", "europe-west4")
@@ -132,17 +133,7 @@ def test_a_vertex_job_runs_as_its_service_account_or_the_custom_code_service_age
 
 def test_the_vertex_sdk_in_a_replica_reaches_the_local_service(tmp_path: Path) -> None:
     need_module("google.cloud.aiplatform")
-    plan = execution_plan(
-        "proj-a",
-        {
-            "jobId": "j1",
-            "trainingInput": {
-                "pythonModule": "t.task",
-                "packageUris": ["gs://b/t.tar.gz"],
-                "region": "us-central1",
-            },
-        },
-    )
+    plan = execution_plan("proj-a", ML_V1_RECORD)
     with TrainerIO(plan, tmp_path, "http://127.0.0.1:8080/") as trainer_io:
         env = dict(trainer_io.env())
     assert env["PYTHONPATH"] == str(SITE_DIR)

@@ -30,18 +30,9 @@ from airflow_aip.local.executor.trainer_io import TrainerIO
 from airflow_aip.local.metadata_server import TrainerIdentity
 from airflow_aip.local.store import JobStore
 from tests.fixtures.google_standin import DEVELOPER_TOKEN, GoogleStandIn
+from tests.fixtures.job_records import ML_V1_RECORD
 
-PLAN = execution_plan(
-    "proj-a",
-    {
-        "jobId": "j1",
-        "trainingInput": {
-            "pythonModule": "t.task",
-            "packageUris": ["gs://b/t.tar.gz"],
-            "region": "us-central1",
-        },
-    },
-)
+PLAN = execution_plan("proj-a", ML_V1_RECORD)
 JOB_TOKEN = TrainerIdentity(PLAN.project_id, PLAN.project_number, PLAN.service_account).token
 CALLS = (
     "import json, requests, google.auth, google.auth.transport.requests as r\n"

@@ -15,6 +15,7 @@ from typing import Any
 from airflow_aip.local.executor.containers import ContainerEngine, store_key
 from airflow_aip.local.executor.plans import REDUCTION_SERVER, reduction_server, vertex_plan
 from airflow_aip.local.executor.replica_network import ReplicaNetwork, networked, shared_network_note
+from tests.fixtures.job_records import vertex_record
 
 MACHINE = {"machineType": "n1-standard-4"}
 
@@ -23,20 +24,11 @@ def _pool(image: str, count: int = 1) -> dict[str, Any]:
     return {"machineSpec": MACHINE, "replicaCount": str(count), "containerSpec": {"imageUri": image}}
 
 
-def _job(*pools: dict[str, Any]) -> dict[str, Any]:
-    resource = {"jobSpec": {"workerPoolSpecs": list(pools)}}
-    return {
-        "kind": "customJobs",
-        "jobId": "1",
-        "location": "us-central1",
-        "projectNumber": "7",
-        "resource": resource,
-    }
-
-
 def test_a_reduction_server_pool_is_skipped_and_the_log_says_so() -> None:
     trainer = "localhost/trainer:1"
-    plan = vertex_plan(_job(_pool(trainer), _pool(trainer, 2), _pool(f"{REDUCTION_SERVER}:latest", 4)))
+    plan = vertex_plan(
+        vertex_record(_pool(trainer), _pool(trainer, 2), _pool(f"{REDUCTION_SERVER}:latest", 4))
+    )
     assert [p.cluster_key for p in plan.pools] == ["workerpool0", "workerpool1"]
     assert plan.images == (trainer,)  # nothing to pull from Google's restricted registry
     [note] = plan.notes
@@ -52,11 +44,11 @@ def test_only_googles_reduction_server_image_is_one() -> None:
 
 def test_a_network_of_its_own_only_when_every_pool_is_a_container(tmp_path: Path) -> None:
     engine = ContainerEngine("/usr/bin/podman", store_key(tmp_path))
-    containers = vertex_plan(_job(_pool("localhost/trainer:1"), _pool("localhost/trainer:1", 2)))
+    containers = vertex_plan(vertex_record(_pool("localhost/trainer:1"), _pool("localhost/trainer:1", 2)))
     image = "us-docker.pkg.dev/vertex-ai/training/sklearn-cpu.1-6:latest"
     package = {"executorImageUri": image, "packageUris": ["gs://b/t.tar.gz"], "pythonModule": "t.task"}
     mixed = vertex_plan(
-        _job(_pool("localhost/trainer:1"), {"replicaCount": "1", "pythonPackageSpec": package})
+        vertex_record(_pool("localhost/trainer:1"), {"replicaCount": "1", "pythonPackageSpec": package})
     )
     assert networked(containers.pools, engine)
     assert not networked(mixed.pools, engine)
@@ -85,7 +77,7 @@ def test_loopback_services_are_relayed_at_the_gateway_and_a_next_attempt_gets_th
     tmp_path: Path,
 ) -> None:
     engine = _Engine("/usr/bin/podman", store_key(tmp_path))
-    pools = vertex_plan(_job(_pool("localhost/trainer:1", 2))).pools
+    pools = vertex_plan(vertex_record(_pool("localhost/trainer:1", 2))).pools
     with socket.create_server(("127.0.0.1", 0)) as service:
         port = service.getsockname()[1]
         service.settimeout(5)
