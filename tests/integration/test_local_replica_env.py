@@ -24,6 +24,7 @@ from airflow_aip.local.executor.runner import Attempt, AttemptSpec
 from airflow_aip.local.storage.gcs import FakeGcsServer
 from tests.fixtures.local_service import LocalService, StagedTrainer, log_entries, wait_for_job
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform, worker_pool
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -144,8 +145,16 @@ _SLEEP = ("-n", "1", "-r", "1", "import time; time.sleep(30)")  # python -m time
 
 
 def _environ(pid: int) -> dict[str, str]:
-    raw = Path(f"/proc/{pid}/environ").read_bytes()
-    return dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+    """The replica's environment once it runs its own program: until its exec, a forked child
+    still holds the service's (every replica's has CLUSTER_SPEC)."""
+
+    def started() -> dict[str, str] | None:
+        raw = Path(f"/proc/{pid}/environ").read_bytes()
+        env = dict(item.split("=", 1) for item in raw.decode().split("\0") if "=" in item)
+        return env if "CLUSTER_SPEC" in env else None
+
+    found: dict[str, str] = wait_until(started, 30, f"process {pid}'s exec", every=0.05)
+    return found
 
 
 def test_each_gpu_replica_sees_gpus_of_its_own_and_a_cpu_pool_none(tmp_path: Path) -> None:

@@ -441,7 +441,8 @@ def test_a_stop_ends_what_ignores_sigterm_and_what_left_the_group(tmp_path: Path
     from scripts.stack import start, stop_group
 
     mark = tmp_path / "orphan-got-sigterm"
-    orphan = f"trap 'echo yes > {mark}; exit 0' TERM; while :; do sleep 0.1; done"
+    armed = tmp_path / "orphan-trap-set"  # a SIGTERM before its trap is set would end it unmarked
+    orphan = f"trap 'echo yes > {mark}; exit 0' TERM; : > {armed}; while :; do sleep 0.1; done"
     stubborn = "trap '' TERM; sleep 600"  # SIGTERM ignored, by sleep too (an ignored signal stays so)
     cases = {  # the script, the stop's timeout, how many processes to record (bash included)
         # bash ends on SIGTERM; its child in a session of its own is then an orphan
@@ -469,6 +470,8 @@ def test_a_stop_ends_what_ignores_sigterm_and_what_left_the_group(tmp_path: Path
 
         try:
             wait_until(recorded, 60, f"{case}: {count} processes", every=0.05, state=state)
+            if case == "orphan":
+                wait_until(armed.exists, 60, "the orphan's SIGTERM trap", every=0.05)
             stop_group(proc, timeout=timeout)
             assert (case, [_describe(p) for p in tree if _alive(p)]) == (case, [])
         finally:
