@@ -37,6 +37,7 @@ class Estimate:
     missing: str = ""  # why there is no figure, when the job's times or machines cannot be read
     seconds: float = 0.0  # billed seconds (all trials, for a tuning job)
     strategy: str = "STANDARD"
+    unverified: tuple[str, ...] = ()  # the rows used that no source confirms: where it can be wrong
 
     @property
     def known(self) -> bool:
@@ -57,7 +58,7 @@ class Estimate:
         out = f"{self.currency} {money(self.amount)} (estimate, {source}"
         if self.standard is not None:
             out += f"; {money(self.standard)} on standard VMs, {money(self.standard - self.amount)} saved"
-        return out + ")"
+        return out + unverified_text(self.unverified) + ")"
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> Estimate:
@@ -71,6 +72,7 @@ class Estimate:
             str(data.get("missing") or ""),
             float(data.get("seconds") or 0.0),
             str(data.get("strategy") or "STANDARD"),
+            tuple(data.get("unverified") or ()),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -84,7 +86,14 @@ class Estimate:
             "missing": self.missing or None,
             "seconds": round(self.seconds, 3),
             "strategy": self.strategy,
+            "unverified": list(self.unverified),
         }
+
+
+def unverified_text(rows: Iterable[str]) -> str:
+    """``; unverified rates: machine e2-standard-4 in us-central1``, or nothing when every row is sourced."""
+    listed = list(dict.fromkeys(rows))
+    return f"; unverified rates: {', '.join(listed)}" if listed else ""
 
 
 def money(amount: float) -> str:
@@ -147,7 +156,14 @@ def estimate(view: Mapping[str, Any], table: PriceTable, now: float | None = Non
         standard = plain.per_hour * seconds / 3600 if plain.known else None
     amount = rate.per_hour * seconds / 3600 if rate.known else None
     return Estimate(
-        amount, table.currency, table.date, standard, rate.unknown, seconds=seconds, strategy=strategy
+        amount,
+        table.currency,
+        table.date,
+        standard,
+        rate.unknown,
+        seconds=seconds,
+        strategy=strategy,
+        unverified=rate.unverified,
     )
 
 
@@ -160,15 +176,26 @@ class Total:
     table_date: str
     parts: tuple[Estimate, ...] = field(default=())
 
+    @property
+    def unverified(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(row for part in self.parts for row in part.unverified))
+
     def to_json(self) -> dict[str, Any]:
         amount = None if self.amount is None else round(self.amount, 6)
-        return {"amount": amount, "currency": self.currency, "estimate": True, "table_date": self.table_date}
+        return {
+            "amount": amount,
+            "currency": self.currency,
+            "estimate": True,
+            "table_date": self.table_date,
+            "unverified": list(self.unverified),
+        }
 
     def text(self) -> str:
         if self.amount is None:
             why = next(part.why_none for part in self.parts if not part.known)
             return f"no estimate ({why}; price table of {self.table_date})"
-        return f"{self.currency} {money(self.amount)} (estimate, price table of {self.table_date})"
+        source = f"estimate, price table of {self.table_date}{unverified_text(self.unverified)}"
+        return f"{self.currency} {money(self.amount)} ({source})"
 
 
 def total(estimates: Iterable[Estimate], table: PriceTable) -> Total:
@@ -189,7 +216,14 @@ def worst_case(usage: Mapping[str, Any] | None, region: str, table: PriceTable) 
     strategy = str(usage.get("strategy") or "STANDARD")
     amount = rate.per_hour * seconds / 3600 if rate.known else None
     return Estimate(
-        amount, table.currency, table.date, None, rate.unknown, seconds=seconds, strategy=strategy
+        amount,
+        table.currency,
+        table.date,
+        None,
+        rate.unknown,
+        seconds=seconds,
+        strategy=strategy,
+        unverified=rate.unverified,
     )
 
 

@@ -37,6 +37,7 @@ class Rate:
 
     per_hour: float
     unknown: tuple[str, ...] = ()
+    unverified: tuple[str, ...] = ()  # the rows used that no source confirms (``provenance``)
 
     @property
     def known(self) -> bool:
@@ -88,14 +89,21 @@ class PriceTable:
             return regional.get(kind) or {}, ""
         return (regional.get(section) or {}).get(kind) or {}, f"{section.replace('_', '-')} "
 
+    def _unverified(self, region: str, strategy: str, kind: str, name: str) -> list[str]:
+        """``[the row as a line names it]`` when no source confirms it, else ``[]``."""
+        section = STRATEGY_SECTIONS.get(strategy, "")
+        key = f"{region}/{section}/{kind}/{name}" if section else f"{region}/{kind}/{name}"
+        return [] if self.provenance(key) != "unverified" else [_describe_row(region, section, kind, name)]
+
     def pool_rate(self, pool: Mapping[str, Any], region: str, strategy: str = "STANDARD") -> Rate:
         """One worker pool's rate per hour, all replicas: machine + accelerators + boot disk."""
         replicas = int(pool.get("replicas") or 1)
-        total, unknown = 0.0, []
+        total, unknown, unverified = 0.0, [], []
         machines, prefix = self._rows(region, strategy, "machines")
         machine_type = str(pool.get("machine_type") or "")
         if machine_type in machines:
             total += float(machines[machine_type])
+            unverified += self._unverified(region, strategy, "machines", machine_type)
         else:
             unknown.append(f"{prefix}machine {machine_type or '(none)'} in {region}")
         accelerator, count = pool.get("accelerator_type"), int(pool.get("accelerator_count") or 0)
@@ -103,15 +111,17 @@ class PriceTable:
             accelerators, _ = self._rows(region, strategy, "accelerators")
             if accelerator in accelerators:
                 total += count * float(accelerators[accelerator])
+                unverified += self._unverified(region, strategy, "accelerators", accelerator)
             else:
                 unknown.append(f"{prefix}accelerator {accelerator} in {region}")
         disks = ((self.data.get("regions") or {}).get(region) or {}).get("disks") or {}
         disk_type = str(pool.get("disk_type") or "pd-ssd")
         if disk_type in disks:
             total += int(pool.get("disk_gb") or 0) * float(disks[disk_type])
+            unverified += self._unverified(region, "STANDARD", "disks", disk_type)
         else:
             unknown.append(f"boot disk {disk_type} in {region}")
-        return Rate(replicas * total, tuple(unknown))
+        return Rate(replicas * total, tuple(unknown), tuple(unverified))
 
     def job_rate(self, usage: Mapping[str, Any], region: str, strategy: str | None = None) -> Rate:
         """A job's rate per hour (one trial's, for a tuning job): the sum of its pools'.
@@ -128,7 +138,8 @@ class PriceTable:
             return Rate(0.0, (f"worker pools of the job in {region}",))
         rates = [self.pool_rate(pool, region, chosen) for pool in pools]
         unknown = tuple(row for rate in rates for row in rate.unknown)
-        return Rate(sum(rate.per_hour for rate in rates), unknown)
+        unverified = tuple(dict.fromkeys(row for rate in rates for row in rate.unverified))
+        return Rate(sum(rate.per_hour for rate in rates), unknown, unverified)
 
     def has_currency(self, currency: str) -> bool:
         return currency == self.currency

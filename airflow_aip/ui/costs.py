@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from airflow_aip.jobs.cost import Estimate, money, total
+from airflow_aip.jobs.cost import Estimate, money, total, unverified_text
 from airflow_aip.jobs.pricing import PriceTable
 from airflow_aip.jobs.times import epoch_seconds, seconds_between
 
@@ -25,7 +25,8 @@ def cost_text(summary: Mapping[str, Any]) -> str | None:
         if amount is None:
             return f"no estimate (a rung has none; price table of {cost.get('table_date')})"
         figure = f"{cost.get('currency')} {money(float(amount))}"
-        return f"{figure} (estimate, price table of {cost.get('table_date')})"
+        unverified = unverified_text(cost.get("unverified") or ())
+        return f"{figure} (estimate, price table of {cost.get('table_date')}{unverified})"
     return Estimate.from_json(cost).text()
 
 

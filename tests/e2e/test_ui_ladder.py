@@ -51,6 +51,30 @@ def _disagreements(seen: list[Any]) -> list[str]:
     return out
 
 
+# What the tab's own data call answers now, and its status line (an error or "Trying again…").
+PAYLOAD = """async () => {
+  const r = await fetch('../api/task?' + new URLSearchParams(location.search), {credentials: 'same-origin'});
+  const body = await r.json().catch(() => null);
+  const keep = ['task_state', 'job_id', 'live', 'refresh_s', 'held', 'read_error', 'waiting'];
+  return [document.getElementById('status')?.textContent, r.status,
+          body && Object.fromEntries(keep.map((k) => [k, body[k]])), body?.job?.state];
+}"""
+
+
+def _what_the_tab_saw(stack: AirflowStack, run_id: str, document: Any, renders: list[Any]) -> Any:
+    """For a failure: the task's state and try, the last distinct renders, what the page's data
+    call answers now, and the page's status line."""
+    ti = stack.task_instance(DAG_ID, run_id, "tune")
+    distinct = [r for i, r in enumerate(renders) if i == 0 or r != renders[i - 1]]
+    return {
+        "tasks": stack.task_states(DAG_ID, run_id),
+        "tune": (ti["state"], ti["try_number"]),
+        "snapshot": document.evaluate(SNAPSHOT),
+        "renders": distinct[-6:],
+        "status, payload now": document.evaluate(PAYLOAD),
+    }
+
+
 def _restock(stack: AirflowStack) -> None:
     """The region's Spot VMs back (the stack's service runs with --fault-admin)."""
     with httpx.Client(base_url=stack.ml_url, timeout=30) as http:
@@ -93,7 +117,7 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
             300,
             "the STANDARD rung's job on the live tab",
             every=0.5,
-            state=lambda: (stack.task_states(DAG_ID, run_id), document.evaluate(SNAPSHOT)),
+            state=lambda: _what_the_tab_saw(stack, run_id, document, renders),
         )
         assert live is not None, rung  # the tab was live: the job ran, its task waited
         assert live.startswith("Live: read from the job's API")

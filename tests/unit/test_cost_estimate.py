@@ -220,6 +220,23 @@ def test_a_ladder_sums_its_rungs_and_a_hole_leaves_no_total() -> None:
     assert "spot machine" in holed.text()
 
 
+def test_an_estimate_names_the_rates_no_source_confirms() -> None:
+    sourced = estimate(job("n1-standard-4"), SNAPSHOT)  # machine and pd-ssd both sourced
+    assert sourced.unverified == ()
+    assert "unverified" not in sourced.text()
+    guessed = estimate(job("n1-standard-8", "NVIDIA_TESLA_T4", 1), SNAPSHOT)
+    assert guessed.unverified == (
+        "machine n1-standard-8 in us-central1",
+        "accelerator NVIDIA_TESLA_T4 in us-central1",
+    )
+    rows = "machine n1-standard-8 in us-central1, accelerator NVIDIA_TESLA_T4 in us-central1"
+    assert guessed.text().endswith(f"; unverified rates: {rows})")
+    assert type(guessed).from_json(guessed.to_json()).unverified == guessed.unverified  # kept in XCom
+    ladder = total([sourced, guessed, guessed], SNAPSHOT)
+    assert ladder.to_json()["unverified"] == list(guessed.unverified)  # once each, in order
+    assert "unverified rates: machine n1-standard-8" in ladder.text()
+
+
 def test_the_worst_case_is_every_trial_until_the_timeout() -> None:
     usage = _tuning([])["usage"]
     usage["timeout_seconds"] = 7200.0

@@ -76,5 +76,9 @@ def test_a_ladders_rungs_are_its_parts_and_an_older_summary_has_no_cost_block() 
     assert cost is not None
     assert cost["text"] == f"USD 0.5 (estimate, price table of {DATE})"
     assert [p["text"] for p in cost["parts"]] == ["USD 0", "USD 0.5"]
+    summary["ladder_cost"]["unverified"] = ["spot machine n1-standard-8 in us-central1"]
+    unsure = cost_view(summary)
+    assert unsure is not None
+    assert unsure["text"].endswith("; unverified rates: spot machine n1-standard-8 in us-central1)")
     assert cost_view({"job_id": "j"}) is None
     assert cost_series([]) == []
