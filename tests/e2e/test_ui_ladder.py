@@ -102,6 +102,9 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
     context = browser.new_context(base_url=stack.base_url, viewport={"width": 1280, "height": 800})
     renders: list[Any] = []
     page = context.new_page()
+    errors: list[str] = []  # what the page's scripts threw or logged as errors, for a failure
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    page.on("console", lambda message: errors.extend([message.text] if message.type == "error" else []))
     try:
         frame = open_tab(page, stack, DAG_ID, run_id, "tune")
         document = page.wait_for_selector("iframe[title='Training job']").content_frame()
@@ -117,7 +120,7 @@ def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each
             300,
             "the STANDARD rung's job on the live tab",
             every=0.5,
-            state=lambda: _what_the_tab_saw(stack, run_id, document, renders),
+            state=lambda: (_what_the_tab_saw(stack, run_id, document, renders), errors[-5:]),
         )
         assert live is not None, rung  # the tab was live: the job ran, its task waited
         assert live.startswith("Live: read from the job's API")
