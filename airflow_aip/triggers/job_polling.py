@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 GATHER_SECONDS = 0.5  # a first read waits this long for the others registering with it (a restart)
 MAX_CONCURRENT_READS = 4  # requests of one round in flight at once
 Read = Listed | BaseException
-_DUE = operator.attrgetter("due")
+_DUE, _INTERVAL = operator.attrgetter("due"), operator.attrgetter("interval")  # 5,000 watches a pass
 
 
 class PolledClient(Protocol):
@@ -179,7 +179,7 @@ class JobPoller(RoundScheduler):
         return bool(self.watches)
 
     def next_wake(self) -> float:
-        return min(map(_DUE, self.watches), default=NEVER)  # attrgetter: 5,000 watches, each pass
+        return min(map(_DUE, self.watches), default=NEVER)
 
     next_round_at = next_wake
 
@@ -188,7 +188,7 @@ class JobPoller(RoundScheduler):
 
     def coalesce(self) -> float:
         """Watches due this much after a round's start join it: half the shortest poll interval."""
-        return min((watch.interval for watch in self.watches), default=0.0) / 2
+        return min(map(_INTERVAL, self.watches), default=0.0) / 2
 
     async def poll_round(self) -> int:
         """Read every watch due now (or within :meth:`coalesce`); the number read.
@@ -253,18 +253,23 @@ class JobPoller(RoundScheduler):
         building a read per job. The jobs left (one the list did not answer, or a watch that has not
         heard this state: registered since, or told a failure) go the whole way; their names.
         """
-        now = self.clock()
+        now, named = self.clock(), self.named
         left: list[str] = []
-        for name in names:
+        for name in names:  # a plain loop, no call per job but heard(): it runs 5,000 times a round
             known = said.get(name)
-            watches = self.named.get(name, ())
-            if known is None or name not in due or not _all_told(watches, known[0]):
+            if known is None or name not in due:
                 left.append(name)
                 continue
-            del due[name]
+            watches = named.get(name, ())  # () if its triggers left during the call
             for watch in watches:
-                if watch.reading:
-                    watch.reading, watch.due = False, now + watch.interval
+                if watch.reading and not watch.heard(known[0]):
+                    left.append(name)
+                    break
+            else:
+                del due[name]
+                for watch in watches:
+                    if watch.reading:
+                        watch.reading, watch.due = False, now + watch.interval
         return left
 
     def _reading(self, name: str) -> list[JobWatch]:
@@ -328,11 +333,6 @@ class JobPoller(RoundScheduler):
         except Exception as err:  # the wait step tells transient from not
             return err
         return Listed(JobState.parse(view.get("state")), lambda: view)
-
-
-def _all_told(watches: Iterable[JobWatch], state: JobState) -> bool:
-    """Whether every watch being read has heard ``state`` (a read of it is news to none)."""
-    return all(watch.heard(state) or not watch.reading for watch in watches)
 
 
 async def _bounded(reads: Iterable[Awaitable[None]]) -> None:
