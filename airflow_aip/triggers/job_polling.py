@@ -14,9 +14,10 @@ the same project and region, share one :class:`JobPoller`:
   interval (reading them early keeps the watches in step, so the next round takes them all
   again): one list call per batch of 100 jobs (:mod:`airflow_aip.jobs.watch`), filtered to
   them; an answer byte for byte the batch's last is not parsed again
-  (:func:`airflow_aip.hooks.job_client.alist_watched`). A job the list does not answer (not
-  created by us, or a list lagging a create) is read with a get; so is a Vertex AI tuning job
-  that has ended, because lists leave out the trials its summary reports.
+  (:func:`airflow_aip.hooks.job_client.alist_watched`), and the watches that already heard
+  what it says are re-armed in one pass, with no read built or offered per job. A job the list
+  does not answer (not created by us, or a list lagging a create) is read with a get; so is a
+  Vertex AI tuning job that has ended, because lists leave out the trials its summary reports.
 - A trigger is woken only when its job's state changed, or its read failed, or recovered:
   the wait step does nothing with an unchanged running job, and 5,000 coroutines woken every
   round would cost more than the reads. Its deadline is its own timer.

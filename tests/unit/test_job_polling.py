@@ -383,6 +383,32 @@ async def test_an_answer_as_the_last_still_tells_a_watch_that_has_not_heard_it(
     assert offered == [name, name, name]  # both watches offered: the first's is no news to it
 
 
+async def test_a_trigger_that_leaves_during_an_unchanged_call_leaves_the_others_rearmed(
+    vertex: Vertex,
+) -> None:
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    clock, inbox = Clock(), Inbox()
+    hook = vertex.hook()
+    poller = poller_of(hook, clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    clock.now += 1
+    await poller.poll_round()
+    for watch in watches:
+        watch.read_in(10.0)
+    listed = hook.alist_batch
+
+    async def leaving(batch: WatchBatch) -> Any:
+        answer = await listed(batch)
+        watches[1].close()  # its task was cancelled while the list call was in flight
+        return answer
+
+    hook.alist_batch = leaving  # type: ignore[method-assign]
+    clock.now += 10
+    assert await poller.poll_round() == 3
+    assert [watches[0].due, watches[2].due] == [clock.now + 10] * 2  # re-armed; no round failure
+    assert all(inbox.states(name) == ["QUEUED"] for name in names)
+
+
 async def test_a_transient_list_failure_reaches_each_watch_then_the_recovery_does() -> None:
     api = FakeMlApi()
     for job_id in ("a", "b"):
