@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
@@ -22,7 +22,7 @@ from airflow_aip.jobs.backend import Backend
 from airflow_aip.jobs.request import JobRequest
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.view import JobView
-from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, Listed, WatchBatch
+from airflow_aip.jobs.watch import WATCH_PAGE_SIZE, AsLast, Listed, WatchBatch
 
 if TYPE_CHECKING:
     from airflow_aip.hooks.google_api import GoogleApiHook
@@ -64,7 +64,7 @@ class JobClient(Protocol):
 
     def watch_batches(self, watched: Sequence[tuple[str, str]]) -> list[WatchBatch]: ...
 
-    async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]: ...
+    async def alist_batch(self, batch: WatchBatch) -> Mapping[str, Listed]: ...
 
 
 def _ended_already(err: ApiError, state: Any) -> bool:
@@ -117,14 +117,16 @@ async def alist_watched(
     items: str,
     match: Match,
     read_mask: str | None = None,
-) -> dict[str, Listed]:
+) -> Mapping[str, Listed]:
     """A poll round's list call for ``batch``; ``match`` reads the jobs listed (``items``) as its reads.
 
     Most rounds change nothing, and parsing and matching 5,000 jobs' JSON for nothing was most of
     what a round cost the triggerer. So an answer byte for byte the batch's last is not parsed:
-    the same bytes say the same states, and a job's view is parsed from them only if a trigger
-    needs it (news). A one-page answer is remembered by its digest, not kept. ``read_mask``: only
-    the fields the wait and the budget guard read (Vertex AI's list takes a ``readMask``).
+    the same bytes say the same states (:class:`~airflow_aip.jobs.watch.AsLast`: the poller
+    re-arms the watches that heard them without a read per job), and a job's view is parsed from
+    them only if a trigger needs it (news). A one-page answer is remembered by its digest, not
+    kept. ``read_mask``: only the fields the wait and the budget guard read (Vertex AI's list
+    takes a ``readMask``).
     """
     params: dict[str, Any] = {"filter": batch.filter, "pageSize": WATCH_PAGE_SIZE}
     if read_mask:
@@ -133,11 +135,7 @@ async def alist_watched(
     digest = hashlib.sha1(content, usedforsecurity=False).digest()
     last = _LAST_ANSWERS.get(batch)
     if last is not None and last[0] == digest:
-        reads = cache(lambda: match(_items(content, items)[0]))
-        return {
-            name: Listed(state, partial(_view_of, reads, name), complete)
-            for name, (state, complete) in last[1].items()
-        }
+        return AsLast(last[1], partial(_view_of, cache(lambda: match(_items(content, items)[0]))))
     jobs, token = _items(content, items)
     if token:  # more than a page (two jobs carry one label): the rest, and nothing remembered
         jobs += await hook.alist_all(method, path, items, {**params, "pageToken": token})

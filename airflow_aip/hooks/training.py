@@ -15,7 +15,7 @@ through the operators.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 from urllib.parse import quote
@@ -185,7 +185,7 @@ class TrainingJobHook(GoogleApiHook):
             for members, text in batches(names, lambda name: self._split(name)[1], "jobId")
         ]
 
-    async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
+    async def alist_batch(self, batch: WatchBatch) -> Mapping[str, Listed]:
         """The batch's jobs the list answered, by watched name (ml v1 lists whole jobs; an answer as
         last round's is not parsed again: :func:`~airflow_aip.hooks.job_client.alist_watched`)."""
         path = f"v1/{quote(batch.parent)}/jobs"

@@ -22,7 +22,7 @@ google.*, googleapiclient and httpx are imported inside functions (DAG files imp
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import Any, ClassVar
 
@@ -137,7 +137,7 @@ class VertexJobHook(RegionalAiplatformHook):
             )
         ]
 
-    async def alist_batch(self, batch: WatchBatch) -> dict[str, Listed]:
+    async def alist_batch(self, batch: WatchBatch) -> Mapping[str, Listed]:
         """The batch's jobs the list answered, by watched name (an answer as last round's is not
         parsed again: :func:`~airflow_aip.hooks.job_client.alist_watched`)."""
         path = f"v1/{batch.parent}/{batch.kind}"

@@ -19,7 +19,7 @@ Pure: the hooks build the requests from these batches and answer :class:`Listed`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeVar
 
@@ -44,6 +44,32 @@ class Listed(NamedTuple):
     state: JobState
     view: Callable[[], JobView]
     complete: bool = True
+
+
+class AsLast(Mapping[str, Listed]):
+    """A list answer byte for byte the batch's last: the states it said then, and nothing parsed.
+
+    ``said`` is the last answer's ``{name: (state, complete)}``, shared, never copied: a round
+    whose answers are all as last round's makes no object per job. A job's :class:`Listed` (and
+    its view, from ``view_of``) is built only when someone asks for it: news for a watch that
+    has not heard this state (a trigger registered since, or one told a failure).
+    """
+
+    __slots__ = ("said", "view_of")
+
+    def __init__(self, said: Mapping[str, tuple[JobState, bool]], view_of: Callable[[str], JobView]) -> None:
+        self.said = said
+        self.view_of = view_of
+
+    def __getitem__(self, name: str) -> Listed:
+        state, complete = self.said[name]
+        return Listed(state, lambda: self.view_of(name), complete)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.said)
+
+    def __len__(self) -> int:
+        return len(self.said)
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,10 @@ the same project and region, share one :class:`JobPoller`:
   interval (reading them early keeps the watches in step, so the next round takes them all
   again): one list call per batch of 100 jobs (:mod:`airflow_aip.jobs.watch`), filtered to
   them; an answer byte for byte the batch's last is not parsed again
-  (:func:`airflow_aip.hooks.job_client.alist_watched`). A job the list does not answer (not
-  created by us, or a list lagging a create) is read with a get; so is a Vertex AI tuning job
-  that has ended, because lists leave out the trials its summary reports.
+  (:func:`airflow_aip.hooks.job_client.alist_watched`), and the watches that already heard
+  what it says are re-armed in one pass, with no read built or offered per job. A job the list
+  does not answer (not created by us, or a list lagging a create) is read with a get; so is a
+  Vertex AI tuning job that has ended, because lists leave out the trials its summary reports.
 - A trigger is woken only when its job's state changed, or its read failed, or recovered:
   the wait step does nothing with an unchanged running job, and 5,000 coroutines woken every
   round would cost more than the reads. Its deadline is its own timer.
@@ -38,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import operator
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping, Sequence
@@ -46,7 +48,7 @@ from typing import Any, Protocol
 from airflow_aip.hooks.http_shared import is_transient
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.waiting import Seen
-from airflow_aip.jobs.watch import Listed, WatchBatch
+from airflow_aip.jobs.watch import AsLast, Listed, WatchBatch
 from airflow_aip.triggers.rounds import NEVER, RoundScheduler
 
 log = logging.getLogger(__name__)
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 GATHER_SECONDS = 0.5  # a first read waits this long for the others registering with it (a restart)
 MAX_CONCURRENT_READS = 4  # requests of one round in flight at once
 Read = Listed | BaseException
+_DUE, _INTERVAL = operator.attrgetter("due"), operator.attrgetter("interval")  # 5,000 watches a pass
 
 
 class PolledClient(Protocol):
@@ -104,9 +107,13 @@ class JobWatch:
     def close(self) -> None:
         self.poller.remove(self)
 
+    def heard(self, state: JobState) -> bool:
+        """Whether the trigger was last told this state (a read saying it again is no news)."""
+        return self.told is state
+
     def wants(self, read: Read) -> bool:
         """Whether this read is news to the trigger: a failure, a recovery, or a new state."""
-        return not isinstance(read, Listed) or read.state is not self.told
+        return not isinstance(read, Listed) or not self.heard(read.state)
 
     def offer(self, read: Read, now: float) -> None:
         """Hand the read to the trigger if it is news; else read again after the poll interval."""
@@ -173,7 +180,7 @@ class JobPoller(RoundScheduler):
         return bool(self.watches)
 
     def next_wake(self) -> float:
-        return min((watch.due for watch in self.watches), default=NEVER)
+        return min(map(_DUE, self.watches), default=NEVER)
 
     next_round_at = next_wake
 
@@ -182,7 +189,7 @@ class JobPoller(RoundScheduler):
 
     def coalesce(self) -> float:
         """Watches due this much after a round's start join it: half the shortest poll interval."""
-        return min((watch.interval for watch in self.watches), default=0.0) / 2
+        return min(map(_INTERVAL, self.watches), default=0.0) / 2
 
     async def poll_round(self) -> int:
         """Read every watch due now (or within :meth:`coalesce`); the number read.
@@ -223,7 +230,8 @@ class JobPoller(RoundScheduler):
         """One list call; its answers offered; a job it did not answer (or an ended job the
         list left incomplete) read with a get. Never raises."""
         reads = await self._list(batch)
-        for name in batch.names:
+        names = self._rearm(batch.names, reads.said, due) if isinstance(reads, AsLast) else batch.names
+        for name in names:
             read = reads.get(name)
             if read is None or (
                 isinstance(read, Listed)
@@ -237,6 +245,33 @@ class JobPoller(RoundScheduler):
 
     async def _get_and_offer(self, name: str, due: dict[str, None]) -> None:
         self._offer(name, await self._get(name), due)
+
+    def _rearm(
+        self, names: Sequence[str], said: Mapping[str, tuple[JobState, bool]], due: dict[str, None]
+    ) -> list[str]:
+        """An answer as the batch's last: re-arm, in one pass, every watch already told what it
+        says (its next read a poll interval on, as :meth:`JobWatch.offer` would have it) without
+        building a read per job. The jobs left (one the list did not answer, or a watch that has not
+        heard this state: registered since, or told a failure) go the whole way; their names.
+        """
+        now, named = self.clock(), self.named
+        left: list[str] = []
+        for name in names:  # a plain loop, no call per job but heard(): it runs 5,000 times a round
+            known = said.get(name)
+            if known is None or name not in due:
+                left.append(name)
+                continue
+            watches = named.get(name, ())  # () if its triggers left during the call
+            for watch in watches:
+                if watch.reading and not watch.heard(known[0]):
+                    left.append(name)
+                    break
+            else:
+                del due[name]
+                for watch in watches:
+                    if watch.reading:
+                        watch.reading, watch.due = False, now + watch.interval
+        return left
 
     def _reading(self, name: str) -> list[JobWatch]:
         """The job's watches this round reads (a copy: handing a read on may end a watch)."""
@@ -276,9 +311,9 @@ class JobPoller(RoundScheduler):
         self._batched = (names, [last.get(batch, batch) for batch in fresh])
         return self._batched[1]
 
-    async def _list(self, batch: WatchBatch) -> dict[str, Read]:
+    async def _list(self, batch: WatchBatch) -> Mapping[str, Read]:
         try:
-            return dict(await self.hook.alist_batch(batch))
+            return await self.hook.alist_batch(batch)
         except Exception as err:
             if is_transient(err):
                 return dict.fromkeys(batch.names, err)

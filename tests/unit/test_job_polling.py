@@ -279,6 +279,136 @@ async def test_a_round_of_the_same_jobs_reuses_the_last_rounds_batches(vertex: V
     assert vertex.calls("GET", "/customJobs") == 4
 
 
+def counted_offers(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The job names of every read offered to a watch one by one (``JobWatch.offer``)."""
+    offered: list[str] = []
+    offer = job_polling.JobWatch.offer
+
+    def counted(watch: job_polling.JobWatch, read: Any, now: float) -> None:
+        offered.append(watch.name)
+        offer(watch, read, now)
+
+    monkeypatch.setattr(job_polling.JobWatch, "offer", counted)
+    return offered
+
+
+def counted_parses(hook: VertexJobHook) -> list[int]:
+    """How many jobs each list answer the hook parsed held, in order."""
+    parsed: list[int] = []
+    match = hook._listed
+
+    def counted(batch: WatchBatch, listed: list[dict[str, Any]]) -> dict[str, Listed]:
+        parsed.append(len(listed))
+        return match(batch, listed)
+
+    hook._listed = counted  # type: ignore[method-assign]
+    return parsed
+
+
+async def test_a_round_answered_as_the_last_rearms_its_watches_without_a_read_each(
+    vertex: Vertex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing parsed, nothing offered job by job: each watch's next read a poll interval on."""
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    clock, inbox = Clock(), Inbox()
+    hook = vertex.hook()
+    parsed, offered = counted_parses(hook), counted_offers(monkeypatch)
+    poller = poller_of(hook, clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    clock.now += 1
+    assert await poller.poll_round() == 3
+    assert (parsed, len(offered)) == ([3], 3)
+    for watch, interval in zip(watches, (10.0, 10.0, 7.0), strict=True):
+        watch.interval = interval  # a trigger may poll faster than the others
+        watch.read_in(10.0)
+    clock.now += 10
+    assert await poller.poll_round() == 3
+    assert (parsed, len(offered)) == ([3], 3)  # the same bytes: neither parsed nor offered
+    assert [watch.due for watch in watches] == [clock.now + 10, clock.now + 10, clock.now + 7]
+    assert not any(watch.reading for watch in watches)
+    assert sum(len(seen) for seen in inbox.seen.values()) == 3  # nobody woken
+    clock.now += 10
+    assert await poller.poll_round() == 3  # re-armed: read again, every round, at the interval
+    assert vertex.calls("GET", "/customJobs") == 3
+
+
+async def test_a_changed_page_reaches_its_wait_the_same_round_and_only_it_is_parsed(
+    vertex: Vertex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    names = [vertex.create("customJobs", f"job_{i:03d}") for i in range(150)]
+    clock, inbox = Clock(), Inbox()
+    hook = vertex.hook()
+    parsed, offered = counted_parses(hook), counted_offers(monkeypatch)
+    poller = poller_of(hook, clock)
+    watches = [poller.watch(n, f"job_{i:03d}", 10.0, inbox.deliver_to(n)) for i, n in enumerate(names)]
+    for _ in range(2):
+        clock.now += 10
+        await poller.poll_round()
+        for watch in watches:
+            watch.read_in(10.0)
+    assert parsed == [100, 50]  # two list calls a round; the second round's answers as the first's
+    vertex.set_state(names[120], "RUNNING")  # one job of the second page
+    offered.clear()
+    clock.now += 10
+    assert await poller.poll_round() == 150
+    assert parsed == [100, 50, 50]  # only the page that changed is parsed
+    assert inbox.states(names[120]) == ["QUEUED", "RUNNING"]  # in this round
+    assert offered == names[100:]  # the changed page's jobs offered; the other page re-armed
+    assert all(inbox.states(name) == ["QUEUED"] for name in names if name != names[120])
+
+
+async def test_an_answer_as_the_last_still_tells_a_watch_that_has_not_heard_it(
+    vertex: Vertex, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trigger registered since (a retry of the task, on the same job) hears the state at once."""
+    name = vertex.create("customJobs", "shared")
+    clock = Clock()
+    hook = vertex.hook()
+    parsed, offered = counted_parses(hook), counted_offers(monkeypatch)
+    poller = poller_of(hook, clock)
+    heard: dict[str, list[str]] = {"a": [], "b": []}
+
+    def deliver_to(who: str) -> Any:
+        return lambda seen: heard[who].append(seen.job["state"] if seen.job else "error")
+
+    first = poller.watch(name, "shared", 10.0, deliver_to("a"))
+    clock.now += 1
+    await poller.poll_round()
+    first.read_in(10.0)
+    poller.watch(name, "shared", 10.0, deliver_to("b"))
+    clock.now += 10
+    assert await poller.poll_round() == 2
+    assert heard == {"a": ["QUEUED"], "b": ["QUEUED"]}
+    assert parsed == [1, 1]  # the same bytes, parsed for the view the new trigger needs
+    assert offered == [name, name, name]  # both watches offered: the first's is no news to it
+
+
+async def test_a_trigger_that_leaves_during_an_unchanged_call_leaves_the_others_rearmed(
+    vertex: Vertex,
+) -> None:
+    names = [vertex.create("customJobs", f"job_{i}") for i in range(3)]
+    clock, inbox = Clock(), Inbox()
+    hook = vertex.hook()
+    poller = poller_of(hook, clock)
+    watches = [poller.watch(name, f"job_{i}", 10.0, inbox.deliver_to(name)) for i, name in enumerate(names)]
+    clock.now += 1
+    await poller.poll_round()
+    for watch in watches:
+        watch.read_in(10.0)
+    listed = hook.alist_batch
+
+    async def leaving(batch: WatchBatch) -> Any:
+        answer = await listed(batch)
+        watches[1].close()  # its task was cancelled while the list call was in flight
+        return answer
+
+    hook.alist_batch = leaving  # type: ignore[method-assign]
+    clock.now += 10
+    assert await poller.poll_round() == 3
+    assert [watches[0].due, watches[2].due] == [clock.now + 10] * 2  # re-armed; no round failure
+    assert all(inbox.states(name) == ["QUEUED"] for name in names)
+
+
 async def test_a_transient_list_failure_reaches_each_watch_then_the_recovery_does() -> None:
     api = FakeMlApi()
     for job_id in ("a", "b"):
