@@ -346,12 +346,12 @@ async def test_a_changed_page_reaches_its_wait_the_same_round_and_only_it_is_par
         await poller.poll_round()
         for watch in watches:
             watch.read_in(10.0)
-    assert parsed == [100, 50]  # two list calls a round; the second round's answers as the first's
+    assert sorted(parsed) == [50, 100]  # two list calls at once a round; the second round's as the first's
     vertex.set_state(names[120], "RUNNING")  # one job of the second page
     offered.clear()
     clock.now += 10
     assert await poller.poll_round() == 150
-    assert parsed == [100, 50, 50]  # only the page that changed is parsed
+    assert sorted(parsed) == [50, 50, 100]  # only the page that changed is parsed
     assert inbox.states(names[120]) == ["QUEUED", "RUNNING"]  # in this round
     assert offered == names[100:]  # the changed page's jobs offered; the other page re-armed
     assert all(inbox.states(name) == ["QUEUED"] for name in names if name != names[120])
