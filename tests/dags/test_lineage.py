@@ -46,6 +46,9 @@ _RUN = """
 import json, sys
 from pathlib import Path
 
+from tests.fixtures.in_process_api import hold_the_lifespan
+
+hold_the_lifespan()  # dag.test() on Airflow 3.1 and 3.2, as in the tests' own process
 dags, runs, written = Path(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
 try:
     from airflow.dag_processing.dagbag import BundleDagBag
