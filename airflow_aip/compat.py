@@ -12,6 +12,11 @@ instead (docs/airflow-versions.md has the table):
   masker, which is the one that redacts the lines the trigger relays.
 - ``airflow.sdk.exceptions``' task exceptions (3.2): imported from here, ``airflow.exceptions``
   on 3.1 (the same classes, where the Task SDK has not taken them over yet).
+- ``XComModel.set(serialize=...)`` (3.2): stores a value as the Task SDK does (:func:`xcom_set_options`).
+- XCom stored per task try (3.4): ``XComModel`` becomes a read-only projection over the stores, so
+  a row is taken back with ``XComModel.delete_for_attempts``, not a ``DELETE`` on the model
+  (:func:`delete_xcom`). Reads through ``XComModel`` work on every core: from 3.4 they see the
+  current try's rows only, as Airflow's own session filter hides archived tries.
 - ``AirflowPlugin.external_views`` (3.1): the UI tabs; every core at or above the floor has it.
 
 Each primitive is probed by feature (an attribute or an import), never by the version string:
@@ -25,7 +30,10 @@ import re
 from collections.abc import Awaitable, Callable
 from functools import cache
 from importlib import metadata
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
 
 FLOOR = (3, 1)
 FLOOR_TEXT = "apache-airflow>=3.1"
@@ -97,6 +105,37 @@ def xcom_set_options() -> dict[str, Any]:
     return {"serialize": False} if "serialize" in inspect.signature(XComModel.set).parameters else {}
 
 
+def delete_xcom(
+    session: Session, *, dag_id: str, run_id: str, task_id: str, map_index: int, key: str
+) -> None:
+    """Delete one task instance's XCom ``key``, on cores that store XCom by row or by task try.
+
+    From 3.4 ``XComModel`` is a read-only projection (a ``DELETE`` on it cannot compile): the row is
+    deleted from its store with ``delete_for_attempts``, for the task's current try, as Airflow's own
+    ``XComModel.clear`` does. Before 3.4 ``XComModel`` is the table itself.
+    """
+    from airflow.models.xcom import XComModel
+
+    by_try = getattr(XComModel, "delete_for_attempts", None)
+    if by_try is not None:
+        from airflow.models.xcom import select_producers  # type: ignore[attr-defined,unused-ignore]
+
+        producers = select_producers(dag_ids=dag_id, task_ids=task_id, run_id=run_id, map_indexes=map_index)
+        by_try(producer_ids=producers, key=key, session=session)
+        return
+    from sqlalchemy import delete
+
+    session.execute(
+        delete(XComModel).where(
+            XComModel.dag_id == dag_id,
+            XComModel.run_id == run_id,
+            XComModel.task_id == task_id,
+            XComModel.map_index == map_index,
+            XComModel.key == key,
+        )
+    )
+
+
 def lacking_lines(*, deferrable: bool, cancel_on_kill: bool) -> list[str]:
     """What a task with these arguments cannot do on this core, and what happens instead (may be empty)."""
     lines = []
@@ -136,6 +175,7 @@ __all__ = [
     "TaskDeferred",
     "async_mask",
     "check_floor",
+    "delete_xcom",
     "installed_core",
     "lacking_lines",
     "trigger_on_kill",

@@ -50,6 +50,7 @@ pytest_plugins = [
     "tests.fixtures.cpu",
     "tests.fixtures.ui_home",
     "tests.fixtures.google_standin",
+    "tests.fixtures.in_process_api",  # dag.test() on Airflow 3.1 and 3.2 (a no-op from 3.3)
 ]
 
 

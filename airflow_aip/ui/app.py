@@ -28,10 +28,10 @@ from airflow.models.taskinstance import TaskInstance
 from airflow.models.xcom import XComModel
 from fastapi import Depends, FastAPI, Header, HTTPException, Query
 from fastapi.responses import HTMLResponse, Response
-from sqlalchemy import delete, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from airflow_aip.compat import xcom_set_options
+from airflow_aip.compat import delete_xcom, xcom_set_options
 from airflow_aip.jobs.vertex.ladder_trials import with_rungs
 from airflow_aip.links import (
     CANCELLED_BY_XCOM_KEY,
@@ -312,14 +312,13 @@ def cancel_job(
         requested, failure = False, f"could not cancel the job: {err}"
     reads.forget(api)
     if not requested:
-        session.execute(
-            delete(XComModel).where(
-                XComModel.dag_id == dag_id,
-                XComModel.run_id == run_id,
-                XComModel.task_id == task_id,
-                XComModel.map_index == map_index,
-                XComModel.key == CANCELLED_BY_XCOM_KEY,
-            )
+        delete_xcom(  # by row, or by task try from 3.4 (compat.py)
+            session,
+            dag_id=dag_id,
+            run_id=run_id,
+            task_id=task_id,
+            map_index=map_index,
+            key=CANCELLED_BY_XCOM_KEY,
         )
         session.commit()
     if failure is not None:

@@ -47,6 +47,10 @@ import json, sys
 from pathlib import Path
 
 dags, runs, written = Path(sys.argv[1]), json.loads(sys.argv[2]), Path(sys.argv[3])
+sys.path.append(str(dags.parent))  # the repository, for its tests package (wherever pytest was started)
+from tests.fixtures.in_process_api import hold_the_lifespan
+
+hold_the_lifespan()  # dag.test() on Airflow 3.1 and 3.2, as in the tests' own process
 try:
     from airflow.dag_processing.dagbag import BundleDagBag
     bag = BundleDagBag(dag_folder=str(dags), bundle_path=dags, bundle_name="dags-folder")

@@ -9,6 +9,7 @@ from airflow.sdk._shared.secrets_masker import redact
 from airflow.triggers.base import BaseTrigger
 
 from airflow_aip import compat
+from tests.fixtures.xcom_rows import push_xcom, xcom_database
 
 
 @pytest.mark.parametrize("version", ["3.0.6", "2.10.5", "3.0.0rc1"])
@@ -62,3 +63,35 @@ def test_xcom_set_is_given_only_keywords_this_core_takes() -> None:
     from airflow.models.xcom import XComModel
 
     assert set(compat.xcom_set_options()) <= set(inspect.signature(XComModel.set).parameters)
+
+
+def test_an_xcom_is_set_and_deleted_for_one_task_instance_on_every_core() -> None:
+    """Through XComModel up to 3.3; from 3.4 in the task try's store, XComModel being a read projection."""
+    from datetime import datetime, timezone
+
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    at = datetime(2026, 11, 25, tzinfo=timezone.utc)
+    with xcom_database() as db:
+        for task_id in ("tune", "export"):
+            push_xcom(db, "job", task_id, dag_id="d", run_id="r", task_id=task_id, at=at)
+        XComModel.set(
+            "who",
+            {"user": "ada"},
+            dag_id="d",
+            run_id="r",
+            task_id="tune",
+            **compat.xcom_set_options(),
+            session=db,
+        )
+        db.commit()
+        assert XComModel.deserialize_value(
+            db.execute(select(XComModel.value).where(XComModel.key == "who")).one()
+        ) == {"user": "ada"}
+
+        compat.delete_xcom(db, dag_id="d", run_id="r", task_id="tune", map_index=-1, key="job")
+        db.commit()
+
+        left = db.execute(select(XComModel.task_id, XComModel.key).order_by(XComModel.task_id, XComModel.key))
+        assert left.all() == [("export", "job"), ("tune", "who")]

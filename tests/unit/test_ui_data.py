@@ -12,14 +12,13 @@ from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.orm import Session
 
 from airflow_aip.jobs.vertex.capacity import Ending
 from airflow_aip.jobs.vertex.ladder import Rung
 from airflow_aip.jobs.vertex.ladder_trials import rung_record, with_ladder
 from tests.fixtures.tuning_job import SUMMARY
+from tests.fixtures.xcom_rows import dag_run, push_xcom, xcom_database
 
 DAG, RUN = "aip_training_pipeline", "manual__2026-11-23T10:00:00+00:00"
 T0 = datetime(2026, 11, 23, 10, tzinfo=timezone.utc)
@@ -75,34 +74,15 @@ RUN_EXPORT = {
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    from airflow.models import import_all_models
-    from airflow.models.xcom import XComModel
-
-    import_all_models()  # type: ignore[no-untyped-call]  # the whole schema: xcom's foreign keys reach task_instance, dag_run...
-    engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
-    XComModel.metadata.create_all(engine)
-    with sessionmaker(engine)() as db:
+    with xcom_database() as db:
         yield db
-    engine.dispose()
 
 
 def _xcom(
     db: Session, run_row: int, task_id: str, key: str, value: Any, at: datetime, dag: str = DAG
 ) -> None:
-    from airflow.models.xcom import XComModel
-
-    db.add(
-        XComModel(
-            dag_run_id=run_row,
-            task_id=task_id,
-            map_index=-1,
-            key=key,
-            dag_id=dag,
-            run_id=f"{RUN}-{run_row}" if run_row > 1 else RUN,
-            value=value,
-            timestamp=at,
-        )
-    )
+    run_id = f"{RUN}-{run_row}" if run_row > 1 else RUN
+    push_xcom(db, key, value, dag_id=dag, run_id=run_id, task_id=task_id, at=at)
 
 
 @pytest.fixture
@@ -137,6 +117,7 @@ def client(session: Session, monkeypatch: pytest.MonkeyPatch) -> Iterator[TestCl
     _xcom(session, 4, "tune", "return_value", _ladder_summary(), T0 + timedelta(hours=3))
     # a Dag the user may not read
     _xcom(session, 3, "tune", "training_job_id", "secret_job", T0 + timedelta(hours=2), dag="hidden_dag")
+    dag_run(session, DAG, RUN).state = "success"  # the first run has ended: its tabs stop refreshing
     session.commit()
     with TestClient(app) as test_client:
         yield test_client

@@ -8,22 +8,20 @@ itself is built by our real Vertex translation from a Vertex AI resource.
 from __future__ import annotations
 
 import threading
-import uuid
 from collections.abc import Iterator
 from datetime import datetime, timezone
 from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
-from sqlalchemy import create_engine
-from sqlalchemy.orm import Session, sessionmaker
-from sqlalchemy.pool import StaticPool
+from sqlalchemy.orm import Session
 
 from airflow_aip.jobs.vertex.view import view_from_vertex
 from airflow_aip.links import CANCELLED_BY_XCOM_KEY, ENDED_JOB_XCOM_KEY, JOB_API_XCOM_KEY, JOB_ID_XCOM_KEY
 from airflow_aip.ui.live import LiveReads, job_api_of, keeps_refreshing, why_it_waits
 from tests.fixtures.operators import FakeTI
 from tests.fixtures.tuning_job import SUMMARY
+from tests.fixtures.xcom_rows import dag_run, push_xcom, task_instance, xcom_database
 from tests.unit.clock import Clock
 
 DAG, RUN, TASK = "aip_training_pipeline", "manual__2026-11-25T10:00:00+00:00", "tune"
@@ -82,6 +80,7 @@ class FakeJobs:
         self.error = error
         self.reads = 0
         self.cancelled: list[str] = []
+        self.cancel_answer: bool | Exception = True  # False: the job had already ended
         self.before_read: Any = None
 
     def read(self, name: str) -> dict[str, Any]:
@@ -94,7 +93,9 @@ class FakeJobs:
 
     def cancel(self, name: str) -> bool:
         self.cancelled.append(name)
-        return True
+        if isinstance(self.cancel_answer, Exception):
+            raise self.cancel_answer
+        return self.cancel_answer
 
 
 def test_twenty_concurrent_requests_make_one_read() -> None:
@@ -215,38 +216,14 @@ def test_only_what_the_operators_push_is_read() -> None:
 
 @pytest.fixture
 def session() -> Iterator[Session]:
-    from airflow.models import import_all_models
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
-
-    import_all_models()  # type: ignore[no-untyped-call]  # xcom's foreign keys reach task_instance, dag_run...
-    engine = create_engine("sqlite://", poolclass=StaticPool, connect_args={"check_same_thread": False})
-    XComModel.metadata.create_all(engine)
-    with sessionmaker(engine)() as db:
-        db.add(DagRun(dag_id=DAG, run_id=RUN, run_type="manual"))
+    with xcom_database() as db:
+        dag_run(db, DAG, RUN)
         db.commit()
         yield db
-    engine.dispose()
 
 
 def _push(db: Session, key: str, value: Any) -> None:
-    from airflow.models.dagrun import DagRun
-    from airflow.models.xcom import XComModel
-
-    run = db.query(DagRun).one()
-    db.add(
-        XComModel(
-            dag_run_id=run.id,
-            task_id=TASK,
-            map_index=-1,
-            key=key,
-            dag_id=DAG,
-            run_id=RUN,
-            value=value,  # as the task SDK stores a JSON value (the Execution API does not re-encode it)
-            timestamp=T0,
-        )
-    )
-    db.commit()
+    push_xcom(db, key, value, dag_id=DAG, run_id=RUN, task_id=TASK, at=T0)
 
 
 def _push_job(db: Session, job_id: str) -> None:
@@ -514,6 +491,40 @@ def test_an_editor_cancels_and_the_task_can_say_who(
     assert CANCELLED_BY_XCOM_KEY == "aip_cancelled_by"
 
 
+@pytest.mark.parametrize(
+    ("answer", "status"),
+    [(False, 200), (ConnectionError("connection refused"), 502)],
+    ids=["ended", "failed"],
+)
+def test_a_cancel_that_cancelled_nothing_takes_back_who_cancelled(
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+    jobs: FakeJobs,
+    state: dict[str, Any],
+    answer: bool | Exception,
+    status: int,
+) -> None:
+    """The job had already ended, or the call failed: the task must not say a user cancelled it."""
+    _push(session, JOB_API_XCOM_KEY, API)
+    jobs.cancel_answer = answer
+    client = _client(session, monkeypatch, jobs, state, editor=True)
+
+    response = client.post("/api/task/cancel", params=QUERY, headers=SAME_SITE)
+
+    assert response.status_code == status
+    assert jobs.cancelled == [NAME]  # the cancel was sent, its record written first, then taken back
+    assert client.get("/api/task", params=QUERY).json()["cancelled_by"] is None
+    assert _stored_keys(session) == {JOB_API_XCOM_KEY}  # the job's address stays
+
+
+def _stored_keys(db: Session) -> set[str]:
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    db.expire_all()
+    return set(db.scalars(select(XComModel.key).where(XComModel.dag_id == DAG, XComModel.run_id == RUN)))
+
+
 def test_a_cancel_without_the_pages_header_is_refused(
     session: Session, monkeypatch: pytest.MonkeyPatch, jobs: FakeJobs, state: dict[str, Any]
 ) -> None:
@@ -634,40 +645,16 @@ def test_a_running_job_is_not_held_and_may_be_cancelled(
 
 def test_the_hold_is_read_from_the_deferred_tasks_trigger(session: Session) -> None:
     """``release_at`` out of the trigger row Airflow stores (its arguments encrypted, as always)."""
-    from airflow.models.taskinstance import TaskInstance
     from airflow.models.trigger import Trigger
-    from sqlalchemy import Uuid
 
     from airflow_aip.ui.app import _release_at
 
-    ti_id = uuid.UUID("01a2267c-7346-7171-a046-8ae4de3f1f3b")
     trigger = Trigger(
         classpath="airflow_aip.triggers.training.TrainingJobTrigger", kwargs={"release_at": 1.5e9}
     )
     session.add(trigger)
     session.flush()
-    session.execute(
-        TaskInstance.__table__.insert().values(
-            id=ti_id if isinstance(TaskInstance.__table__.c.id.type, Uuid) else str(ti_id),  # 3.1: a string
-            dag_id=DAG,
-            run_id=RUN,
-            task_id=TASK,
-            map_index=-1,
-            try_number=1,
-            trigger_id=trigger.id,
-            state="deferred",
-            pool="default_pool",
-            pool_slots=1,
-            max_tries=0,
-            priority_weight=1,
-            hostname="",
-            unixname="",
-            queue="default",
-            custom_operator_name="",
-            operator="SubmitTrainingJobOperator",
-            executor_config=b"",
-        )
-    )
+    task_instance(session, DAG, RUN, TASK, trigger_id=trigger.id, state="deferred")
     session.commit()
     assert _release_at(session, (DAG, RUN, TASK, -1)) == 1.5e9
     assert _release_at(session, (DAG, RUN, "other", -1)) is None
