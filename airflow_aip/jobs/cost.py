@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_aip.jobs.pricing import PriceTable
+from airflow_aip.jobs.pricing import PriceTable, Rate
 from airflow_aip.jobs.states import JobState
 from airflow_aip.jobs.times import seconds_between
 
@@ -106,6 +106,23 @@ def _none(table: PriceTable, *, missing: str, strategy: str = "STANDARD") -> Est
     return Estimate(None, table.currency, table.date, missing=missing, strategy=strategy)
 
 
+def _priced(
+    table: PriceTable, rate: Rate, seconds: float, strategy: str, standard: float | None = None
+) -> Estimate:
+    """``seconds`` at ``rate``: no figure where the rate misses a row, and the rows it trusted unsourced."""
+    amount = rate.per_hour * seconds / 3600 if rate.known else None
+    return Estimate(
+        amount,
+        table.currency,
+        table.date,
+        standard,
+        rate.unknown,
+        seconds=seconds,
+        strategy=strategy,
+        unverified=rate.unverified,
+    )
+
+
 def _billed(table: PriceTable, spans: Iterable[float]) -> float:
     return sum(table.billed_seconds(seconds) for seconds in spans)
 
@@ -154,17 +171,7 @@ def estimate(view: Mapping[str, Any], table: PriceTable, now: float | None = Non
     if strategy != "STANDARD":
         plain = table.job_rate(usage, region, "STANDARD")
         standard = plain.per_hour * seconds / 3600 if plain.known else None
-    amount = rate.per_hour * seconds / 3600 if rate.known else None
-    return Estimate(
-        amount,
-        table.currency,
-        table.date,
-        standard,
-        rate.unknown,
-        seconds=seconds,
-        strategy=strategy,
-        unverified=rate.unverified,
-    )
+    return _priced(table, rate, seconds, strategy, standard)
 
 
 @dataclass(frozen=True)
@@ -214,17 +221,7 @@ def worst_case(usage: Mapping[str, Any] | None, region: str, table: PriceTable) 
     seconds = table.billed_seconds(timeout) * int(usage.get("max_trials") or 1)
     rate = table.job_rate(usage, region)
     strategy = str(usage.get("strategy") or "STANDARD")
-    amount = rate.per_hour * seconds / 3600 if rate.known else None
-    return Estimate(
-        amount,
-        table.currency,
-        table.date,
-        None,
-        rate.unknown,
-        seconds=seconds,
-        strategy=strategy,
-        unverified=rate.unverified,
-    )
+    return _priced(table, rate, seconds, strategy)
 
 
 def burn_per_hour(view: Mapping[str, Any], table: PriceTable) -> float | None:
