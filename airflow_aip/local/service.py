@@ -42,6 +42,7 @@ from airflow_aip.local.deployment import check_private_tmp, no_engine
 from airflow_aip.local.executor.containers import find_engine
 from airflow_aip.local.executor.environments import EnvironmentCache
 from airflow_aip.local.executor.execution import ACTIVE_STATES, ExecutionSettings, JobControl, JobExecution
+from airflow_aip.local.executor.gcs_mount import unmount_left_over
 from airflow_aip.local.executor.plans import VERTEX_KINDS
 from airflow_aip.local.executor.prebuilt import PrebuiltImages
 from airflow_aip.local.executor.processes import kill_group
@@ -205,6 +206,8 @@ class TrainingService:
                 self.store.update(record.project, record.job_id, fail)
                 self.store.set_processes(record.project, record.job_id, [])
                 JobLog(self.store, record.project, record.job_id).service(message, severity="ERROR")
+        for point in unmount_left_over(self.config.data_dir):  # their /gcs/, once their rclone is gone
+            _log.warning("unmounted %s, left behind by this data dir's last service", point)
 
     def start(self) -> TrainingService:
         for index in range(max(1, self.config.max_running_jobs)):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +18,9 @@ from tests.fixtures.local_service import (
     wait_for_job,
     wait_for_state,
 )
+from tests.fixtures.tools import MOUNT_NAMESPACE_INSTALL, missing
 from tests.fixtures.vertex import LOCATION, VERTEX_TERMINAL, aiplatform
+from tests.fixtures.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 PROJECT = "restart-project"
@@ -118,3 +122,34 @@ def test_vertex_jobs_outlive_a_crash_too(
     resumed = wait_for_job(jobs, queued["name"], VERTEX_TERMINAL)
     assert resumed["state"] == "JOB_STATE_SUCCEEDED"
     assert resumed["createTime"] == queued["createTime"]
+
+
+def test_a_crashed_replicas_gcs_mount_is_unmounted_by_the_next_service(
+    restarts: Restarts, fake_gcs: Any, tmp_path: Path
+) -> None:
+    """A container replica's /gcs/ is mounted in this machine's namespace: after a crash its rclone
+    is dead and the mount answers "Transport endpoint is not connected" until the next service on
+    the data dir unmounts it (here a mount made as the replica's would be, then its rclone killed)."""
+    from airflow_aip.local.executor.gcs_mount import fuse_mounts, mount_unavailable, unmount_left_over
+
+    if mount_unavailable() is not None or not (shutil.which("fusermount3") or shutil.which("fusermount")):
+        missing("a FUSE mount (root, /dev/fuse, rclone, fusermount)", MOUNT_NAMESPACE_INSTALL)
+    data_dir = tmp_path / "data"
+    point = data_dir / "projects/1/jobs/j1/work/job/workerpool0-0/gcs"
+    point.mkdir(parents=True)
+    rclone = subprocess.Popen(["rclone", "mount", ":memory:", str(point), "--log-level", "ERROR"])
+    try:
+        wait_until(lambda: point in fuse_mounts(), 30, "the rclone mount")
+    finally:
+        rclone.kill()
+        rclone.wait()
+    try:
+        with pytest.raises(OSError, match="not connected"):
+            list(point.iterdir())  # what a crash leaves
+
+        _start(restarts, data_dir, fake_gcs.url)
+
+        assert point not in fuse_mounts()
+        assert list(point.iterdir()) == []
+    finally:
+        unmount_left_over(data_dir)  # nothing left behind, whatever the outcome

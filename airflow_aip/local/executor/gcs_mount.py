@@ -28,7 +28,9 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
+import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -121,3 +123,37 @@ def with_gcs_mount(
         return [*script, str(at), *argv]
     unshare = ["unshare", "--mount", "--propagation", "private"]
     return [*unshare, *script, str(MOUNT_POINT), *argv]
+
+
+def fuse_mounts() -> list[Path]:
+    """This mount namespace's FUSE mount points (``/proc/self/mounts``, its ``\\040`` escapes decoded)."""
+    try:
+        lines = Path("/proc/self/mounts").read_text().splitlines()
+    except OSError:
+        return []
+    points = []
+    for line in lines:
+        fields = line.split(" ")
+        if len(fields) > 2 and fields[2].startswith("fuse"):
+            points.append(Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[1])))
+    return points
+
+
+def unmount_left_over(root: Path) -> list[Path]:
+    """Unmount every FUSE mount under ``root`` that a replica left behind; the ones it unmounted.
+
+    A container replica's ``/gcs/`` is mounted in this machine's namespace (``at``, above), so a
+    SIGKILL of the replica's process group, or of the service, leaves the mount with its rclone
+    dead ("Transport endpoint is not connected") until someone unmounts it: the replica's own
+    stop, or the next service on its data dir. Lazily (``-z``), as the directory may still be open.
+    """
+    gone, root = [], root.resolve()
+    for point in fuse_mounts():
+        if point != root and root not in point.parents:
+            continue
+        for tool in ("fusermount3", "fusermount"):
+            argv = [tool, "-u", "-z", str(point)]
+            if shutil.which(tool) and subprocess.run(argv, capture_output=True, check=False).returncode == 0:
+                gone.append(point)
+                break
+    return gone

@@ -49,7 +49,12 @@ from airflow_aip.local.executor.accelerators import (
 )
 from airflow_aip.local.executor.cluster_env import ClusterLayout
 from airflow_aip.local.executor.containers import CA_VARIABLES, HOST_ONLY, SITE_MOUNT, ContainerEngine
-from airflow_aip.local.executor.gcs_mount import MOUNT_POINT, mount_unavailable, with_gcs_mount
+from airflow_aip.local.executor.gcs_mount import (
+    MOUNT_POINT,
+    mount_unavailable,
+    unmount_left_over,
+    with_gcs_mount,
+)
 from airflow_aip.local.executor.host_env import image_env
 from airflow_aip.local.executor.limits import (
     MemoryUse,
@@ -444,6 +449,8 @@ class Attempt:
                 self.spec.engine.remove(name)
         for process in self.processes.values():
             process.stop()
+        if self.network is not None:  # a container replica's /gcs/ is mounted here: see it gone
+            unmount_left_over(self.spec.work_dir)
         for limit in self.limits.values():  # its processes are gone: its groups can go
             limit.finish()
         leases, self._leases = self._leases, []
