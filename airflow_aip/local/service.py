@@ -4,8 +4,9 @@ A bounded number of jobs run at once (``max_running_jobs``); the rest wait QUEUE
 ``scheduling.priority`` then submission, with ``jobPosition`` telling where they stand.
 At start-up the records on disk are taken back: QUEUED jobs are queued again, and jobs that
 were PREPARING, RUNNING or CANCELLING when the previous service died are marked FAILED with a
-message saying so (their orphaned processes are stopped, by PID and start time, and the containers
-labelled with this data dir are removed: :mod:`.executor.containers`). On a clean
+message saying so (their orphaned processes are stopped, by PID and start time, the containers
+labelled with this data dir are removed: :mod:`.executor.containers`, and the ``/gcs/`` mounts their
+container replicas left are unmounted: :func:`.executor.gcs_mount.unmount_left_over`). On a clean
 stop, running jobs are stopped and marked FAILED the same way; queued jobs stay queued.
 
 The region can be made to lack things (:mod:`.capacity`): a queued job whose quota is not free
