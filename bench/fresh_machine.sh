@@ -8,6 +8,7 @@
 #
 #   bench/fresh_machine.sh [COMMIT]                  time `CI=true make test` at COMMIT (default HEAD)
 #   bench/fresh_machine.sh --command 'CMD' [COMMIT]  run CMD in the fresh clone instead (a check)
+#   AIP_FRESH_RUN_ARGS='--cpu-shares 128' ...        more `podman run` options (here: yield the CPU)
 #
 # As root on a host with podman and mmdebstrap. The root filesystem is built once and kept in
 # $AIP_FRESH_CACHE (default /var/tmp/aip-fresh, outside the repository); each run starts a new
@@ -41,7 +42,10 @@ fi
 # 2. A container from it (limits: podman's defaults for root exceed what this workplace allows and
 # fail "error setting rlimit"; open files as the host's own, processes 32768, the most allowed here), privileged (podman, FUSE, mount namespaces and cgroups inside), on a network
 # of its own: the podman inside makes bridges and firewall rules, and the tests listen on
-# 127.0.0.1, so none of it may land in this host's namespace beside other runs.
+# 127.0.0.1, so none of it may land in this host's namespace beside other runs. A cgroup namespace
+# of its own, as a machine has: on this host's cgroup v1, the container's cgroup mounts start at its
+# own group, which /proc/self/cgroup names from the host's root (the local service's machine limits
+# then find no cgroup to make, and fall back to the watchdog).
 work=$(mktemp -d "$cache/run.XXXXXX")
 name=aip-fresh-${work##*.}
 image=localhost/aip-fresh:${work##*.}
@@ -88,11 +92,11 @@ echo "\$status \$(( (\$(date +%s%N) - started) / 1000000 ))" >/fresh/result
 INSIDE
 echo "running '$measured' at $commit in a fresh container ($name); log: $log"
 set +e
-podman run --rm --name "$name" --privileged --network "$network" --device /dev/fuse \
+podman run --rm --name "$name" --privileged --cgroupns=private --network "$network" --device /dev/fuse \
   --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
   --hostname fresh-machine \
   --volume "$git_dir:/src.git:ro" --volume "$work/containers:/var/lib/containers" \
-  --volume "$work/io:/fresh" "${ca_env[@]}" \
+  --volume "$work/io:/fresh" "${ca_env[@]}" ${AIP_FRESH_RUN_ARGS:-} \
   "$image" bash /fresh/inside.sh
 podman_status=$?
 set -e
