@@ -91,10 +91,19 @@ status=\$?
 echo "\$status \$(( (\$(date +%s%N) - started) / 1000000 ))" >/fresh/result
 INSIDE
 echo "running '$measured' at $commit in a fresh container ($name); log: $log"
+# An init as PID 1 that reaps orphans, as a machine's init does (a zombie answers kill -0, so a test
+# that waits for a process to end would wait on): the host's catatonit or tini, where there is one.
+init=()
+for candidate in /usr/libexec/podman/catatonit /usr/bin/catatonit /usr/bin/tini; do
+  if [ -x "$candidate" ]; then init=(--init --init-path "$candidate"); break; fi
+done
+# /dev/shm as big as the host's (podman's default, 64 MB, is a container's; Chromium and
+# PostgreSQL use it).
+shm=$(df --output=size -B1 /dev/shm | tail -n 1)
 set +e
 podman run --rm --name "$name" --privileged --cgroupns=private --network "$network" --device /dev/fuse \
   --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
-  --hostname fresh-machine \
+  --hostname fresh-machine "${init[@]}" --shm-size "$shm" \
   --volume "$git_dir:/src.git:ro" --volume "$work/containers:/var/lib/containers" \
   --volume "$work/io:/fresh" "${ca_env[@]}" ${AIP_FRESH_RUN_ARGS:-} \
   "$image" bash /fresh/inside.sh
