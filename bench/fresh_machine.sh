@@ -33,6 +33,7 @@ rootfs=$cache/rootfs-bookworm-$key.tar
 if [ ! -f "$rootfs" ]; then
   echo "building the bare root filesystem $rootfs (once)"
   started=$SECONDS
+  rm -rf "$rootfs.part"
   (IFS=,; mmdebstrap --quiet --format=tar --variant=minbase --include="${packages[*]}" bookworm "$rootfs.part" \
     "deb $mirror bookworm main" "deb $mirror bookworm-updates main" "deb $security bookworm-security main")
   mv "$rootfs.part" "$rootfs"
