@@ -34,7 +34,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 DAG_ID = "aip_training_pipeline"

@@ -33,7 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 from scripts.stack import running, sqlite_url, start, stop_group
 
 CLUSTER = "postgres"  # under the home

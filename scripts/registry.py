@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 from scripts.stack import port_is_free, start, stop_group
 
 # The image the examples' Dockerfile starts FROM here: built from Debian's packages by

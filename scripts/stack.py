@@ -24,7 +24,7 @@ from typing import Any, NoReturn
 
 import psutil
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

@@ -23,6 +23,7 @@ import argparse
 import json
 import os
 import signal
+import socket
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -283,13 +284,19 @@ def serve(args: argparse.Namespace) -> int:
         print(refused, file=sys.stderr)
         return 2
     from airflow_aip.local.api import create_app
+    from airflow_aip.local.ports import free_port
     from airflow_aip.local.service import TrainingService
-    from airflow_aip.local.storage.gcs import FakeGcsServer, free_port
+    from airflow_aip.local.storage.gcs import FakeGcsServer
     from airflow_aip.local.vertex.handlers import VertexHandlers
 
+    try:  # bound now, before anything starts: a busy --port refuses at once, and port 0 is ours
+        api_socket = _listening_socket(args.host, args.port)
+    except OSError as exc:
+        print(f"aip-local serve: cannot listen on {args.host}:{args.port} (--port): {exc}", file=sys.stderr)
+        return 2
     _log_to_stderr()
     data_dir = args.data_dir.expanduser().resolve()
-    port = args.port or free_port(args.host)
+    port = int(api_socket.getsockname()[1])
     gcs = None
     if args.gcs_url:
         storage_url = args.gcs_url.rstrip("/")
@@ -313,7 +320,7 @@ def serve(args: argparse.Namespace) -> int:
             print(f"export AIP_LOCAL_GRPC_ENDPOINT={args.host}:{grpc_face.port}")
             print(f'# Google\'s own clients, unchanged: eval "$(aip-local env --data-dir {data_dir})"')
             _print_exports(args, service, endpoint, storage_url, proxy)
-            _run_until_stopped(app, args.host, port)
+            _run_until_stopped(app, api_socket)
         finally:
             if client_proxy is not None:
                 client_proxy.stop()
@@ -390,7 +397,7 @@ def _with_faults(
     if not (args.fault_rate or args.fault_admin):
         return app, None, None
     from airflow_aip.local.faults import FaultInjection, FaultPlan
-    from airflow_aip.local.storage.gcs import free_port
+    from airflow_aip.local.ports import free_port
     from airflow_aip.local.storage.gcs_proxy import StorageProxyServer
 
     plan = FaultPlan(args.fault_rate, args.fault_seed)
@@ -426,15 +433,29 @@ def _print_exports(
     print(f"# aip-local {os.getpid()} serving {service.config.data_dir}", flush=True)
 
 
-def _run_until_stopped(app: Any, host: str, port: int) -> None:
-    """Serve ``app`` until SIGINT or SIGTERM."""
+def _listening_socket(host: str, port: int) -> socket.socket:
+    """The API's socket, bound and listening (``port`` 0: any free one, read back from it)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET  # --host ::1
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds its own
+        sock.bind((host, port))
+        sock.listen(2048)  # uvicorn's backlog: a client connecting before it runs waits there
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _run_until_stopped(app: Any, api_socket: socket.socket) -> None:
+    """Serve ``app`` on ``api_socket`` until SIGINT or SIGTERM."""
     import uvicorn
 
-    server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
     # uvicorn re-raises the signal that stopped it once it has shut down; turn SIGTERM into
     # SystemExit (as SIGINT is KeyboardInterrupt) so the jobs and fake-gcs-server still stop.
     signal.signal(signal.SIGTERM, _exit_on_signal)
-    server.run()
+    server.run(sockets=[api_socket])
 
 
 def _exit_on_signal(signum: int, _frame: object) -> None:

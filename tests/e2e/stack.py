@@ -28,7 +28,7 @@ from types import FrameType
 import httpx
 import psutil
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 from scripts.stack import REPO, airflow_env, local_service, migrate, stop_group
 from tests.fixtures import servers
 from tests.fixtures.airflow_stack import AirflowApi, dag_bundles, login

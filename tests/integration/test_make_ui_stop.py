@@ -69,7 +69,7 @@ import httpx
 import psutil
 import pytest
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 from scripts.stack import BIN, REPO
 from tests.fixtures.waiting import wait_until
 

@@ -31,7 +31,7 @@ from typing import Any
 import psutil
 import pytest
 
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 from tests.fixtures.local_service import (
     LocalService,
     StagedTrainer,

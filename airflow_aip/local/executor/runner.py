@@ -68,7 +68,7 @@ from airflow_aip.local.executor.limits import (
 from airflow_aip.local.executor.plans import ExecutionPlan, PoolPlan, snake_case_keys
 from airflow_aip.local.executor.processes import ManagedProcess
 from airflow_aip.local.executor.replica_network import ReplicaNetwork, networked
-from airflow_aip.local.storage.gcs import free_port
+from airflow_aip.local.ports import free_port
 
 __all__ = [
     "Attempt",

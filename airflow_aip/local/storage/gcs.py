@@ -12,7 +12,6 @@ import ctypes
 import os
 import platform
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,8 @@ import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
+
+from airflow_aip.local.ports import free_port
 
 _ARCH = {"x86_64": "amd64", "AMD64": "amd64", "aarch64": "arm64", "arm64": "arm64"}
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -44,13 +45,6 @@ def die_with_parent() -> Callable[[], None] | None:
             os._exit(1)
 
     return set_death_signal
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    """A port the OS says is free now on ``host``."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
 
 
 def fake_gcs_binary() -> Path:
