@@ -50,13 +50,15 @@ def set_local_stockouts(
             f"machine); this task reaches Vertex AI {where}, whose capacity is not ours to change: "
             "leave it empty",
         )
-    current = hook.request("capacity.get", "GET", "_capacity").get("stockouts") or []
-    ours = {f"{region}:{s}" for s in STRATEGIES}
-    wanted = sorted({str(s) for s in current if s not in ours} | {f"{region}:{s}" for s in strategies})
-    if wanted == sorted(str(s) for s in current):
-        return wanted
+    current = {str(s) for s in hook.request("capacity.get", "GET", "_capacity").get("stockouts") or []}
+    wanted = {f"{region}:{s}" for s in strategies}
+    unwanted = {f"{region}:{s}" for s in STRATEGIES} - wanted
+    if wanted <= current and not unwanted & current:
+        return sorted(current)
+    # One step on the service: runs in other regions changing theirs meanwhile keep their own.
+    body = {"stockoutsRemoved": sorted(unwanted), "stockoutsAdded": sorted(wanted)}
     try:
-        answer = hook.request("capacity.update", "POST", "_capacity", body={"stockouts": wanted}, retry=False)
+        answer = hook.request("capacity.update", "POST", "_capacity", body=body, retry=False)
     except ApiError as err:
         if err.status != 403:
             raise

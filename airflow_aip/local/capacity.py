@@ -120,6 +120,12 @@ class RegionCapacity:
         with self._lock:
             self._stockouts = set(stockouts)
 
+    def change_stockouts(self, added: set[tuple[str, str]], removed: set[tuple[str, str]]) -> None:
+        """Take ``removed`` out, then put ``added`` in, in one step: two clients changing different
+        regions at once each keep their own (a read, then a whole set, would lose one)."""
+        with self._lock:
+            self._stockouts = (self._stockouts - removed) | added
+
     def grant_flex_start(self) -> None:
         """Capacity arrives now for every FLEX_START job waiting."""
         with self._lock:

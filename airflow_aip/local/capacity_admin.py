@@ -15,6 +15,8 @@ A POST body, every field optional::
      "stockouts": ["us-central1:NVIDIA_TESLA_A100",   # the whole set: [] restocks everything
                    "us-central1:my-reservation",     # a reservation, by name
                    "us-central1:SPOT"],              # every Spot VM (a strategy: SPOT, STANDARD...)
+     "stockoutsRemoved": ["us-west1:SPOT"],         # or a change, in one step: these out (after
+     "stockoutsAdded": ["us-west1:STANDARD"],       # "stockouts"), then these in; others' kept
      "flexStartCapacityAfter": 5,                   # seconds a FLEX_START job waits; null: for ever
      "flexStartCapacityNow": true,                  # capacity for every FLEX_START job waiting now
      "preemptSpotAfter": 2,                         # seconds into a SPOT job; null: never
@@ -40,7 +42,17 @@ _MACHINE_LIKE = re.compile(r"[a-z][a-z0-9]*-(standard|high[a-z]+|mega[a-z]+|ultr
 # A scheduling strategy a stockout may name: the region has no VMs of that kind to give.
 STRATEGY_STOCKOUTS = ("SPOT", "STANDARD", "FLEX_START")
 _TIMING = {"flexStartCapacityAfter": "flex_start_after", "preemptSpotAfter": "preempt_spot_after"}
-_FIELDS = {"quotas", "quotaMode", "stockouts", "flexStartCapacityNow", "preempt", "create429", *_TIMING}
+_STOCKOUT_CHANGES = ("stockoutsAdded", "stockoutsRemoved")
+_FIELDS = {
+    "quotas",
+    "quotaMode",
+    "stockouts",
+    *_STOCKOUT_CHANGES,
+    "flexStartCapacityNow",
+    "preempt",
+    "create429",
+}
+_FIELDS |= set(_TIMING)
 
 
 def _region(text: str, field: str) -> str:
@@ -140,6 +152,8 @@ class CapacityUpdate:
     quotas: list[tuple[str, str, int | None]] = field(default_factory=list)
     quota_mode: str | None = None
     stockouts: set[tuple[str, str]] | None = None
+    stockouts_added: set[tuple[str, str]] = field(default_factory=set)
+    stockouts_removed: set[tuple[str, str]] = field(default_factory=set)
     timing: dict[str, float | None] = field(default_factory=dict)  # attribute -> seconds, as given
     flex_start_now: bool = False
     preempt: list[str] = field(default_factory=list)
@@ -158,6 +172,10 @@ def _quotas(value: Any) -> list[tuple[str, str, int | None]]:
     return quotas
 
 
+def _stockout_set(body: Mapping[str, Any], name: str) -> set[tuple[str, str]]:
+    return {parse_stockout(item, name) for item in _strings(body, name)} if name in body else set()
+
+
 def parse_update(body: Any) -> CapacityUpdate:
     """A ``POST /_capacity`` body, checked whole (ValidationError naming the field)."""
     if not isinstance(body, Mapping):
@@ -170,6 +188,13 @@ def parse_update(body: Any) -> CapacityUpdate:
         update.quota_mode = parse_quota_mode(body["quotaMode"], "quotaMode")
     if "stockouts" in body:
         update.stockouts = {parse_stockout(item, "stockouts") for item in _strings(body, "stockouts")}
+    if "stockoutsAdded" in body:
+        update.stockouts_added = {
+            parse_stockout(s, "stockoutsAdded") for s in _strings(body, "stockoutsAdded")
+        }
+    if "stockoutsRemoved" in body:
+        removed = _strings(body, "stockoutsRemoved")
+        update.stockouts_removed = {parse_stockout(s, "stockoutsRemoved") for s in removed}
     for name, attribute in _TIMING.items():
         if name in body:
             update.timing[attribute] = parse_seconds(body[name], name)
@@ -191,6 +216,8 @@ def apply_update(capacity: RegionCapacity, body: Any) -> None:
         capacity.quota_mode = update.quota_mode
     if update.stockouts is not None:
         capacity.set_stockouts(update.stockouts)
+    if update.stockouts_added or update.stockouts_removed:
+        capacity.change_stockouts(update.stockouts_added, update.stockouts_removed)
     for attribute, value in update.timing.items():
         setattr(capacity, attribute, value)
     if update.flex_start_now:

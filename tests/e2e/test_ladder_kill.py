@@ -40,7 +40,8 @@ def ladder_project(airflow_stack: AirflowStack) -> Iterator[str]:
     stack = airflow_stack
     httpx.post(
         f"{stack.ml_url.rstrip('/')}/_capacity",
-        json={"stockouts": STOCKOUTS, "flexStartCapacityAfter": None},
+        # added, not set: tests running beside this one on the stack keep their own stockouts
+        json={"stockoutsAdded": STOCKOUTS, "flexStartCapacityAfter": None},
         timeout=30,
     ).raise_for_status()
     wait_until(

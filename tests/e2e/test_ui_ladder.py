@@ -77,10 +77,8 @@ def _what_the_tab_saw(stack: AirflowStack, run_id: str, document: Any, renders: 
 
 def _restock(stack: AirflowStack) -> None:
     """The region's Spot VMs back (the stack's service runs with --fault-admin)."""
-    with httpx.Client(base_url=stack.ml_url, timeout=30) as http:
-        stockouts = http.get("_capacity").raise_for_status().json()["stockouts"]
-        kept = [s for s in stockouts if not s.startswith(f"{REGION}:")]
-        http.post("_capacity", json={"stockouts": kept}).raise_for_status()
+    removed = {"stockoutsRemoved": [f"{REGION}:SPOT"]}  # in one step: other tests' stockouts stay
+    httpx.post(f"{stack.ml_url.rstrip('/')}/_capacity", json=removed, timeout=30).raise_for_status()
 
 
 def test_a_spot_stockout_from_the_form_climbs_to_standard_and_the_tab_shows_each_rung(

@@ -90,3 +90,23 @@ def test_on_google_a_stockout_is_refused_naming_the_param_and_nothing_is_sent(
     with pytest.raises(ValidationError, match="among STANDARD, SPOT, FLEX_START"):
         set_local_stockouts(["spot"], project_id="my-project", region="us-central1")
     assert sent == []
+
+
+def test_a_change_of_one_regions_stockouts_keeps_what_others_set_meanwhile(
+    loopback_admin: TrainingService,
+) -> None:
+    """Runs in two regions at once (and a test's own A100 stockout) each keep theirs: a change is
+    one step on the service, never a read and then a whole set written back."""
+    http = TestClient(create_app(loopback_admin), client=("127.0.0.1", 5000))
+    http.post("/_capacity", json={"stockouts": ["us-central1:NVIDIA_TESLA_A100"]}).raise_for_status()
+    change = {"stockoutsAdded": ["us-west1:SPOT"], "stockoutsRemoved": ["us-west1:STANDARD"]}
+    assert http.post("/_capacity", json=change).json()["stockouts"] == [
+        "us-central1:NVIDIA_TESLA_A100",
+        "us-west1:SPOT",
+    ]
+    refused = http.post("/_capacity", json={"stockoutsRemoved": ["us-west1:SPOT"], "stockoutsAdded": ["x"]})
+    assert refused.status_code == 400
+    assert "stockouts_added" in refused.json()["error"]["message"]  # Google's words name fields so
+    assert http.post("/_capacity", json={"stockoutsRemoved": ["us-west1:SPOT"]}).json()["stockouts"] == [
+        "us-central1:NVIDIA_TESLA_A100"
+    ]
