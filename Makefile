@@ -10,7 +10,7 @@ BYTECODE := $(VENV)/.bytecode-stamp
 # `airflow standalone` and `airflow dags test` launch `airflow` by name.
 export PATH := $(BIN):$(PATH)
 
-.PHONY: install google-env compat-envs test-compat lock-compat lint docs deps base-image prepare browser gcs-fuse servers screenshot test test-tiers test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
+.PHONY: install job-pythons google-env compat-envs test-compat lock-compat lint docs deps base-image prepare browser gcs-fuse servers screenshot test test-tiers test-soak test-e2e test-unit test-integration test-dags test-celery demo ui bench reliability lock clean
 
 install: $(STAMP) $(BYTECODE)
 
@@ -84,6 +84,23 @@ docs: install
 deps:
 	@bash scripts/debian_deps.sh browser servers fuse compose containers
 
+# The Pythons of Vertex AI's prebuilt images (3.10 for most): the local service runs a job on its
+# image's Python and refuses it where this machine has none (docs/local-service.md, "Runtimes"). It
+# looks on PATH, in pyenv and in uv's store; where none has it, uv installs one (a download from
+# python-build-standalone's releases). Without it, a note; under CI a failure, as for a missing tool.
+JOB_PYTHONS := 3.10
+job-pythons: install
+	@for minor in $(JOB_PYTHONS); do \
+	  $(BIN)/python -c "import sys; from airflow_aip.local.executor.interpreters import find_python; sys.exit(find_python('$$minor') is None)" \
+	    && continue; \
+	  echo "uv python install $$minor (the jobs of images on Python $$minor)"; \
+	  $(BIN)/uv python install $$minor && continue; \
+	  case "$$(printf %s "$${CI:-}" | tr '[:upper:]' '[:lower:]')" in \
+	    ""|0|false|no|off) echo "note: no Python $$minor here, and uv could not install one: jobs on its images fail";; \
+	    *) echo "job-pythons: CI=$$CI and no Python $$minor here (PATH, pyenv, uv), and uv could not install one" >&2; exit 1;; \
+	  esac; \
+	done
+
 # The trainer base image of custom-container jobs and their tests, built from Debian's packages
 # once per machine and kept in the engine's store (scripts/base_image.sh; a no-op once built).
 base-image: deps
@@ -114,6 +131,7 @@ PYTEST = $(BIN)/pytest -n $(TEST_WORKERS) --dist loadscope --no-loadscope-reorde
 # install beside the Debian packages and then the base image (network beside CPU)
 prepare:
 	@$(MAKE) --no-print-directory -j2 install base-image
+	@$(MAKE) --no-print-directory job-pythons
 
 # lint beside the tests: the tests wait on servers and training processes more than they use
 # both cores (about 1.3 of 2 on average), so lint's minute of CPU fits beside them. The tests start
@@ -124,7 +142,7 @@ test:
 	@$(MAKE) --no-print-directory -j2 lint test-tiers
 
 BASE_IMAGE_LOG := .pytest_cache/base-image.log
-test-tiers: install deps
+test-tiers: install deps job-pythons
 	@mkdir -p $(dir $(BASE_IMAGE_LOG)); bash scripts/base_image.sh >$(BASE_IMAGE_LOG) 2>&1 & build=$$!; \
 	$(PYTEST) -m "not soak" $(TESTS); status=$$?; \
 	if wait $$build; then sed -n '$$p' $(BASE_IMAGE_LOG); else cat $(BASE_IMAGE_LOG); status=1; fi; \
@@ -185,7 +203,7 @@ test-celery: prepare
 servers:
 	@bash scripts/debian_deps.sh servers
 
-demo: install gcs-fuse servers
+demo: install gcs-fuse servers job-pythons
 	$(BIN)/python scripts/demo.py
 
 # DEMO=1: Airflow on the last `make demo`'s home, to see that run's trials in the UI.
@@ -193,7 +211,7 @@ demo: install gcs-fuse servers
 # (the Google provider's Vertex AI operators, where installed; the SDK on gRPC) reach the service.
 # Stopped by Ctrl-C or SIGTERM to make's process group (make forwards the SIGTERM, so ui.py gets
 # it twice): ui.py stops everything it started on the first signal and defers any other.
-ui: install gcs-fuse base-image
+ui: install gcs-fuse base-image job-pythons
 	$(BIN)/python scripts/ui.py $(if $(DEMO),--demo) $(if $(GOOGLE_CLIENTS),--google-clients)
 
 bench: install gcs-fuse

@@ -101,12 +101,18 @@ done
 # /dev/shm as big as the host's (podman's default, 64 MB, is a container's; Chromium and
 # PostgreSQL use it).
 shm=$(df --output=size -B1 /dev/shm | tail -n 1)
+# This workplace's machines come with pyenv's Pythons (3.10 among them: the jobs of most of Vertex
+# AI's images run on it), which Debian's packages do not have: lent read-only, as a new machine here
+# has them. Elsewhere `make job-pythons` has uv install a 3.10 (a download this host cannot make).
+pythons=()
+pyenv_root=${PYENV_ROOT:-$HOME/.pyenv}
+[ ! -d "$pyenv_root/versions" ] || pythons=(--volume "$pyenv_root/versions:/root/.pyenv/versions:ro")
 set +e
 podman run --rm --name "$name" --privileged --cgroupns=private --network "$network" --device /dev/fuse \
   --ulimit "nofile=$(ulimit -Sn):$(ulimit -Hn)" --ulimit nproc=32768:32768 \
   --hostname fresh-machine "${init[@]}" --shm-size "$shm" \
   --volume "$git_dir:/src.git:ro" --volume "$work/containers:/var/lib/containers" \
-  --volume "$work/io:/fresh" "${ca_env[@]}" ${AIP_FRESH_RUN_ARGS:-} \
+  --volume "$work/io:/fresh" "${ca_env[@]}" "${pythons[@]}" ${AIP_FRESH_RUN_ARGS:-} \
   "$image" bash /fresh/inside.sh
 podman_status=$?
 set -e
