@@ -78,11 +78,12 @@ docs: install
 # Debian packages, each installed when missing and we are root (else the tests that need it skip;
 # under CI both this step and those tests fail instead: tests/fixtures/tools.py):
 # chromium (UI tests, through playwright: never `playwright install`), postgresql and redis-server
-# (the e2e and Celery tiers' own servers), rclone and fuse3 (/gcs/ in each training replica), and
+# (the e2e and Celery tiers' own servers), rclone and fuse3 (/gcs/ in each training replica), curl
+# (Google's images have it, and the test trainer calls it), and
 # docker-compose (validates docker-compose.yaml offline), and podman, mmdebstrap and
 # docker-registry (custom-container jobs). One `apt-get update` for all of them.
 deps:
-	@bash scripts/debian_deps.sh browser servers fuse compose containers
+	@bash scripts/debian_deps.sh browser servers fuse tools compose containers
 
 # The Pythons of Vertex AI's prebuilt images (3.10 for most): the local service runs a job on its
 # image's Python and refuses it where this machine has none (docs/local-service.md, "Runtimes"). It
