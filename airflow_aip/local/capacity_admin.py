@@ -42,17 +42,8 @@ _MACHINE_LIKE = re.compile(r"[a-z][a-z0-9]*-(standard|high[a-z]+|mega[a-z]+|ultr
 # A scheduling strategy a stockout may name: the region has no VMs of that kind to give.
 STRATEGY_STOCKOUTS = ("SPOT", "STANDARD", "FLEX_START")
 _TIMING = {"flexStartCapacityAfter": "flex_start_after", "preemptSpotAfter": "preempt_spot_after"}
-_STOCKOUT_CHANGES = ("stockoutsAdded", "stockoutsRemoved")
-_FIELDS = {
-    "quotas",
-    "quotaMode",
-    "stockouts",
-    *_STOCKOUT_CHANGES,
-    "flexStartCapacityNow",
-    "preempt",
-    "create429",
-}
-_FIELDS |= set(_TIMING)
+_STOCKOUT_FIELDS = ("stockouts", "stockoutsAdded", "stockoutsRemoved")
+_FIELDS = {"quotas", "quotaMode", *_STOCKOUT_FIELDS, "flexStartCapacityNow", "preempt", "create429", *_TIMING}
 
 
 def _region(text: str, field: str) -> str:
@@ -187,7 +178,7 @@ def parse_update(body: Any) -> CapacityUpdate:
     if "quotaMode" in body:
         update.quota_mode = parse_quota_mode(body["quotaMode"], "quotaMode")
     if "stockouts" in body:
-        update.stockouts = {parse_stockout(item, "stockouts") for item in _strings(body, "stockouts")}
+        update.stockouts = _stockout_set(body, "stockouts")
     if "stockoutsAdded" in body:
         update.stockouts_added = {
             parse_stockout(s, "stockoutsAdded") for s in _strings(body, "stockoutsAdded")
